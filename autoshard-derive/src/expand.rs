@@ -1,0 +1,265 @@
+//! Generates `impl ::autoshard::Shardable`.
+//!
+//! Everything the stores need is expressed through the trait's hidden items,
+//! indexed by sharded-field position, so the runtime stays non-generic over
+//! field layout and the generated code stays small.
+
+use crate::ast::{Field, Input, Role, Sharded};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::Index;
+
+pub fn derive(input: &Input) -> TokenStream {
+    let ident = input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let bounds = bounds(input);
+    let where_clause = match where_clause {
+        Some(w) => quote!(#w, #(#bounds,)*),
+        None => quote!(where #(#bounds,)*),
+    };
+    let kind = match &input.kind {
+        Some(lit) => quote!(#lit),
+        None => {
+            let name = ident.to_string();
+            quote!(#name)
+        }
+    };
+    let id_field = input.with_role(|r| matches!(r, Role::Id)).next();
+    let id_ident = id_field.map(|f| f.ident);
+    let id_ty = id_field.map(|f| f.ty);
+    let pending = pending_access(input);
+    let (pending_mut, pending_ref) = match &pending {
+        Some(p) => (quote!(::core::option::Option::Some(&mut #p)), quote!(::core::option::Option::Some(&#p))),
+        None => (quote!(::core::option::Option::None), quote!(::core::option::Option::None)),
+    };
+    let bind_pending = match &pending {
+        Some(p) if input.sharded().next().is_some() => {
+            quote!(let __pending = ::autoshard::__private::pending_values::<Self>(&mut #p);)
+        }
+        _ => quote!(),
+    };
+    let sharded: Vec<_> = input.sharded().collect();
+    let pending_ty = sharded.iter().map(|(f, _)| f.ty);
+    let neutrals = sharded.iter().map(|(_, s)| &s.neutral);
+    let specs = sharded.iter().map(|(f, s)| {
+        let name = f.ident.to_string();
+        let shards = match s.shards {
+            Some(n) => quote!(::core::option::Option::Some(#n)),
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(::autoshard::__private::FieldSpec { name: #name, shards: #shards })
+    });
+    let swap = swap_fields(&sharded, &pending);
+    let encode_document = encode_document(input);
+    let encode_field = per_field(&sharded, |i, f, _| {
+        let field = f.ident;
+        let name = field.to_string();
+        quote!(#i => ::autoshard::__private::encode_field(Self::KIND, #name, &self.#field))
+    });
+    let encode_pending = per_field(&sharded, |i, f, s| {
+        let name = f.ident.to_string();
+        let slot = Index::from(i);
+        let neutral = &s.neutral;
+        quote!(#i => ::autoshard::__private::encode_pending(Self::KIND, #name, &__pending.#slot, &#neutral))
+    });
+    let fold = per_field(&sharded, |i, f, s| {
+        let fold_fn = fold_fn(f, s);
+        let neutral = &s.neutral;
+        quote!(#i => ::autoshard::__private::fold_values(__values, #neutral, #fold_fn))
+    });
+    let construct = construct(input);
+
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics ::autoshard::Shardable for #ident #ty_generics #where_clause {
+            type Id = #id_ty;
+            #[doc(hidden)]
+            type __Pending = (#(#pending_ty,)*);
+            const KIND: &'static str = #kind;
+            #[doc(hidden)]
+            const __FIELDS: &'static [::autoshard::__private::FieldSpec] = &[#(#specs),*];
+
+            fn id(&self) -> &Self::Id {
+                &self.#id_ident
+            }
+
+            #[doc(hidden)]
+            fn __neutral() -> Self::__Pending {
+                (#(#neutrals,)*)
+            }
+
+            #[doc(hidden)]
+            fn __pending_mut(&mut self) -> ::core::option::Option<&mut ::autoshard::Pending<Self>> {
+                #pending_mut
+            }
+
+            #[doc(hidden)]
+            fn __pending_ref(&self) -> ::core::option::Option<&::autoshard::Pending<Self>> {
+                #pending_ref
+            }
+
+            #[doc(hidden)]
+            fn __swap_pending(&mut self) {
+                #swap
+            }
+
+            #[doc(hidden)]
+            fn __encode_document(&self) -> ::autoshard::Result<::std::string::String> {
+                #encode_document
+            }
+
+            #[doc(hidden)]
+            fn __encode_field(&self, __field: usize) -> ::autoshard::Result<::autoshard::Value> {
+                match __field {
+                    #(#encode_field,)*
+                    _ => ::autoshard::__private::no_such_field(Self::KIND, __field),
+                }
+            }
+
+            #[doc(hidden)]
+            fn __encode_pending(
+                &mut self,
+                __field: usize,
+            ) -> ::autoshard::Result<::core::option::Option<::autoshard::Value>> {
+                #bind_pending
+                match __field {
+                    #(#encode_pending,)*
+                    _ => ::autoshard::__private::no_such_field(Self::KIND, __field),
+                }
+            }
+
+            #[doc(hidden)]
+            fn __fold(
+                __field: usize,
+                __values: &mut dyn ::core::iter::Iterator<Item = ::autoshard::Value>,
+            ) -> ::core::result::Result<::autoshard::Value, ::autoshard::__private::FoldError> {
+                match __field {
+                    #(#fold,)*
+                    _ => ::core::result::Result::Err(::autoshard::__private::FoldError::NoSuchField(__field)),
+                }
+            }
+
+            #[doc(hidden)]
+            fn __from_parts(
+                __id: Self::Id,
+                __parts: &mut ::autoshard::__private::Parts,
+            ) -> ::autoshard::Result<Self> {
+                #construct
+            }
+        }
+    }
+}
+
+/// `self.pending`; validation guarantees it exists when anything is sharded.
+fn pending_access(input: &Input) -> Option<TokenStream> {
+    input
+        .with_role(|r| matches!(r, Role::Pending))
+        .next()
+        .map(|f| {
+            let ident = f.ident;
+            quote_spanned!(f.ty_span()=> self.#ident)
+        })
+}
+
+fn per_field(
+    sharded: &[(&Field, &Sharded)],
+    arm: impl Fn(usize, &Field, &Sharded) -> TokenStream,
+) -> Vec<TokenStream> {
+    sharded
+        .iter()
+        .enumerate()
+        .map(|(i, (f, s))| arm(i, f, s))
+        .collect()
+}
+
+/// The fold as a typed fn pointer, spanned at the field so that a missing or
+/// mistyped fold is reported where the field is declared.
+fn fold_fn(field: &Field, sharded: &Sharded) -> TokenStream {
+    let ty = field.ty;
+    let path = match &sharded.fold {
+        Some(path) => quote!(#path),
+        None => {
+            let name = format_ident!("fold_{}", field.ident);
+            quote_spanned!(field.span=> Self::#name)
+        }
+    };
+    quote_spanned!(field.span=> {
+        let __fold: fn(#ty, #ty) -> _ = #path;
+        __fold
+    })
+}
+
+fn swap_fields(sharded: &[(&Field, &Sharded)], pending: &Option<TokenStream>) -> TokenStream {
+    let Some(pending) = pending.as_ref().filter(|_| !sharded.is_empty()) else {
+        return quote!();
+    };
+    let swaps = sharded.iter().enumerate().map(|(i, (f, _))| {
+        let field = f.ident;
+        let slot = Index::from(i);
+        quote!(::core::mem::swap(&mut self.#field, &mut __pending.#slot);)
+    });
+    quote! {
+        let __pending = ::autoshard::__private::pending_values::<Self>(&mut #pending);
+        #(#swaps)*
+    }
+}
+
+fn encode_document(input: &Input) -> TokenStream {
+    let puts = input.with_role(|r| matches!(r, Role::Plain)).map(|f| {
+        let field = f.ident;
+        let name = field.to_string();
+        quote!(__doc.put(#name, &self.#field)?;)
+    });
+    quote! {
+        let mut __doc = ::autoshard::__private::DocumentWriter::new(Self::KIND);
+        #(#puts)*
+        ::core::result::Result::Ok(__doc.finish())
+    }
+}
+
+fn construct(input: &Input) -> TokenStream {
+    let mut sharded_index = 0usize;
+    let inits = input.fields.iter().map(|f| {
+        let field = f.ident;
+        let name = field.to_string();
+        let value = match &f.role {
+            Role::Id => quote!(__id),
+            Role::Pending => quote!(::autoshard::Pending::__loaded(__parts.document())),
+            Role::Plain => quote!(__parts.take(#name)?),
+            Role::Sharded(s) => {
+                let i = sharded_index;
+                sharded_index += 1;
+                let fold_fn = fold_fn(f, s);
+                let neutral = &s.neutral;
+                quote!(__parts.fold(#i, #neutral, #fold_fn)?)
+            }
+        };
+        quote!(#field: #value)
+    });
+    quote!(::core::result::Result::Ok(Self { #(#inits,)* }))
+}
+
+/// Bounds on field types, spanned at each type so an unsupported type is
+/// reported on its own field.
+fn bounds(input: &Input) -> Vec<TokenStream> {
+    input
+        .fields
+        .iter()
+        .filter_map(|f| {
+            let ty = f.ty;
+            let bound = match f.role {
+                Role::Id => quote!(::autoshard::EntityId),
+                Role::Pending => return None,
+                Role::Plain => quote!(::autoshard::__private::Document),
+                Role::Sharded(_) => quote!(::autoshard::__private::ShardValue),
+            };
+            Some(quote_spanned!(f.ty_span()=> #ty: #bound))
+        })
+        .collect()
+}
+
+impl Field<'_> {
+    fn ty_span(&self) -> proc_macro2::Span {
+        syn::spanned::Spanned::span(self.ty)
+    }
+}

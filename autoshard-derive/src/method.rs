@@ -1,0 +1,126 @@
+//! `#[shard_method]` and `#[shard_fold]`.
+//!
+//! A shard method's body is moved verbatim into a hidden sibling and the
+//! original name becomes a wrapper that runs it twice (the paper's Figure 4):
+//! first with every sharded field swapped with its pending slot, so the
+//! pending delta captures the change, then on the aggregate. Moving instead of
+//! rewriting keeps `return`, `?`, generics and `Self` working unchanged.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, ImplItemFn, Pat, PatIdent, ReturnType, Type};
+
+pub fn shard_method(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStream> {
+    no_arguments("shard_method", args)?;
+    let sig = &item.sig;
+    if let Some(token) = sig.asyncness {
+        return Err(syn::Error::new(token.span, "`#[shard_method]` cannot be `async`: the body runs twice and must finish before the object is saved"));
+    }
+    if let Some(token) = sig.constness {
+        return Err(syn::Error::new(token.span, "`#[shard_method]` cannot be `const`"));
+    }
+    check_receiver(sig)?;
+
+    let hidden = format_ident!("__autoshard_{}", sig.ident);
+    let mut inner = item.clone();
+    inner.sig.ident = hidden.clone();
+    inner.vis = syn::Visibility::Inherited;
+    inner.attrs.retain(|a| !a.path().is_ident("doc"));
+
+    let mut wrapper_sig = sig.clone();
+    let mut first_args = Vec::new();
+    let mut second_args = Vec::new();
+    for (i, arg) in wrapper_sig.inputs.iter_mut().skip(1).enumerate() {
+        let FnArg::Typed(typed) = arg else { unreachable!("receiver is first") };
+        let name = format_ident!("__autoshard_arg{}", i);
+        first_args.push(first_run_arg(&name, &typed.ty));
+        second_args.push(quote!(#name));
+        *typed.pat = Pat::Ident(PatIdent {
+            attrs: Vec::new(),
+            by_ref: None,
+            mutability: None,
+            ident: name,
+            subpat: None,
+        });
+    }
+    let attrs = item.attrs.iter().filter(|a| !a.path().is_ident("inline"));
+    let vis = &item.vis;
+    Ok(quote! {
+        #[doc(hidden)]
+        #[allow(clippy::needless_pass_by_ref_mut, clippy::too_many_arguments)]
+        #inner
+
+        #(#attrs)*
+        #vis #wrapper_sig {
+            if ::autoshard::__private::begin_shard_run(self) {
+                let _ = Self::#hidden(self, #(#first_args),*);
+                ::autoshard::__private::begin_aggregate_run(self);
+                let __result = Self::#hidden(self, #(#second_args),*);
+                ::autoshard::__private::end_shard_method(self);
+                __result
+            } else {
+                // Called from inside another shard method: the outer call
+                // already chose which view this run updates.
+                Self::#hidden(self, #(#second_args),*)
+            }
+        }
+    })
+}
+
+/// The first run must not consume what the second run needs: shared
+/// references are `Copy`, unique ones are reborrowed, owned values cloned.
+fn first_run_arg(name: &syn::Ident, ty: &Type) -> TokenStream {
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => quote!(&mut *#name),
+        Type::Reference(_) => quote!(#name),
+        _ => quote_spanned!(ty.span()=> ::core::clone::Clone::clone(&#name)),
+    }
+}
+
+fn check_receiver(sig: &syn::Signature) -> syn::Result<()> {
+    let message = "`#[shard_method]` needs a `&mut self` receiver: it updates the object's sharded fields";
+    match sig.inputs.first() {
+        Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_some() => Ok(()),
+        Some(FnArg::Receiver(r)) => Err(syn::Error::new(r.span(), message)),
+        _ => Err(syn::Error::new(sig.ident.span(), message)),
+    }
+}
+
+pub fn shard_fold(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStream> {
+    no_arguments("shard_fold", args)?;
+    let sig = &item.sig;
+    if let Some(token) = sig.asyncness {
+        return Err(syn::Error::new(token.span, "`#[shard_fold]` cannot be `async`"));
+    }
+    if let Some(FnArg::Receiver(r)) = sig.inputs.first() {
+        return Err(syn::Error::new(
+            r.span(),
+            "`#[shard_fold]` must be an associated function without `self`: `fn fold_votes(a: i64, b: i64) -> i64`",
+        ));
+    }
+    if sig.inputs.len() != 2 {
+        return Err(syn::Error::new(
+            sig.paren_token.span.join(),
+            format!(
+                "`#[shard_fold]` takes exactly two arguments of the field's type, found {}",
+                sig.inputs.len()
+            ),
+        ));
+    }
+    if let ReturnType::Default = sig.output {
+        return Err(syn::Error::new(
+            sig.ident.span(),
+            "`#[shard_fold]` must return the folded value (the field's type, or `Result` of it)",
+        ));
+    }
+    Ok(quote!(#item))
+}
+
+fn no_arguments(name: &str, args: TokenStream) -> syn::Result<()> {
+    if args.is_empty() {
+        Ok(())
+    } else {
+        Err(syn::Error::new(args.span(), format!("`#[{name}]` takes no arguments")))
+    }
+}

@@ -1,0 +1,247 @@
+//! The [`Shardable`] trait, entity ids, and [`Pending`].
+
+use crate::error::{Error, Result};
+use crate::value::Value;
+use std::any::Any;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Mutex;
+
+/// A struct that autoshard can persist with property sharding.
+///
+/// Implement it with `#[derive(Shardable)]`; the items whose names start with
+/// `__` are generated plumbing for the stores and not part of the API.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a shardable entity",
+    label = "`{Self}` does not implement `Shardable`",
+    note = "add `#[derive(autoshard::Shardable)]` to the declaration of `{Self}`"
+)]
+pub trait Shardable: Sized {
+    /// The type of the `#[shard(id)]` field.
+    type Id: EntityId;
+    #[doc(hidden)]
+    type __Pending: Send + Sync + 'static;
+    /// The entity kind: the struct's name, or `#[shard(kind = "...")]`.
+    /// Stores derive their table names from it.
+    const KIND: &'static str;
+    #[doc(hidden)]
+    const __FIELDS: &'static [crate::__private::FieldSpec];
+
+    /// The entity's id.
+    fn id(&self) -> &Self::Id;
+
+    #[doc(hidden)]
+    fn __neutral() -> Self::__Pending;
+    #[doc(hidden)]
+    fn __pending_mut(&mut self) -> Option<&mut Pending<Self>>;
+    #[doc(hidden)]
+    fn __pending_ref(&self) -> Option<&Pending<Self>>;
+    #[doc(hidden)]
+    fn __swap_pending(&mut self);
+    #[doc(hidden)]
+    fn __encode_document(&self) -> Result<String>;
+    #[doc(hidden)]
+    fn __encode_field(&self, field: usize) -> Result<Value>;
+    #[doc(hidden)]
+    fn __encode_pending(&mut self, field: usize) -> Result<Option<Value>>;
+    #[doc(hidden)]
+    fn __fold(
+        field: usize,
+        values: &mut dyn Iterator<Item = Value>,
+    ) -> std::result::Result<Value, crate::__private::FoldError>;
+    #[doc(hidden)]
+    fn __from_parts(id: Self::Id, parts: &mut crate::__private::Parts) -> Result<Self>;
+}
+
+/// An entity id as a store keys it: an integer or a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key<'a> {
+    /// Integer ids (stored as a 64-bit signed integer).
+    Int(i64),
+    /// String ids.
+    Text(&'a str),
+}
+
+/// Whether a kind's ids are integers or strings; fixes the id column type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// Integer ids.
+    Int,
+    /// String ids.
+    Text,
+}
+
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Int(i) => write!(f, "{i}"),
+            Key::Text(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// Types usable as `#[shard(id)]`: the integer types and `String`.
+pub trait EntityId: Clone + fmt::Debug + Send + Sync + 'static {
+    /// Integer or string.
+    const KEY_KIND: KeyKind;
+    /// The key to store; fails for `u64` ids above `i64::MAX`, which no
+    /// 64-bit signed id column can hold.
+    fn key(&self) -> Result<Key<'_>>;
+}
+
+macro_rules! int_ids {
+    ($($t:ty),*) => {$(
+        impl EntityId for $t {
+            const KEY_KIND: KeyKind = KeyKind::Int;
+            fn key(&self) -> Result<Key<'_>> {
+                i64::try_from(*self).map(Key::Int).map_err(|_| Error::InvalidName {
+                    name: self.to_string(),
+                    reason: "integer ids must fit in i64".into(),
+                })
+            }
+        }
+    )*};
+}
+int_ids!(i8, i16, i32, i64, u8, u16, u32, u64, usize);
+
+impl EntityId for String {
+    const KEY_KIND: KeyKind = KeyKind::Text;
+    fn key(&self) -> Result<Key<'_>> {
+        Ok(Key::Text(self))
+    }
+}
+
+/// The unsaved shard deltas of an entity, and what it looked like when last
+/// loaded or saved.
+///
+/// Declare one field of this type with `#[shard(pending)]` and initialise it
+/// with `Pending::default()`. Shard methods write into it; `save` folds it
+/// into the store and resets it to the neutral elements.
+///
+/// Two `Pending` values always compare equal, so `#[derive(PartialEq)]` on an
+/// entity compares its data, not its bookkeeping.
+pub struct Pending<T> {
+    // A Mutex (not a plain field) so `insert(&entity)` can reset the deltas
+    // through a shared reference; `&mut` access uses `get_mut` and never locks.
+    state: Mutex<State>,
+    _entity: PhantomData<fn() -> T>,
+}
+
+struct State {
+    // `T::__Pending` behind `Any`: naming the associated type in the struct
+    // would require `T: Shardable` wherever `Pending<Self>` is written, which a
+    // generic entity's own declaration cannot promise.
+    values: Box<dyn Any + Send + Sync>,
+    // The unsharded document as last read or written, to skip writing the
+    // main row when only sharded fields changed.
+    snapshot: Option<String>,
+    mode: Mode,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Mode {
+    Idle,
+    ShardRun,
+    AggregateRun,
+}
+
+impl<T: Shardable> Default for Pending<T> {
+    fn default() -> Self {
+        Self::with_snapshot(None)
+    }
+}
+
+impl<T: Shardable> Pending<T> {
+    /// A pending value holding the neutral elements.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_snapshot(snapshot: Option<String>) -> Self {
+        Pending {
+            state: Mutex::new(State {
+                values: Box::new(T::__neutral()),
+                snapshot,
+                mode: Mode::Idle,
+            }),
+            _entity: PhantomData,
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn __loaded(document: &str) -> Self {
+        Self::with_snapshot(Some(document.to_owned()))
+    }
+
+    fn state(&mut self) -> &mut State {
+        self.state.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn values_mut(&mut self) -> &mut T::__Pending {
+        self.state()
+            .values
+            .downcast_mut()
+            .expect("Pending holds T::__Pending by construction")
+    }
+
+    pub(crate) fn mode(&mut self) -> Mode {
+        self.state().mode
+    }
+
+    pub(crate) fn set_mode(&mut self, mode: Mode) {
+        self.state().mode = mode;
+    }
+
+    pub(crate) fn snapshot(&mut self) -> Option<&str> {
+        self.state().snapshot.as_deref()
+    }
+
+    /// After a committed write: the store now holds `document` and every
+    /// delta, so start over from neutral.
+    pub(crate) fn committed(&mut self, document: String) {
+        let state = self.state();
+        state.values = Box::new(T::__neutral());
+        state.snapshot = Some(document);
+    }
+
+    /// `committed` through a shared reference, for `insert(&entity)`.
+    pub(crate) fn committed_shared(&self, document: String) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.values = Box::new(T::__neutral());
+        state.snapshot = Some(document);
+    }
+
+    pub(crate) fn is_poisoned_shared(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).mode != Mode::Idle
+    }
+}
+
+impl<T: Shardable> Clone for Pending<T>
+where
+    T::__Pending: Clone,
+{
+    fn clone(&self) -> Self {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let values: &T::__Pending = state.values.downcast_ref().expect("by construction");
+        Pending {
+            state: Mutex::new(State {
+                values: Box::new(values.clone()),
+                snapshot: state.snapshot.clone(),
+                mode: state.mode,
+            }),
+            _entity: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Pending { .. }")
+    }
+}
+
+impl<T> PartialEq for Pending<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,163 @@
+//! Declarative sharding of hot spot data objects.
+//!
+//! A vote counter that thousands of users hit at once turns one database row
+//! into a queue of writers. autoshard implements the AutoShard paper
+//! (Schaarschmidt et al., WebDB 2014) for Rust: annotate the hot fields, and
+//! every save spreads its delta over shard rows instead of rewriting one.
+//!
+//! ```
+//! use autoshard::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store};
+//!
+//! #[derive(Shardable, Debug)]
+//! struct Question {
+//!     #[shard(id)]
+//!     id: u64,
+//!     question: String,
+//!     #[shard(neutral = 0, shards = 10)] // static sharding: 10 shard rows
+//!     votes: i64,
+//!     #[shard(neutral = 0)] // dynamic sharding: one row per save, compacted later
+//!     views: i64,
+//!     #[shard(pending)]
+//!     pending: Pending<Self>,
+//! }
+//!
+//! impl Question {
+//!     #[shard_method]
+//!     fn vote_up(&mut self) {
+//!         self.votes += 1;
+//!     }
+//!     #[shard_method]
+//!     fn view(&mut self) {
+//!         self.views += 1;
+//!     }
+//!     #[shard_fold]
+//!     fn fold_votes(a: i64, b: i64) -> i64 {
+//!         a + b
+//!     }
+//!     #[shard_fold]
+//!     fn fold_views(a: i64, b: i64) -> i64 {
+//!         a + b
+//!     }
+//! }
+//!
+//! # fn main() -> autoshard::Result<()> {
+//! let db = Sqlite::memory()?; // Sqlite::open("moderator.db") for a file
+//! let question = Question {
+//!     id: 42,
+//!     question: "How do you plan to improve public education?".into(),
+//!     votes: 76,
+//!     views: 0,
+//!     pending: Pending::default(),
+//! };
+//! db.insert(&question)?;
+//!
+//! let mut q: Question = db.load(&42)?.expect("just inserted");
+//! q.vote_up();
+//! q.view();
+//! db.save(&mut q)?; // one transaction: one shard updated, one appended
+//!
+//! let q: Question = db.load(&42)?.unwrap();
+//! assert_eq!((q.votes, q.views), (77, 1));
+//! assert_eq!(db.shard_count::<Question>(&42, "votes")?, 10);
+//!
+//! let stats = db.compact::<Question>()?; // folds the dynamic `views` rows
+//! assert_eq!(stats.rows_merged, 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Read the caveats before use (`docs/design.md` has the full semantics):
+//!
+//! - a shard method's body runs **twice** per call, once on the pending delta
+//!   and once on the aggregate, so side effects in it happen twice;
+//! - a fold must be commutative and associative, with `neutral` as its
+//!   identity: shard rows are folded in no particular order.
+#![warn(missing_docs)]
+
+mod compaction;
+mod entity;
+mod error;
+pub mod fold;
+mod naming;
+mod sqlite;
+mod store;
+mod value;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
+pub use crate::error::{Error, Result};
+pub use crate::sqlite::{Sqlite, SqliteBuilder, Synchronous};
+pub use crate::store::{CompactionStats, Saved, Store};
+pub use crate::value::{Value, ValueError};
+
+/// Derives [`Shardable`] for a struct with named fields.
+///
+/// Attribute reference (`#[shard(...)]`):
+///
+/// - `#[shard(id)]` on exactly one field: the entity's id, an integer type
+///   or `String`.
+/// - `#[shard(neutral = EXPR, shards = N)]`: a statically sharded field with
+///   `N` shard rows (1 to 10,000); each save folds its delta into one random
+///   shard. `neutral` is the identity of the fold, e.g. `0` for a sum.
+/// - `#[shard(neutral = EXPR)]` without `shards`: a dynamically sharded field;
+///   each save appends a shard row, and [`Store::compact`] folds them.
+/// - `#[shard(fold = PATH)]` with either of the above: the fold function; by
+///   default `Self::fold_<field>`, which `#[shard_fold]` marks.
+/// - `#[shard(pending)]` on one field of type [`Pending<Self>`]: holds the
+///   unsaved deltas. Required when any field is sharded.
+/// - `#[shard(kind = "Name")]` on the struct: the stored kind (default: the
+///   struct's name), which names its tables.
+///
+/// Every other field is stored in the entity's JSON document via serde.
+/// Sharded field types need `Serialize + DeserializeOwned + PartialEq + Send
+/// + Sync + 'static`; a fold may return the value or a `Result` of it (see
+/// [`fold`]).
+///
+/// ```
+/// use autoshard::{Pending, Shardable};
+/// use std::collections::HashSet;
+///
+/// #[derive(Shardable)]
+/// #[shard(kind = "Page")]
+/// struct PageStats {
+///     #[shard(id)]
+///     url: String,
+///     #[shard(neutral = 0, shards = 8, fold = autoshard::fold::checked_sum)]
+///     hits: u64,
+///     #[shard(neutral = HashSet::new())]
+///     visitors: HashSet<String>,
+///     #[shard(pending)]
+///     pending: Pending<Self>,
+/// }
+///
+/// impl PageStats {
+///     #[autoshard::shard_fold]
+///     fn fold_visitors(mut a: HashSet<String>, b: HashSet<String>) -> HashSet<String> {
+///         a.extend(b);
+///         a
+///     }
+/// }
+/// ```
+pub use autoshard_derive::Shardable;
+
+/// Marks a `&mut self` method as a shard method.
+///
+/// The body is kept verbatim in a hidden sibling method; the method itself
+/// becomes a wrapper that runs the body twice: first with every sharded
+/// field swapped with its pending delta (so the delta records the change),
+/// then on the aggregate (so the object shows the new value). Its return
+/// value is the second run's. By-value arguments are cloned for the first
+/// run, so they must be `Clone`; `&mut` arguments see both runs.
+///
+/// A shard method called from inside another one runs once, in whichever
+/// view the outer call is in. If the body panics, the entity is poisoned:
+/// [`Store::save`] refuses it with [`Error::Poisoned`].
+pub use autoshard_derive::shard_method;
+
+/// Marks a fold function: `fn(a: T, b: T) -> T` (or `-> Result<T, E>`)
+/// without `self`. It is linked to the field `<name>` when named
+/// `fold_<name>`, or to any field that names it with `#[shard(fold = ...)]`.
+pub use autoshard_derive::shard_fold;

@@ -1,0 +1,377 @@
+//! [`Store`] for [`Sqlite`]: the paper's load / save / compaction on SQL.
+
+use super::{KindTables, Sqlite};
+use crate::__private::{FieldSpec, Parts};
+use crate::compaction;
+use crate::entity::{EntityId, Key, Shardable};
+use crate::error::{Error, Result};
+use crate::store::{CompactionStats, Saved, Store};
+use crate::value::Value;
+use rusqlite::types::{ToSqlOutput, Value as SqlValue};
+use rusqlite::{ffi, OptionalExtension, ToSql, Transaction};
+
+impl ToSql for Key<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match self {
+            Key::Int(i) => i.to_sql(),
+            Key::Text(s) => s.to_sql(),
+        }
+    }
+}
+
+impl Store for Sqlite {
+    fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
+        let pending = entity.__pending_ref();
+        if pending.is_some_and(|p| p.is_poisoned_shared()) {
+            return Err(Error::Poisoned { kind: T::KIND });
+        }
+        let tables = self.tables::<T>()?;
+        let key = entity.id().key()?;
+        let document = entity.__encode_document()?;
+        let mut rows = Vec::new();
+        for (i, spec) in T::__FIELDS.iter().enumerate() {
+            let initial = entity.__encode_field(i)?;
+            let neutral = T::__fold(i, &mut std::iter::empty())
+                .map_err(|e| e.into_error(T::KIND, &key.to_string(), spec.name))?;
+            let shards = i64::from(spec.shards.unwrap_or(1));
+            rows.push((spec.name, 0, initial));
+            rows.extend((1..shards).map(|s| (spec.name, s, neutral.clone())));
+        }
+        self.write(|tx| {
+            tx.prepare_cached(&tables.insert_entity)?
+                .execute((key, &document))
+                .map_err(|e| match constraint(&e) {
+                    Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
+                        Error::AlreadyExists {
+                            kind: T::KIND,
+                            id: key.to_string(),
+                        }
+                    }
+                    _ => e.into(),
+                })?;
+            let mut insert = tx.prepare_cached(&tables.insert_shard)?;
+            for (field, shard, value) in &rows {
+                insert.execute((key, field, shard, value))?;
+            }
+            Ok(())
+        })?;
+        if let Some(pending) = pending {
+            pending.committed_shared(document);
+        }
+        Ok(())
+    }
+
+    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
+        let tables = self.tables::<T>()?;
+        let key = id.key()?;
+        self.read(|tx| {
+            let document: Option<String> = tx
+                .prepare_cached(&tables.select_entity)?
+                .query_row([key], |r| r.get(0))
+                .optional()?;
+            let Some(document) = document else {
+                return Ok(None);
+            };
+            let mut parts = Parts::new::<T>(key.to_string(), document)?;
+            let mut select = tx.prepare_cached(&tables.select_shards)?;
+            let mut rows = select.query([key])?;
+            while let Some(row) = rows.next()? {
+                let field: String = row.get(0)?;
+                let Some(index) = T::__FIELDS.iter().position(|f| f.name == field) else {
+                    continue;
+                };
+                let value = row.get::<_, Value>(1).map_err(|e| Error::Corrupt {
+                    kind: T::KIND,
+                    id: key.to_string(),
+                    field,
+                    reason: e.to_string(),
+                })?;
+                parts.push(index, value);
+            }
+            T::__from_parts(id.clone(), &mut parts).map(Some)
+        })
+    }
+
+    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
+        let Some(pending) = entity.__pending_mut() else {
+            return self.save_document(entity);
+        };
+        if pending.mode() != crate::entity::Mode::Idle {
+            return Err(Error::Poisoned { kind: T::KIND });
+        }
+        let document = entity.__encode_document()?;
+        let pending = entity.__pending_mut().expect("checked above");
+        let document_changed = pending.snapshot() != Some(document.as_str());
+        let mut deltas = Vec::new();
+        for (i, spec) in T::__FIELDS.iter().enumerate() {
+            if let Some(delta) = entity.__encode_pending(i)? {
+                deltas.push((spec, i, delta));
+            }
+        }
+        if !document_changed && deltas.is_empty() {
+            return Ok(Saved::default());
+        }
+        let tables = self.tables::<T>()?;
+        let key = entity.id().key()?;
+        let (shard_writes, attempts) = self.write(|tx| {
+            if document_changed {
+                update_document::<T>(tx, &tables, key, &document)?;
+            }
+            for (spec, index, delta) in &deltas {
+                write_delta::<T>(tx, &tables, key, spec, *index, delta)?;
+            }
+            Ok(deltas.len() as u32)
+        })?;
+        entity
+            .__pending_mut()
+            .expect("checked above")
+            .committed(document);
+        Ok(Saved {
+            attempts,
+            document_written: document_changed,
+            shard_writes,
+        })
+    }
+
+    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
+        let tables = self.tables::<T>()?;
+        let key = id.key()?;
+        let (deleted, _) =
+            self.write(|tx| Ok(tx.prepare_cached(&tables.delete_entity)?.execute([key])? > 0))?;
+        Ok(deleted)
+    }
+
+    fn compact_with<T: Shardable>(
+        &self,
+        progress: &mut dyn FnMut(&CompactionStats),
+    ) -> Result<CompactionStats> {
+        let tables = self.tables::<T>()?;
+        let mut stats = CompactionStats::default();
+        let mut after: Option<SqlValue> = None;
+        loop {
+            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, after.as_ref(), self.compaction_batch_rows()))?;
+            stats.entities_visited += batch.stats.entities_visited;
+            stats.entities_compacted += batch.stats.entities_compacted;
+            stats.rows_scanned += batch.stats.rows_scanned;
+            stats.rows_merged += batch.stats.rows_merged;
+            stats.batches += 1;
+            progress(&stats);
+            match batch.last {
+                Some(last) => after = Some(last),
+                None => return Ok(stats),
+            }
+        }
+    }
+
+    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
+        if !T::__FIELDS.iter().any(|f| f.name == field) {
+            return Err(Error::InvalidName {
+                name: field.to_owned(),
+                reason: format!("`{}` has no sharded field of that name", T::KIND),
+            });
+        }
+        let tables = self.tables::<T>()?;
+        let key = id.key()?;
+        self.read(|tx| {
+            let exists = tx
+                .prepare_cached(&tables.select_entity)?
+                .query_row([key], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !exists {
+                return Err(Error::not_found(T::KIND, key));
+            }
+            let count: i64 = tx
+                .prepare_cached(&tables.count_shards)?
+                .query_row((key, field), |r| r.get(0))?;
+            Ok(count as u64)
+        })
+    }
+}
+
+impl Sqlite {
+    /// Save of an entity without a pending field: there is no snapshot to
+    /// compare with, so the document is always written.
+    fn save_document<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
+        let tables = self.tables::<T>()?;
+        let key = entity.id().key()?;
+        let document = entity.__encode_document()?;
+        let (_, attempts) =
+            self.write(|tx| update_document::<T>(tx, &tables, key, &document))?;
+        Ok(Saved {
+            attempts,
+            document_written: true,
+            shard_writes: 0,
+        })
+    }
+}
+
+fn update_document<T: Shardable>(
+    tx: &Transaction<'_>,
+    tables: &KindTables,
+    key: Key<'_>,
+    document: &str,
+) -> Result<()> {
+    let updated = tx
+        .prepare_cached(&tables.update_entity)?
+        .execute((key, document))?;
+    if updated == 0 {
+        return Err(Error::not_found(T::KIND, key));
+    }
+    Ok(())
+}
+
+/// Static: fold the delta into one random shard in `0..shards`. Dynamic:
+/// append a row. The foreign key turns a write to a deleted entity into
+/// `NotFound`.
+fn write_delta<T: Shardable>(
+    tx: &Transaction<'_>,
+    tables: &KindTables,
+    key: Key<'_>,
+    spec: &FieldSpec,
+    index: usize,
+    delta: &Value,
+) -> Result<()> {
+    let written = match spec.shards {
+        Some(shards) => {
+            let shard = i64::from(fastrand::u32(..shards));
+            let stored: Option<Value> = tx
+                .prepare_cached(&tables.select_shard)?
+                .query_row((key, spec.name, shard), |r| r.get(0))
+                .optional()?;
+            let value = match stored {
+                Some(stored) => T::__fold(index, &mut [stored, delta.clone()].into_iter())
+                    .map_err(|e| e.into_error(T::KIND, &key.to_string(), spec.name))?,
+                None => delta.clone(),
+            };
+            tx.prepare_cached(&tables.upsert_shard)?
+                .execute((key, spec.name, shard, &value))
+        }
+        None => tx
+            .prepare_cached(&tables.append_shard)?
+            .execute((key, spec.name, delta)),
+    };
+    written.map(drop).map_err(|e| match constraint(&e) {
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => Error::not_found(T::KIND, key),
+        _ => e.into(),
+    })
+}
+
+fn constraint(error: &rusqlite::Error) -> Option<i32> {
+    match error {
+        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+            Some(e.extended_code)
+        }
+        _ => None,
+    }
+}
+
+struct Batch {
+    stats: CompactionStats,
+    /// The last entity fully handled, or `None` when the scan reached the end.
+    last: Option<SqlValue>,
+}
+
+/// One compaction transaction: reads whole entities in key order until about
+/// `max_rows` rows, and rewrites every group that is not compact. Inside
+/// `BEGIN IMMEDIATE` no writer can add rows, so the rows read are exactly the
+/// rows deleted.
+fn compact_batch<T: Shardable>(
+    tx: &Transaction<'_>,
+    tables: &KindTables,
+    after: Option<&SqlValue>,
+    max_rows: usize,
+) -> Result<Batch> {
+    let mut stats = CompactionStats::default();
+    let mut plans = Vec::new();
+    let mut scan = match after {
+        Some(_) => tx.prepare_cached(&tables.scan_after)?,
+        None => tx.prepare_cached(&tables.scan_first)?,
+    };
+    let mut rows = match after {
+        Some(after) => scan.query([after])?,
+        None => scan.query([])?,
+    };
+    let mut current: Option<SqlValue> = None;
+    let mut group: Option<(usize, Vec<(i64, Value)>)> = None;
+    let mut reached_end = true;
+    while let Some(row) = rows.next()? {
+        let entity: SqlValue = row.get(0)?;
+        let field: String = row.get(1)?;
+        let shard: i64 = row.get(2)?;
+        if current.as_ref() != Some(&entity) {
+            if stats.rows_scanned as usize >= max_rows {
+                reached_end = false;
+                break;
+            }
+            flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
+            current = Some(entity);
+            stats.entities_visited += 1;
+        }
+        stats.rows_scanned += 1;
+        let Some(index) = T::__FIELDS.iter().position(|f| f.name == field) else {
+            continue;
+        };
+        let value = row.get::<_, Value>(3).map_err(|e| Error::Corrupt {
+            kind: T::KIND,
+            id: display(current.as_ref()),
+            field: field.clone(),
+            reason: e.to_string(),
+        })?;
+        if group.as_ref().is_some_and(|(i, _)| *i != index) {
+            flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
+        }
+        group.get_or_insert_with(|| (index, Vec::new())).1.push((shard, value));
+    }
+    flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
+    drop(rows);
+
+    let mut compacted_entities = Vec::new();
+    for (entity, index, plan) in &plans {
+        let spec = &T::__FIELDS[*index];
+        match spec.shards {
+            None => tx
+                .prepare_cached(&tables.delete_all_but)?
+                .execute((entity, spec.name, plan.target))?,
+            Some(n) => tx
+                .prepare_cached(&tables.delete_from)?
+                .execute((entity, spec.name, i64::from(n)))?,
+        };
+        tx.prepare_cached(&tables.upsert_shard)?
+            .execute((entity, spec.name, plan.target, &plan.value))?;
+        stats.rows_merged += plan.removed.len() as u64;
+        if compacted_entities.last() != Some(entity) {
+            compacted_entities.push(entity.clone());
+        }
+    }
+    stats.entities_compacted = compacted_entities.len() as u64;
+    Ok(Batch {
+        stats,
+        last: if reached_end { None } else { current },
+    })
+}
+
+fn flush_group<T: Shardable>(
+    group: &mut Option<(usize, Vec<(i64, Value)>)>,
+    entity: Option<&SqlValue>,
+    plans: &mut Vec<(SqlValue, usize, compaction::Plan)>,
+) -> Result<()> {
+    let Some((index, rows)) = group.take() else {
+        return Ok(());
+    };
+    let spec = &T::__FIELDS[index];
+    let plan = compaction::plan(spec, rows, |values| T::__fold(index, values))
+        .map_err(|e| e.into_error(T::KIND, &display(entity), spec.name))?;
+    if let (Some(plan), Some(entity)) = (plan, entity) {
+        plans.push((entity.clone(), index, plan));
+    }
+    Ok(())
+}
+
+fn display(entity: Option<&SqlValue>) -> String {
+    match entity {
+        Some(SqlValue::Integer(i)) => i.to_string(),
+        Some(SqlValue::Text(s)) => format!("{s:?}"),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,334 @@
+//! The embedded SQLite store.
+//!
+//! One file, many handles: every write is a short `BEGIN IMMEDIATE`
+//! transaction, so writers queue for SQLite's single write lock instead of
+//! failing late with `SQLITE_BUSY` on commit. Waiting is done by a busy
+//! handler with short jittered sleeps (SQLite's default handler sleeps up to
+//! 100 ms at a time, far longer than a shard write holds the lock), and a
+//! whole transaction that still meets `BUSY` is retried a bounded number of
+//! times.
+
+mod mapper;
+mod schema;
+
+use crate::error::{Error, Result};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) use schema::KindTables;
+
+/// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// No fsync: a power loss may lose or corrupt recent commits.
+    Off,
+    /// In WAL mode, commits survive a process crash but the last ones may be
+    /// lost on power loss.
+    Normal,
+    /// The default: every commit is fsynced before it is acknowledged, so an
+    /// acknowledged save survives power loss.
+    #[default]
+    Full,
+    /// `Full` plus an fsync of the directory on WAL changes.
+    Extra,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Off => "OFF",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+            Synchronous::Extra => "EXTRA",
+        }
+    }
+}
+
+/// Options for opening a [`Sqlite`] store.
+///
+/// ```
+/// use autoshard::{Sqlite, Synchronous};
+/// use std::time::Duration;
+/// # let dir = tempfile::tempdir()?;
+/// let db = Sqlite::builder(dir.path().join("app.db"))
+///     .synchronous(Synchronous::Normal)
+///     .busy_timeout(Duration::from_secs(2))
+///     .pool_size(4)
+///     .open()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteBuilder {
+    path: Option<PathBuf>,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    max_attempts: u32,
+    pool_size: usize,
+    compaction_batch_rows: usize,
+}
+
+impl SqliteBuilder {
+    /// `PRAGMA synchronous`; [`Synchronous::Full`] by default.
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// How long one transaction waits for the write lock before it is
+    /// retried (default 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// How many times a transaction is tried before
+    /// [`Error::Busy`](crate::Error::Busy) (default 8, at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Connections this handle keeps open for concurrent callers (default 4,
+    /// always 1 for an in-memory database, which lives in its connection).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Rows a compaction transaction reads before it commits (default
+    /// 10,000). Smaller batches hold the write lock for less time.
+    pub fn compaction_batch_rows(mut self, rows: usize) -> Self {
+        self.compaction_batch_rows = rows.max(1);
+        self
+    }
+
+    /// Opens (creating if needed) the database.
+    pub fn open(self) -> Result<Sqlite> {
+        let pool_size = if self.path.is_some() { self.pool_size } else { 1 };
+        let first = self.connect()?;
+        Ok(Sqlite {
+            inner: Arc::new(Inner {
+                pool: Mutex::new(Pool {
+                    idle: vec![first],
+                    open: 1,
+                }),
+                returned: Condvar::new(),
+                kinds: Mutex::new(HashMap::new()),
+                options: SqliteBuilder { pool_size, ..self },
+            }),
+        })
+    }
+
+    fn connect(&self) -> Result<Connection> {
+        let conn = match &self.path {
+            Some(path) => Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                    | OpenFlags::SQLITE_OPEN_URI,
+            )?,
+            None => Connection::open_in_memory()?,
+        };
+        conn.busy_handler(Some(wait_for_lock))?;
+        conn.set_prepared_statement_cache_capacity(128);
+        // journal_mode answers with a row, so it cannot go through execute.
+        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+            self.synchronous.pragma()
+        ))?;
+        Ok(conn)
+    }
+}
+
+/// An embedded SQLite database: the default store.
+///
+/// Cloning is cheap and shares the connection pool; separate handles (other
+/// threads opening the same path, other processes) are safe too.
+#[derive(Clone)]
+pub struct Sqlite {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Mutex<Pool>,
+    returned: Condvar,
+    kinds: Mutex<HashMap<&'static str, Arc<KindTables>>>,
+    options: SqliteBuilder,
+}
+
+struct Pool {
+    idle: Vec<Connection>,
+    open: usize,
+}
+
+impl std::fmt::Debug for Sqlite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sqlite")
+            .field("path", &self.inner.options.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) the database file at `path` with the
+    /// default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::builder(path).open()
+    }
+
+    /// A private in-memory database, gone when the last clone is dropped.
+    pub fn memory() -> Result<Self> {
+        Self::builder_options(None).open()
+    }
+
+    /// Options for opening the database file at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteBuilder {
+        Self::builder_options(Some(path.as_ref().to_owned()))
+    }
+
+    fn builder_options(path: Option<PathBuf>) -> SqliteBuilder {
+        SqliteBuilder {
+            path,
+            synchronous: Synchronous::default(),
+            busy_timeout: Duration::from_secs(5),
+            max_attempts: 8,
+            pool_size: 4,
+            compaction_batch_rows: 10_000,
+        }
+    }
+
+    pub(crate) fn compaction_batch_rows(&self) -> usize {
+        self.inner.options.compaction_batch_rows
+    }
+
+    /// Runs `f` on a pooled connection.
+    pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
+        let mut conn = self.checkout()?;
+        let result = f(&mut conn);
+        self.checkin(conn);
+        result
+    }
+
+    fn checkout(&self) -> Result<Connection> {
+        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(conn) = pool.idle.pop() {
+                return Ok(conn);
+            }
+            if pool.open < self.inner.options.pool_size {
+                pool.open += 1;
+                drop(pool);
+                return self.inner.options.connect().inspect_err(|_| {
+                    self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).open -= 1;
+                });
+            }
+            pool = self.inner.returned.wait(pool).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn checkin(&self, conn: Connection) {
+        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.idle.push(conn);
+        self.inner.returned.notify_one();
+    }
+
+    /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`), retrying the
+    /// whole transaction on `BUSY`. Returns the result and the attempts made.
+    pub(crate) fn write<R>(
+        &self,
+        mut body: impl FnMut(&Transaction<'_>) -> Result<R>,
+    ) -> Result<(R, u32)> {
+        self.transact(TransactionBehavior::Immediate, &mut body)
+    }
+
+    /// Runs `body` in a read transaction, so it sees one consistent snapshot.
+    pub(crate) fn read<R>(&self, mut body: impl FnMut(&Transaction<'_>) -> Result<R>) -> Result<R> {
+        self.transact(TransactionBehavior::Deferred, &mut body)
+            .map(|(r, _)| r)
+    }
+
+    fn transact<R>(
+        &self,
+        behavior: TransactionBehavior,
+        body: &mut dyn FnMut(&Transaction<'_>) -> Result<R>,
+    ) -> Result<(R, u32)> {
+        let options = &self.inner.options;
+        self.with_conn(|conn| {
+            for attempt in 1..=options.max_attempts {
+                LOCK_DEADLINE.set(Some(Instant::now() + options.busy_timeout));
+                let outcome = conn
+                    .transaction_with_behavior(behavior)
+                    .map_err(Error::from)
+                    .and_then(|tx| {
+                        let r = body(&tx)?;
+                        tx.commit()?;
+                        Ok(r)
+                    });
+                LOCK_DEADLINE.set(None);
+                match outcome {
+                    Err(e) if e.is_retryable() && attempt < options.max_attempts => {
+                        backoff(attempt)
+                    }
+                    Err(e) if e.is_retryable() => return Err(Error::Busy { attempts: attempt }),
+                    other => return other.map(|r| (r, attempt)),
+                }
+            }
+            unreachable!("the last attempt returns")
+        })
+    }
+
+    /// The tables of kind `T`, created on first use.
+    pub(crate) fn tables<T: crate::Shardable>(&self) -> Result<Arc<KindTables>> {
+        if let Some(tables) = self.inner.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(T::KIND) {
+            return Ok(tables.clone());
+        }
+        let tables = Arc::new(KindTables::new::<T>()?);
+        self.write(|tx| tables.ensure(tx))?;
+        self.inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(T::KIND, tables.clone());
+        Ok(tables)
+    }
+}
+
+thread_local! {
+    // The busy handler is a plain fn with no user data; a connection is used
+    // by one thread at a time, so the current transaction's deadline lives here.
+    static LOCK_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+fn wait_for_lock(calls: i32) -> bool {
+    let Some(deadline) = LOCK_DEADLINE.get() else {
+        return false;
+    };
+    if Instant::now() >= deadline {
+        return false;
+    }
+    // 20 µs doubling to 1 ms, jittered so waiting writers don't wake in step.
+    let base = 20u64 << calls.clamp(0, 6);
+    let micros = base.min(1_000);
+    std::thread::sleep(Duration::from_micros(fastrand::u64(micros / 2..=micros)));
+    true
+}
+
+fn backoff(attempt: u32) {
+    let cap = 1u64 << attempt.min(10);
+    std::thread::sleep(Duration::from_micros(fastrand::u64(100..=100 + cap * 100)));
+}
+
+/// Whether SQLite reported lock contention (`SQLITE_BUSY` or `SQLITE_LOCKED`).
+pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}

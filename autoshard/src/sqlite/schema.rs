@@ -1,0 +1,151 @@
+//! Tables of one entity kind, and the SQL that touches them.
+//!
+//! Per kind `K` (lower-cased `k`):
+//!
+//! - `as_entity_k (id PRIMARY KEY, doc TEXT)`: the main entity, unsharded
+//!   fields as a JSON document.
+//! - `as_shard_k (entity, field, shard, value)`: one row per shard, keyed
+//!   `(entity, field, shard)` and clustered on it (`WITHOUT ROWID`), so all
+//!   shards of one entity are adjacent. `ON DELETE CASCADE` from the entity,
+//!   and the foreign key makes a save to a deleted entity fail instead of
+//!   leaving orphan shards.
+//!
+//! Both are `STRICT`: a value of the wrong type is an error, never a silent
+//! conversion. `autoshard_kinds` records which kind owns which table names.
+
+use crate::entity::{EntityId, KeyKind, Shardable};
+use crate::error::{Error, Result};
+use crate::naming::{quote, table_base};
+use rusqlite::{OptionalExtension, Transaction};
+
+pub(crate) struct KindTables {
+    kind: &'static str,
+    base: String,
+    key_kind: KeyKind,
+    pub insert_entity: String,
+    pub select_entity: String,
+    pub update_entity: String,
+    pub delete_entity: String,
+    pub insert_shard: String,
+    pub select_shards: String,
+    pub select_shard: String,
+    pub upsert_shard: String,
+    pub append_shard: String,
+    pub count_shards: String,
+    pub scan_first: String,
+    pub scan_after: String,
+    pub delete_all_but: String,
+    pub delete_from: String,
+    create: String,
+}
+
+impl KindTables {
+    pub fn new<T: Shardable>() -> Result<Self> {
+        let base = table_base(T::KIND)?;
+        let entity = quote(&format!("as_entity_{base}"));
+        let shard = quote(&format!("as_shard_{base}"));
+        let key_type = match T::Id::KEY_KIND {
+            KeyKind::Int => "INTEGER",
+            KeyKind::Text => "TEXT",
+        };
+        let scan = format!("SELECT entity, field, shard, value FROM {shard}");
+        Ok(KindTables {
+            kind: T::KIND,
+            key_kind: T::Id::KEY_KIND,
+            insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES (?1, ?2)"),
+            select_entity: format!("SELECT doc FROM {entity} WHERE id = ?1"),
+            update_entity: format!("UPDATE {entity} SET doc = ?2 WHERE id = ?1"),
+            delete_entity: format!("DELETE FROM {entity} WHERE id = ?1"),
+            insert_shard: format!(
+                "INSERT INTO {shard} (entity, field, shard, value) VALUES (?1, ?2, ?3, ?4)"
+            ),
+            select_shards: format!("SELECT field, value FROM {shard} WHERE entity = ?1"),
+            select_shard: format!(
+                "SELECT value FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard = ?3"
+            ),
+            upsert_shard: format!(
+                "INSERT INTO {shard} (entity, field, shard, value) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (entity, field, shard) DO UPDATE SET value = excluded.value"
+            ),
+            append_shard: format!(
+                "INSERT INTO {shard} (entity, field, shard, value) \
+                 SELECT ?1, ?2, coalesce(max(shard) + 1, 0), ?3 FROM {shard} \
+                 WHERE entity = ?1 AND field = ?2"
+            ),
+            count_shards: format!(
+                "SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"
+            ),
+            scan_first: format!("{scan} ORDER BY entity, field, shard"),
+            scan_after: format!("{scan} WHERE entity > ?1 ORDER BY entity, field, shard"),
+            delete_all_but: format!(
+                "DELETE FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard <> ?3"
+            ),
+            delete_from: format!(
+                "DELETE FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard >= ?3"
+            ),
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {entity} (
+                     id {key_type} PRIMARY KEY NOT NULL,
+                     doc TEXT NOT NULL
+                 ) STRICT;
+                 CREATE TABLE IF NOT EXISTS {shard} (
+                     entity {key_type} NOT NULL REFERENCES {entity} (id) ON DELETE CASCADE,
+                     field TEXT NOT NULL,
+                     shard INTEGER NOT NULL,
+                     value ANY NOT NULL,
+                     PRIMARY KEY (entity, field, shard)
+                 ) STRICT, WITHOUT ROWID;"
+            ),
+            base,
+        })
+    }
+
+    /// Registers the kind and creates its tables, refusing a kind whose
+    /// table names another kind already owns or whose id type changed.
+    pub fn ensure(&self, tx: &Transaction<'_>) -> Result<()> {
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS autoshard_kinds (
+                 kind TEXT PRIMARY KEY NOT NULL,
+                 base TEXT NOT NULL UNIQUE,
+                 id_type TEXT NOT NULL
+             ) STRICT;",
+        )?;
+        let id_type = match self.key_kind {
+            KeyKind::Int => "integer",
+            KeyKind::Text => "text",
+        };
+        let owner: Option<(String, String)> = tx
+            .query_row(
+                "SELECT kind, id_type FROM autoshard_kinds WHERE base = ?1",
+                [&self.base],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        match owner {
+            Some((kind, _)) if kind != self.kind => {
+                return Err(Error::InvalidName {
+                    name: self.kind.to_owned(),
+                    reason: format!(
+                        "kind `{}` already uses the same tables (table names ignore case)",
+                        kind
+                    ),
+                })
+            }
+            Some((_, stored)) if stored != id_type => {
+                return Err(Error::SchemaMismatch {
+                    kind: self.kind.to_owned(),
+                    reason: format!("ids are stored as {stored}, the struct's id is {id_type}"),
+                })
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(
+                    "INSERT INTO autoshard_kinds (kind, base, id_type) VALUES (?1, ?2, ?3)",
+                    [self.kind, &self.base, id_type],
+                )?;
+            }
+        }
+        tx.execute_batch(&self.create)?;
+        Ok(())
+    }
+}
