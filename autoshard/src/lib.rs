@@ -78,6 +78,7 @@ mod compaction;
 mod entity;
 mod error;
 pub mod fold;
+mod mapper;
 mod naming;
 mod sqlite;
 mod store;

@@ -237,6 +237,10 @@ impl Parts {
         self.shards[field].push(value);
     }
 
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
     /// The stored document, which becomes the entity's snapshot.
     pub fn document(&self) -> &str {
         &self.document

@@ -1,8 +1,8 @@
 //! [`Store`] for [`Sqlite`]: the paper's load / save / compaction on SQL.
 
 use super::{KindTables, Sqlite};
-use crate::__private::{FieldSpec, Parts};
 use crate::compaction;
+use crate::mapper::{self, Assembly, Delta};
 use crate::entity::{EntityId, Key, Shardable};
 use crate::error::{Error, Result};
 use crate::store::{CompactionStats, Saved, Store};
@@ -21,25 +21,12 @@ impl ToSql for Key<'_> {
 
 impl Store for Sqlite {
     fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
-        let pending = entity.__pending_ref();
-        if pending.is_some_and(|p| p.is_poisoned_shared()) {
-            return Err(Error::Poisoned { kind: T::KIND });
-        }
+        let plan = mapper::plan_insert(entity)?;
         let tables = self.tables::<T>()?;
         let key = entity.id().key()?;
-        let document = entity.__encode_document()?;
-        let mut rows = Vec::new();
-        for (i, spec) in T::__FIELDS.iter().enumerate() {
-            let initial = entity.__encode_field(i)?;
-            let neutral = T::__fold(i, &mut std::iter::empty())
-                .map_err(|e| e.into_error(T::KIND, &key.to_string(), spec.name))?;
-            let shards = i64::from(spec.shards.unwrap_or(1));
-            rows.push((spec.name, 0, initial));
-            rows.extend((1..shards).map(|s| (spec.name, s, neutral.clone())));
-        }
         self.write(|tx| {
             tx.prepare_cached(&tables.insert_entity)?
-                .execute((key, &document))
+                .execute((key, &plan.document))
                 .map_err(|e| match constraint(&e) {
                     Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
                         Error::AlreadyExists {
@@ -50,14 +37,12 @@ impl Store for Sqlite {
                     _ => e.into(),
                 })?;
             let mut insert = tx.prepare_cached(&tables.insert_shard)?;
-            for (field, shard, value) in &rows {
+            for (field, shard, value) in &plan.rows {
                 insert.execute((key, field, shard, value))?;
             }
             Ok(())
         })?;
-        if let Some(pending) = pending {
-            pending.committed_shared(document);
-        }
+        mapper::inserted(entity, plan);
         Ok(())
     }
 
@@ -72,65 +57,33 @@ impl Store for Sqlite {
             let Some(document) = document else {
                 return Ok(None);
             };
-            let mut parts = Parts::new::<T>(key.to_string(), document)?;
+            let mut entity = Assembly::<T>::new(id, key, document)?;
             let mut select = tx.prepare_cached(&tables.select_shards)?;
             let mut rows = select.query([key])?;
             while let Some(row) = rows.next()? {
                 let field: String = row.get(0)?;
-                let Some(index) = T::__FIELDS.iter().position(|f| f.name == field) else {
-                    continue;
-                };
-                let value = row.get::<_, Value>(1).map_err(|e| Error::Corrupt {
-                    kind: T::KIND,
-                    id: key.to_string(),
-                    field,
-                    reason: e.to_string(),
-                })?;
-                parts.push(index, value);
+                entity.row(&field, row.get::<_, Value>(1).map_err(|e| e.to_string()))?;
             }
-            T::__from_parts(id.clone(), &mut parts).map(Some)
+            entity.finish().map(Some)
         })
     }
 
     fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        let Some(pending) = entity.__pending_mut() else {
-            return self.save_document(entity);
-        };
-        if pending.mode() != crate::entity::Mode::Idle {
-            return Err(Error::Poisoned { kind: T::KIND });
-        }
-        let document = entity.__encode_document()?;
-        let pending = entity.__pending_mut().expect("checked above");
-        let document_changed = pending.snapshot() != Some(document.as_str());
-        let mut deltas = Vec::new();
-        for (i, spec) in T::__FIELDS.iter().enumerate() {
-            if let Some(delta) = entity.__encode_pending(i)? {
-                deltas.push((spec, i, delta));
-            }
-        }
-        if !document_changed && deltas.is_empty() {
+        let Some(plan) = mapper::plan_save(entity)? else {
             return Ok(Saved::default());
-        }
+        };
         let tables = self.tables::<T>()?;
         let key = entity.id().key()?;
-        let (shard_writes, attempts) = self.write(|tx| {
-            if document_changed {
-                update_document::<T>(tx, &tables, key, &document)?;
+        let ((), attempts) = self.write(|tx| {
+            if plan.document_changed {
+                update_document::<T>(tx, &tables, key, &plan.document)?;
             }
-            for (spec, index, delta) in &deltas {
-                write_delta::<T>(tx, &tables, key, spec, *index, delta)?;
+            for delta in &plan.deltas {
+                write_delta::<T>(tx, &tables, key, delta)?;
             }
-            Ok(deltas.len() as u32)
+            Ok(())
         })?;
-        entity
-            .__pending_mut()
-            .expect("checked above")
-            .committed(document);
-        Ok(Saved {
-            attempts,
-            document_written: document_changed,
-            shard_writes,
-        })
+        Ok(mapper::saved(entity, plan, attempts))
     }
 
     fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
@@ -164,12 +117,7 @@ impl Store for Sqlite {
     }
 
     fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
-        if !T::__FIELDS.iter().any(|f| f.name == field) {
-            return Err(Error::InvalidName {
-                name: field.to_owned(),
-                reason: format!("`{}` has no sharded field of that name", T::KIND),
-            });
-        }
+        mapper::field_index::<T>(field)?;
         let tables = self.tables::<T>()?;
         let key = id.key()?;
         self.read(|tx| {
@@ -185,23 +133,6 @@ impl Store for Sqlite {
                 .prepare_cached(&tables.count_shards)?
                 .query_row((key, field), |r| r.get(0))?;
             Ok(count as u64)
-        })
-    }
-}
-
-impl Sqlite {
-    /// Save of an entity without a pending field: there is no snapshot to
-    /// compare with, so the document is always written.
-    fn save_document<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        let tables = self.tables::<T>()?;
-        let key = entity.id().key()?;
-        let document = entity.__encode_document()?;
-        let (_, attempts) =
-            self.write(|tx| update_document::<T>(tx, &tables, key, &document))?;
-        Ok(Saved {
-            attempts,
-            document_written: true,
-            shard_writes: 0,
         })
     }
 }
@@ -228,28 +159,23 @@ fn write_delta<T: Shardable>(
     tx: &Transaction<'_>,
     tables: &KindTables,
     key: Key<'_>,
-    spec: &FieldSpec,
-    index: usize,
-    delta: &Value,
+    delta: &Delta,
 ) -> Result<()> {
-    let written = match spec.shards {
+    let field = delta.spec.name;
+    let written = match delta.spec.shards {
         Some(shards) => {
             let shard = i64::from(fastrand::u32(..shards));
             let stored: Option<Value> = tx
                 .prepare_cached(&tables.select_shard)?
-                .query_row((key, spec.name, shard), |r| r.get(0))
+                .query_row((key, field, shard), |r| r.get(0))
                 .optional()?;
-            let value = match stored {
-                Some(stored) => T::__fold(index, &mut [stored, delta.clone()].into_iter())
-                    .map_err(|e| e.into_error(T::KIND, &key.to_string(), spec.name))?,
-                None => delta.clone(),
-            };
+            let value = mapper::fold_delta::<T>(key, delta, stored)?;
             tx.prepare_cached(&tables.upsert_shard)?
-                .execute((key, spec.name, shard, &value))
+                .execute((key, field, shard, &value))
         }
         None => tx
             .prepare_cached(&tables.append_shard)?
-            .execute((key, spec.name, delta)),
+            .execute((key, field, &delta.value)),
     };
     written.map(drop).map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => Error::not_found(T::KIND, key),

@@ -210,10 +210,11 @@ impl Sqlite {
 
     /// Runs `f` on a pooled connection.
     pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
-        let mut conn = self.checkout()?;
-        let result = f(&mut conn);
-        self.checkin(conn);
-        result
+        let mut conn = Checkout {
+            store: self,
+            conn: Some(self.checkout()?),
+        };
+        f(conn.conn.as_mut().expect("present until drop"))
     }
 
     fn checkout(&self) -> Result<Connection> {
@@ -286,8 +287,18 @@ impl Sqlite {
 
     /// The tables of kind `T`, created on first use.
     pub(crate) fn tables<T: crate::Shardable>(&self) -> Result<Arc<KindTables>> {
-        if let Some(tables) = self.inner.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(T::KIND) {
-            return Ok(tables.clone());
+        let cached = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(T::KIND)
+            .cloned();
+        if let Some(tables) = cached {
+            // Two structs may share a kind; the registry check ran for the
+            // first, so the second must still agree on the id type.
+            tables.check_key_kind::<T>()?;
+            return Ok(tables);
         }
         let tables = Arc::new(KindTables::new::<T>()?);
         self.write(|tx| tables.ensure(tx))?;
@@ -297,6 +308,21 @@ impl Sqlite {
             .unwrap_or_else(|p| p.into_inner())
             .insert(T::KIND, tables.clone());
         Ok(tables)
+    }
+}
+
+/// Returns the connection to the pool even if the caller panics, so a panic
+/// in user code (a fold) cannot shrink the pool.
+struct Checkout<'a> {
+    store: &'a Sqlite,
+    conn: Option<Connection>,
+}
+
+impl Drop for Checkout<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.store.checkin(conn);
+        }
     }
 }
 

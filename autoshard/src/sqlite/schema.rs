@@ -100,6 +100,20 @@ impl KindTables {
         })
     }
 
+    pub fn check_key_kind<T: Shardable>(&self) -> Result<()> {
+        if T::Id::KEY_KIND == self.key_kind {
+            return Ok(());
+        }
+        Err(Error::SchemaMismatch {
+            kind: self.kind.to_owned(),
+            reason: format!(
+                "ids are stored as {}, the struct's id is {}",
+                id_type(self.key_kind),
+                id_type(T::Id::KEY_KIND)
+            ),
+        })
+    }
+
     /// Registers the kind and creates its tables, refusing a kind whose
     /// table names another kind already owns or whose id type changed.
     pub fn ensure(&self, tx: &Transaction<'_>) -> Result<()> {
@@ -110,10 +124,7 @@ impl KindTables {
                  id_type TEXT NOT NULL
              ) STRICT;",
         )?;
-        let id_type = match self.key_kind {
-            KeyKind::Int => "integer",
-            KeyKind::Text => "text",
-        };
+        let id_type = id_type(self.key_kind);
         let owner: Option<(String, String)> = tx
             .query_row(
                 "SELECT kind, id_type FROM autoshard_kinds WHERE base = ?1",
@@ -147,5 +158,12 @@ impl KindTables {
         }
         tx.execute_batch(&self.create)?;
         Ok(())
+    }
+}
+
+fn id_type(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Int => "integer",
+        KeyKind::Text => "text",
     }
 }
