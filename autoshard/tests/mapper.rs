@@ -1,0 +1,1179 @@
+//! The paper's semantics (sections 2.1, 2.2, 4), checked against the rows the
+//! SQLite store actually writes: a second, raw connection on the same file
+//! reads `as_entity_<kind>` and `as_shard_<kind>` behind the store's back.
+
+use autoshard::{shard_fold, shard_method, CompactionStats, Error, Pending, Saved, Shardable};
+use autoshard::{Sqlite, Store};
+use rusqlite::types::Value as Sql;
+use rusqlite::Connection;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Shardable, Debug)]
+struct Question {
+    #[shard(id)]
+    id: u64,
+    title: String,
+    #[shard(neutral = 0, shards = 10)]
+    votes: i64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Question {
+    fn new(id: u64, votes: i64, views: i64) -> Self {
+        Question {
+            id,
+            title: format!("question {id}"),
+            votes,
+            views,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn vote(&mut self, by: i64) {
+        self.votes += by;
+    }
+    #[shard_method]
+    fn view(&mut self) {
+        self.views += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+// --- helpers -------------------------------------------------------------
+
+struct Db {
+    // Held so the directory outlives the test.
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    store: Sqlite,
+}
+
+fn db() -> Db {
+    db_with(|b| b)
+}
+
+fn db_with(options: impl FnOnce(autoshard::SqliteBuilder) -> autoshard::SqliteBuilder) -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mapper.db");
+    let store = options(Sqlite::builder(&path)).open().unwrap();
+    Db {
+        _dir: dir,
+        path,
+        store,
+    }
+}
+
+fn raw(path: &Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
+}
+
+/// Every shard row of kind `base`, keyed `(entity, field, shard)`.
+type Rows = BTreeMap<(String, String, i64), Sql>;
+
+fn shard_rows(path: &Path, base: &str) -> Rows {
+    let conn = raw(path);
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT entity, field, shard, value FROM as_shard_{base}"
+        ))
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let entity: Sql = r.get(0)?;
+            let entity = match entity {
+                Sql::Integer(i) => i.to_string(),
+                Sql::Text(s) => s,
+                other => panic!("unexpected entity key {other:?}"),
+            };
+            Ok(((entity, r.get(1)?, r.get(2)?), r.get(3)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// The rows of one field of one entity: shard number -> value.
+fn field_rows(path: &Path, base: &str, entity: &str, field: &str) -> BTreeMap<i64, Sql> {
+    shard_rows(path, base)
+        .into_iter()
+        .filter(|((e, f, _), _)| e == entity && f == field)
+        .map(|((_, _, s), v)| (s, v))
+        .collect()
+}
+
+fn int_sum(rows: &BTreeMap<i64, Sql>) -> i64 {
+    rows.values()
+        .map(|v| match v {
+            Sql::Integer(i) => *i,
+            other => panic!("expected an integer, got {other:?}"),
+        })
+        .sum()
+}
+
+fn documents(path: &Path, base: &str) -> BTreeMap<String, String> {
+    let conn = raw(path);
+    let mut stmt = conn
+        .prepare(&format!("SELECT id, doc FROM as_entity_{base}"))
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let id: Sql = r.get(0)?;
+            let id = match id {
+                Sql::Integer(i) => i.to_string(),
+                Sql::Text(s) => s,
+                other => panic!("unexpected id {other:?}"),
+            };
+            Ok((id, r.get(1)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+fn saved(s: Saved) -> (u32, bool, u32) {
+    (s.attempts, s.document_written, s.shard_writes)
+}
+
+const NOTHING: (u32, bool, u32) = (0, false, 0);
+
+fn stats(s: &CompactionStats) -> (u64, u64, u64, u64) {
+    (
+        s.entities_visited,
+        s.entities_compacted,
+        s.rows_merged,
+        s.batches,
+    )
+}
+
+/// The rows that differ between two dumps (present in either).
+fn diff(before: &Rows, after: &Rows) -> Vec<(String, String, i64)> {
+    let keys: BTreeSet<_> = before.keys().chain(after.keys()).cloned().collect();
+    keys.into_iter()
+        .filter(|k| before.get(k) != after.get(k))
+        .collect()
+}
+
+// --- insert --------------------------------------------------------------
+
+#[test]
+fn insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field() {
+    let db = db();
+    db.store.insert(&Question::new(1, 76, 5)).unwrap();
+
+    let votes = field_rows(&db.path, "question", "1", "votes");
+    let expected: BTreeMap<i64, Sql> = (0..10)
+        .map(|s| (s, Sql::Integer(if s == 0 { 76 } else { 0 })))
+        .collect();
+    assert_eq!(votes, expected);
+    let views = field_rows(&db.path, "question", "1", "views");
+    assert_eq!(views, BTreeMap::from([(0, Sql::Integer(5))]));
+    assert_eq!(shard_rows(&db.path, "question").len(), 11);
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&documents(&db.path, "question")["1"]).unwrap();
+    assert_eq!(doc, serde_json::json!({ "title": "question 1" }));
+}
+
+#[test]
+fn insert_of_an_existing_id_fails_and_changes_nothing() {
+    let db = db();
+    db.store.insert(&Question::new(1, 76, 5)).unwrap();
+    let rows = shard_rows(&db.path, "question");
+    let docs = documents(&db.path, "question");
+
+    let mut other = Question::new(1, 1000, 1000);
+    other.title = "impostor".into();
+    let err = db.store.insert(&other).unwrap_err();
+    assert!(
+        matches!(&err, Error::AlreadyExists { kind: "Question", id } if id == "1"),
+        "{err:?}"
+    );
+    assert_eq!(shard_rows(&db.path, "question"), rows);
+    assert_eq!(documents(&db.path, "question"), docs);
+    let q: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((q.title.as_str(), q.votes, q.views), ("question 1", 76, 5));
+}
+
+#[test]
+fn insert_resets_pending_so_nothing_is_counted_twice() {
+    let db = db();
+    let mut q = Question::new(1, 0, 0);
+    // Shard methods before the insert: the inserted aggregate already holds
+    // these changes, so the deltas must not be saved on top of it.
+    q.vote(3);
+    q.view();
+    db.store.insert(&q).unwrap();
+    let rows = shard_rows(&db.path, "question");
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    assert_eq!(shard_rows(&db.path, "question"), rows);
+
+    let loaded: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (3, 1));
+
+    // The inserted object stays usable: later changes are saved once.
+    q.vote(2);
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), (1, false, 1));
+    let loaded: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (5, 1));
+}
+
+// --- load ----------------------------------------------------------------
+
+#[test]
+fn load_folds_every_shard_row() {
+    let db = db();
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    // Rows written behind the store's back, including a dynamic row with a
+    // gap in the numbering: load must fold them all, whatever they are.
+    let conn = raw(&db.path);
+    for shard in 0..10 {
+        conn.execute(
+            "UPDATE as_shard_question SET value = ?1 WHERE entity = 1 AND field = 'votes' AND shard = ?2",
+            (shard * 100 + 1, shard),
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO as_shard_question (entity, field, shard, value) VALUES (1, 'views', 7, 40), (1, 'views', 3, 2)",
+        [],
+    )
+    .unwrap();
+
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(q.votes, (0..10).map(|s| s * 100 + 1).sum::<i64>());
+    assert_eq!(q.views, 42);
+    // Pending is neutral after a load: saving at once writes nothing.
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+}
+
+#[test]
+fn load_of_a_missing_id_is_none() {
+    let db = db();
+    assert!(db.store.load::<Question>(&1).unwrap().is_none());
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    assert!(db.store.load::<Question>(&2).unwrap().is_none());
+}
+
+// --- save ----------------------------------------------------------------
+
+#[test]
+fn static_save_folds_into_exactly_one_shard_within_range() {
+    let db = db();
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    let mut chosen = BTreeSet::new();
+    for i in 1..=60 {
+        let before = shard_rows(&db.path, "question");
+        q.vote(i);
+        assert_eq!(saved(db.store.save(&mut q).unwrap()), (1, false, 1));
+        let after = shard_rows(&db.path, "question");
+        let changed = diff(&before, &after);
+        assert_eq!(changed.len(), 1, "one save changed {changed:?}");
+        let (entity, field, shard) = changed[0].clone();
+        assert_eq!((entity.as_str(), field.as_str()), ("1", "votes"));
+        assert!((0..10).contains(&shard), "shard {shard} out of 0..10");
+        let key = &changed[0];
+        let (Sql::Integer(old), Sql::Integer(new)) = (&before[key], &after[key]) else {
+            panic!("non-integer votes")
+        };
+        assert_eq!(new - old, i);
+        chosen.insert(shard);
+    }
+    // 60 uniform picks out of 10 land on one shard with probability 1e-59.
+    assert!(chosen.len() > 1, "every save chose shard {chosen:?}");
+    assert_eq!(
+        int_sum(&field_rows(&db.path, "question", "1", "votes")),
+        (1..=60).sum::<i64>()
+    );
+}
+
+#[test]
+fn dynamic_save_appends_exactly_one_row() {
+    let db = db();
+    db.store.insert(&Question::new(1, 0, 2)).unwrap();
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    for n in 1..=5i64 {
+        let before = shard_rows(&db.path, "question");
+        q.view();
+        q.view();
+        assert_eq!(saved(db.store.save(&mut q).unwrap()), (1, false, 1));
+        let after = shard_rows(&db.path, "question");
+        let key = ("1".to_string(), "views".to_string(), n);
+        assert_eq!(diff(&before, &after), vec![key.clone()]);
+        assert!(!before.contains_key(&key));
+        assert_eq!(after[&key], Sql::Integer(2));
+    }
+    assert_eq!(db.store.shard_count::<Question>(&1, "views").unwrap(), 6);
+    assert_eq!(db.store.load::<Question>(&1).unwrap().unwrap().views, 12);
+}
+
+#[test]
+fn the_document_is_written_only_when_an_unsharded_field_changed() {
+    let db = db();
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+
+    // Another program edits the document: a save that believes the document
+    // unchanged must not overwrite it, which shows it did not write it.
+    let external = r#"{"title":"edited elsewhere"}"#;
+    raw(&db.path)
+        .execute(
+            "UPDATE as_entity_question SET doc = ?1 WHERE id = 1",
+            [external],
+        )
+        .unwrap();
+    q.vote(1);
+    let s = db.store.save(&mut q).unwrap();
+    assert!(!s.document_written);
+    assert_eq!(saved(s), (1, false, 1));
+    assert_eq!(documents(&db.path, "question")["1"], external);
+
+    q.title = "new title".into();
+    let s = db.store.save(&mut q).unwrap();
+    assert_eq!(saved(s), (1, true, 0));
+    let doc: serde_json::Value =
+        serde_json::from_str(&documents(&db.path, "question")["1"]).unwrap();
+    assert_eq!(doc, serde_json::json!({ "title": "new title" }));
+
+    // The snapshot moved with the save: the same title is not written again.
+    raw(&db.path)
+        .execute(
+            "UPDATE as_entity_question SET doc = ?1 WHERE id = 1",
+            [external],
+        )
+        .unwrap();
+    q.view();
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), (1, false, 1));
+    assert_eq!(documents(&db.path, "question")["1"], external);
+}
+
+#[test]
+fn saving_with_nothing_pending_writes_nothing() {
+    let db = db();
+    db.store.insert(&Question::new(1, 4, 4)).unwrap();
+    let rows = shard_rows(&db.path, "question");
+    let docs = documents(&db.path, "question");
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    // A change undone by hand before the save is no change at all.
+    q.vote(5);
+    q.vote(-5);
+    q.title = "changed".into();
+    q.title = "question 1".into();
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    q.vote(1);
+    db.store.save(&mut q).unwrap();
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    assert_eq!(documents(&db.path, "question"), docs);
+    assert_eq!(diff(&rows, &shard_rows(&db.path, "question")).len(), 1);
+}
+
+#[derive(Shardable, Debug)]
+struct Pair {
+    #[shard(id)]
+    id: u64,
+    note: String,
+    #[shard(neutral = 0, shards = 1)]
+    plain: i64,
+    #[shard(neutral = 0, shards = 1, fold = autoshard::fold::checked_sum)]
+    checked: i64,
+    #[shard(neutral = 0)]
+    appended: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Pair {
+    #[shard_method]
+    fn add(&mut self, plain: i64, checked: i64, appended: i64) {
+        self.plain += plain;
+        self.checked = self.checked.saturating_add(checked);
+        self.appended += appended;
+    }
+    #[shard_fold]
+    fn fold_plain(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_appended(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn several_sharded_fields_and_the_document_commit_together() {
+    let db = db();
+    let pair = Pair {
+        id: 1,
+        note: "a".into(),
+        plain: 0,
+        checked: i64::MAX - 10,
+        appended: 0,
+        pending: Pending::default(),
+    };
+    db.store.insert(&pair).unwrap();
+    let mut p: Pair = db.store.load(&1).unwrap().unwrap();
+    p.add(1, 1, 1);
+    p.note = "b".into();
+    assert_eq!(saved(db.store.save(&mut p).unwrap()), (1, true, 3));
+    let q: Pair = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(
+        (q.note.as_str(), q.plain, q.checked, q.appended),
+        ("b", 1, i64::MAX - 9, 1)
+    );
+
+    // The checked field's fold fails after the document and the other
+    // fields were written in the same transaction: all of it rolls back.
+    let rows = shard_rows(&db.path, "pair");
+    let docs = documents(&db.path, "pair");
+    p.add(1, 100, 1);
+    p.note = "c".into();
+    let err = db.store.save(&mut p).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Fold {
+                field: "checked",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(shard_rows(&db.path, "pair"), rows);
+    assert_eq!(documents(&db.path, "pair"), docs);
+
+    // The kept deltas, compensated, land once.
+    p.add(0, -100, 0);
+    assert_eq!(saved(db.store.save(&mut p).unwrap()), (1, true, 2));
+    let q: Pair = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(
+        (q.note.as_str(), q.plain, q.checked, q.appended),
+        ("c", 2, i64::MAX - 9, 2)
+    );
+}
+
+#[test]
+fn saving_a_never_inserted_entity_is_not_found_and_keeps_the_delta() {
+    let db = db();
+    let mut q = Question::new(1, 10, 0);
+    q.vote(1);
+    q.view();
+    let err = db.store.save(&mut q).unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { kind: "Question", id } if id == "1"),
+        "{err:?}"
+    );
+    assert!(shard_rows(&db.path, "question").is_empty());
+    assert!(documents(&db.path, "question").is_empty());
+
+    // Inserting it stores the aggregate, which already holds the delta...
+    db.store.insert(&q).unwrap();
+    // ...so the pending delta is gone and a save adds nothing.
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    let loaded: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (11, 1));
+}
+
+#[test]
+fn saving_a_deleted_entity_is_not_found_and_keeps_the_delta() {
+    let db = db();
+    db.store.insert(&Question::new(1, 10, 10)).unwrap();
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    assert!(db.store.delete::<Question>(&1).unwrap());
+
+    // Only sharded fields changed, so the save goes straight to the shard
+    // rows: the foreign key, not the document update, must catch it.
+    q.vote(2);
+    let err = db.store.save(&mut q).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    q.view();
+    let err = db.store.save(&mut q).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    assert!(shard_rows(&db.path, "question").is_empty());
+    assert!(documents(&db.path, "question").is_empty());
+
+    // Someone re-creates the entity: the kept delta lands exactly once.
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), (1, false, 2));
+    assert_eq!(saved(db.store.save(&mut q).unwrap()), NOTHING);
+    let loaded: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (2, 1));
+}
+
+// --- changing the shard count ----------------------------------------------
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Resized")]
+struct Wide {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 10)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Wide {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Resized")]
+struct Narrow {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 3)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Narrow {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn lowering_shards_loses_nothing_and_compaction_folds_the_surplus() {
+    let db = db();
+    db.store
+        .insert(&Wide {
+            id: 1,
+            votes: 5,
+            pending: Pending::default(),
+        })
+        .unwrap();
+    let mut w: Wide = db.store.load(&1).unwrap().unwrap();
+    for _ in 0..100 {
+        w.vote();
+        db.store.save(&mut w).unwrap();
+    }
+    let rows = field_rows(&db.path, "resized", "1", "votes");
+    assert_eq!(
+        rows.keys().copied().collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    // 100 saves over 10 shards leave shards 3..9 empty with probability 0.3^100.
+    assert!(rows.range(3..).any(|(_, v)| *v != Sql::Integer(0)));
+
+    let mut n: Narrow = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(n.votes, 105);
+    for _ in 0..50 {
+        let before = shard_rows(&db.path, "resized");
+        n.vote();
+        db.store.save(&mut n).unwrap();
+        let changed = diff(&before, &shard_rows(&db.path, "resized"));
+        assert_eq!(changed.len(), 1);
+        assert!((0..3).contains(&changed[0].2), "{changed:?}");
+    }
+    assert_eq!(db.store.load::<Narrow>(&1).unwrap().unwrap().votes, 155);
+
+    let before = field_rows(&db.path, "resized", "1", "votes");
+    let s = db.store.compact::<Narrow>().unwrap();
+    assert_eq!(stats(&s), (1, 1, 7, 1));
+    let after = field_rows(&db.path, "resized", "1", "votes");
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(after[&1], before[&1]);
+    assert_eq!(after[&2], before[&2]);
+    let surplus: BTreeMap<i64, Sql> = before
+        .iter()
+        .filter(|(s, _)| **s == 0 || **s >= 3)
+        .map(|(s, v)| (*s, v.clone()))
+        .collect();
+    assert_eq!(after[&0], Sql::Integer(int_sum(&surplus)));
+    assert_eq!(int_sum(&after), 155);
+    assert_eq!(db.store.load::<Narrow>(&1).unwrap().unwrap().votes, 155);
+    // Raising it back is just as safe: the wide struct sees the same total.
+    assert_eq!(db.store.load::<Wide>(&1).unwrap().unwrap().votes, 155);
+    assert_eq!(stats(&db.store.compact::<Narrow>().unwrap()), (1, 0, 0, 1));
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Switch")]
+struct StaticSwitch {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 4)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl StaticSwitch {
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Switch")]
+struct DynamicSwitch {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl DynamicSwitch {
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn hits(db: &Db) -> BTreeMap<i64, Sql> {
+    field_rows(&db.path, "switch", "1", "hits")
+}
+
+#[test]
+fn static_to_dynamic_and_back() {
+    let db = db();
+    db.store
+        .insert(&StaticSwitch {
+            id: 1,
+            hits: 3,
+            pending: Pending::default(),
+        })
+        .unwrap();
+    let mut s: StaticSwitch = db.store.load(&1).unwrap().unwrap();
+    for _ in 0..8 {
+        s.hit();
+        db.store.save(&mut s).unwrap();
+    }
+    assert_eq!(hits(&db).len(), 4);
+
+    let mut d: DynamicSwitch = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(d.hits, 11);
+    d.hit();
+    db.store.save(&mut d).unwrap();
+    // Appended after the highest static shard, so no static row is touched.
+    assert_eq!(
+        hits(&db).keys().copied().collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert_eq!(hits(&db)[&4], Sql::Integer(1));
+    assert_eq!(
+        db.store.load::<DynamicSwitch>(&1).unwrap().unwrap().hits,
+        12
+    );
+
+    assert_eq!(
+        stats(&db.store.compact::<DynamicSwitch>().unwrap()),
+        (1, 1, 4, 1)
+    );
+    assert_eq!(hits(&db), BTreeMap::from([(0, Sql::Integer(12))]));
+
+    // Back to static: shards 1..3 are missing now, which save must handle.
+    let mut s: StaticSwitch = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(s.hits, 12);
+    for _ in 0..20 {
+        s.hit();
+        db.store.save(&mut s).unwrap();
+    }
+    let rows = hits(&db);
+    assert!(rows.keys().all(|k| (0..4).contains(k)), "{rows:?}");
+    assert_eq!(int_sum(&rows), 32);
+    assert_eq!(db.store.load::<StaticSwitch>(&1).unwrap().unwrap().hits, 32);
+    // Nothing above shard 3, so static compaction has nothing to do.
+    assert_eq!(
+        stats(&db.store.compact::<StaticSwitch>().unwrap()),
+        (1, 0, 0, 1)
+    );
+}
+
+#[test]
+fn dynamic_to_static() {
+    let db = db();
+    db.store
+        .insert(&DynamicSwitch {
+            id: 1,
+            hits: 1,
+            pending: Pending::default(),
+        })
+        .unwrap();
+    let mut d: DynamicSwitch = db.store.load(&1).unwrap().unwrap();
+    for _ in 0..6 {
+        d.hit();
+        db.store.save(&mut d).unwrap();
+    }
+    assert_eq!(hits(&db).len(), 7);
+
+    let mut s: StaticSwitch = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(s.hits, 7);
+    for _ in 0..10 {
+        let before = hits(&db);
+        s.hit();
+        db.store.save(&mut s).unwrap();
+        let after = hits(&db);
+        let changed: Vec<_> = after
+            .keys()
+            .filter(|k| before.get(k) != after.get(k))
+            .collect();
+        assert_eq!(changed.len(), 1);
+        assert!((0..4).contains(changed[0]), "{changed:?}");
+    }
+    // Static compaction folds shards 4..6 (left by dynamic saves) into 0 and
+    // keeps 1..3 as they are.
+    let before = hits(&db);
+    assert_eq!(
+        stats(&db.store.compact::<StaticSwitch>().unwrap()),
+        (1, 1, 3, 1)
+    );
+    let after = hits(&db);
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    for shard in 1..4 {
+        assert_eq!(after[&shard], before[&shard]);
+    }
+    assert_eq!(int_sum(&after), 17);
+    assert_eq!(db.store.load::<StaticSwitch>(&1).unwrap().unwrap().hits, 17);
+}
+
+// --- delete --------------------------------------------------------------
+
+#[test]
+fn delete_removes_the_entity_and_all_its_shard_rows() {
+    let db = db();
+    for id in 1..=2 {
+        db.store.insert(&Question::new(id, 1, 1)).unwrap();
+        let mut q: Question = db.store.load(&id).unwrap().unwrap();
+        for _ in 0..3 {
+            q.view();
+            db.store.save(&mut q).unwrap();
+        }
+    }
+    assert_eq!(shard_rows(&db.path, "question").len(), 2 * (10 + 4));
+
+    assert!(db.store.delete::<Question>(&1).unwrap());
+    let rows = shard_rows(&db.path, "question");
+    assert_eq!(rows.len(), 14);
+    assert!(rows.keys().all(|(e, _, _)| e == "2"));
+    assert_eq!(
+        documents(&db.path, "question").keys().collect::<Vec<_>>(),
+        ["2"]
+    );
+    assert!(db.store.load::<Question>(&1).unwrap().is_none());
+
+    assert!(!db.store.delete::<Question>(&1).unwrap());
+    assert!(!db.store.delete::<Question>(&3).unwrap());
+    assert_eq!(shard_rows(&db.path, "question").len(), 14);
+    let q: Question = db.store.load(&2).unwrap().unwrap();
+    assert_eq!((q.votes, q.views), (1, 4));
+}
+
+// --- compaction ----------------------------------------------------------
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Compacted")]
+struct Compacted {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 2)]
+    votes: i64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Compacted {
+    fn new(id: u64) -> Self {
+        Compacted {
+            id,
+            votes: 0,
+            views: 0,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn view(&mut self) {
+        self.views += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn views_saved(store: &Sqlite, id: u64, saves: usize) {
+    let mut c: Compacted = store.load(&id).unwrap().unwrap();
+    for _ in 0..saves {
+        c.view();
+        store.save(&mut c).unwrap();
+    }
+}
+
+#[test]
+fn compaction_stats_are_exact_on_a_known_layout() {
+    let db = db();
+    for (id, saves) in [(1, 3), (2, 0), (3, 1)] {
+        db.store.insert(&Compacted::new(id)).unwrap();
+        views_saved(&db.store, id, saves);
+    }
+    let s = db.store.compact::<Compacted>().unwrap();
+    assert_eq!(stats(&s), (3, 2, 3 + 1, 1));
+    // (2 votes + 4 views) + (2 + 1) + (2 + 2)
+    assert_eq!(s.rows_scanned, 13);
+
+    for (id, views) in [(1, 3), (2, 0), (3, 1)] {
+        assert_eq!(db.store.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+        assert_eq!(db.store.shard_count::<Compacted>(&id, "votes").unwrap(), 2);
+        let rows = field_rows(&db.path, "compacted", &id.to_string(), "views");
+        assert_eq!(rows, BTreeMap::from([(0, Sql::Integer(views))]));
+    }
+    let again = db.store.compact::<Compacted>().unwrap();
+    assert_eq!(stats(&again), (3, 0, 0, 1));
+    assert_eq!(again.rows_scanned, 9);
+}
+
+#[test]
+fn compaction_in_small_batches_reports_growing_totals_once_per_batch() {
+    let db = db_with(|b| b.compaction_batch_rows(7));
+    for id in 1..=50 {
+        db.store.insert(&Compacted::new(id)).unwrap();
+        views_saved(&db.store, id, 1 + (id as usize % 2));
+    }
+    let mut seen = Vec::new();
+    let s = db
+        .store
+        .compact_with::<Compacted>(&mut |p| seen.push(*p))
+        .unwrap();
+    // Odd ids hold 2 + 3 rows, even ids 2 + 2: a batch takes whole entities
+    // until it has read at least 7 rows, so always two of them.
+    assert_eq!(stats(&s), (50, 50, 75, 25));
+    assert_eq!(s.rows_scanned, 25 * 5 + 25 * 4);
+    assert_eq!(seen.len(), 25);
+    assert_eq!(seen.last(), Some(&s));
+    for (i, p) in seen.iter().enumerate() {
+        assert_eq!(p.batches, i as u64 + 1);
+        assert_eq!(p.entities_visited, 2 * (i as u64 + 1));
+    }
+    for pair in seen.windows(2) {
+        assert!(pair[1].rows_scanned > pair[0].rows_scanned);
+        assert!(pair[1].rows_merged > pair[0].rows_merged);
+    }
+    for id in 1..=50u64 {
+        let c: Compacted = db.store.load(&id).unwrap().unwrap();
+        assert_eq!(c.views, 1 + (id as i64 % 2));
+        assert_eq!(db.store.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+    }
+}
+
+#[test]
+fn compaction_of_an_empty_kind() {
+    let db = db();
+    let mut calls = 0;
+    let s = db
+        .store
+        .compact_with::<Compacted>(&mut |_| calls += 1)
+        .unwrap();
+    assert_eq!((stats(&s), s.rows_scanned), ((0, 0, 0, 1), 0));
+    assert_eq!(calls, 1);
+
+    // Emptied by deletes: same answer.
+    db.store.insert(&Compacted::new(1)).unwrap();
+    db.store.delete::<Compacted>(&1).unwrap();
+    let s = db.store.compact::<Compacted>().unwrap();
+    assert_eq!((stats(&s), s.rows_scanned), ((0, 0, 0, 1), 0));
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Legacy")]
+struct LegacyV1 {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(neutral = 0)]
+    abandoned: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl LegacyV1 {
+    #[shard_method]
+    fn touch(&mut self) {
+        self.views += 1;
+        self.abandoned += 10;
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_abandoned(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Legacy")]
+struct LegacyV2 {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl LegacyV2 {
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn compaction_leaves_rows_of_undeclared_fields_alone() {
+    let db = db();
+    db.store
+        .insert(&LegacyV1 {
+            id: 1,
+            views: 0,
+            abandoned: 0,
+            pending: Pending::default(),
+        })
+        .unwrap();
+    let mut v1: LegacyV1 = db.store.load(&1).unwrap().unwrap();
+    for _ in 0..3 {
+        v1.touch();
+        db.store.save(&mut v1).unwrap();
+    }
+    let abandoned = field_rows(&db.path, "legacy", "1", "abandoned");
+    assert_eq!(abandoned.len(), 4);
+
+    let s = db.store.compact::<LegacyV2>().unwrap();
+    assert_eq!(stats(&s), (1, 1, 3, 1));
+    assert_eq!(field_rows(&db.path, "legacy", "1", "abandoned"), abandoned);
+    assert_eq!(field_rows(&db.path, "legacy", "1", "views").len(), 1);
+    assert_eq!(db.store.load::<LegacyV2>(&1).unwrap().unwrap().views, 3);
+    // The old struct still sees its field intact.
+    let v1: LegacyV1 = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((v1.views, v1.abandoned), (3, 30));
+}
+
+// --- ids, handles, in-memory -----------------------------------------------
+
+#[derive(Shardable, Debug)]
+struct Page {
+    #[shard(id)]
+    url: String,
+    #[shard(neutral = 0, shards = 3)]
+    hits: i64,
+    #[shard(neutral = 0)]
+    visits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Page {
+    fn new(url: &str) -> Self {
+        Page {
+            url: url.into(),
+            hits: 0,
+            visits: 0,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+        self.visits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_visits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn string_ids_work_end_to_end() {
+    let db = db();
+    // Ids that would be trouble if they were ever spliced into SQL.
+    let ids = [
+        "/",
+        "a'b",
+        "x\"); DROP TABLE as_shard_page; --",
+        "ünïcødé",
+        "",
+    ];
+    for id in ids {
+        db.store.insert(&Page::new(id)).unwrap();
+        let mut p: Page = db.store.load(&id.to_string()).unwrap().unwrap();
+        for _ in 0..3 {
+            p.hit();
+            db.store.save(&mut p).unwrap();
+        }
+    }
+    let err = db.store.insert(&Page::new("a'b")).unwrap_err();
+    assert!(
+        matches!(&err, Error::AlreadyExists { id, .. } if id == "\"a'b\""),
+        "{err:?}"
+    );
+    assert_eq!(stats(&db.store.compact::<Page>().unwrap()), (5, 5, 15, 1));
+    for id in ids {
+        let p: Page = db.store.load(&id.to_string()).unwrap().unwrap();
+        assert_eq!((p.url.as_str(), p.hits, p.visits), (id, 3, 3));
+        assert_eq!(
+            db.store
+                .shard_count::<Page>(&id.to_string(), "visits")
+                .unwrap(),
+            1
+        );
+    }
+    assert!(db.store.delete::<Page>(&"a'b".to_string()).unwrap());
+    assert!(db.store.load::<Page>(&"a'b".to_string()).unwrap().is_none());
+    assert!(db.store.load::<Page>(&"A'B".to_string()).unwrap().is_none());
+    assert_eq!(shard_rows(&db.path, "page").len(), 4 * 4);
+}
+
+#[derive(Shardable, Debug)]
+struct Small {
+    #[shard(id)]
+    id: i8,
+    #[shard(neutral = 0, shards = 2)]
+    n: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Small {
+    #[shard_fold]
+    fn fold_n(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn integer_ids_of_any_width_and_sign() {
+    let db = db();
+    for id in [i8::MIN, -1, 0, i8::MAX] {
+        db.store
+            .insert(&Small {
+                id,
+                n: i64::from(id),
+                pending: Pending::default(),
+            })
+            .unwrap();
+    }
+    for id in [i8::MIN, -1, 0, i8::MAX] {
+        assert_eq!(
+            db.store.load::<Small>(&id).unwrap().unwrap().n,
+            i64::from(id)
+        );
+    }
+    assert_eq!(
+        documents(&db.path, "small")
+            .keys()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        ["-128", "-1", "0", "127"].map(String::from).into()
+    );
+    for id in [u64::MAX >> 1, 0] {
+        let mut q = Question::new(id, 1, 1);
+        q.title = "big".into();
+        db.store.insert(&q).unwrap();
+        assert_eq!(
+            db.store.load::<Question>(&id).unwrap().unwrap().title,
+            "big"
+        );
+    }
+}
+
+#[test]
+fn two_handles_on_one_file_see_each_others_writes() {
+    let db = db();
+    let other = Sqlite::open(&db.path).unwrap();
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+
+    let mut a: Question = db.store.load(&1).unwrap().unwrap();
+    let mut b: Question = other.load(&1).unwrap().unwrap();
+    for _ in 0..10 {
+        a.vote(1);
+        db.store.save(&mut a).unwrap();
+        b.vote(2);
+        b.view();
+        other.save(&mut b).unwrap();
+    }
+    for store in [&db.store, &other] {
+        let q: Question = store.load(&1).unwrap().unwrap();
+        assert_eq!((q.votes, q.views), (30, 10));
+    }
+    assert_eq!(stats(&other.compact::<Question>().unwrap()), (1, 1, 10, 1));
+    assert_eq!(db.store.shard_count::<Question>(&1, "views").unwrap(), 1);
+    assert!(other.delete::<Question>(&1).unwrap());
+    assert!(db.store.load::<Question>(&1).unwrap().is_none());
+    a.vote(1);
+    let err = db.store.save(&mut a).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+}
+
+#[test]
+fn the_in_memory_store_is_a_full_store() {
+    let store = Sqlite::memory().unwrap();
+    store.insert(&Question::new(1, 2, 0)).unwrap();
+    let mut q: Question = store.load(&1).unwrap().unwrap();
+    q.vote(3);
+    q.view();
+    q.title = "in memory".into();
+    assert_eq!(saved(store.save(&mut q).unwrap()), (1, true, 2));
+    assert_eq!(store.shard_count::<Question>(&1, "votes").unwrap(), 10);
+    assert_eq!(store.shard_count::<Question>(&1, "views").unwrap(), 2);
+    assert_eq!(stats(&store.compact::<Question>().unwrap()), (1, 1, 1, 1));
+    let q: Question = store.load(&1).unwrap().unwrap();
+    assert_eq!((q.title.as_str(), q.votes, q.views), ("in memory", 5, 1));
+    // A clone shares the database; a second memory() is a different one.
+    let clone = store.clone();
+    assert_eq!(clone.load::<Question>(&1).unwrap().unwrap().votes, 5);
+    assert!(Sqlite::memory()
+        .unwrap()
+        .load::<Question>(&1)
+        .unwrap()
+        .is_none());
+    assert!(store.delete::<Question>(&1).unwrap());
+    assert!(clone.load::<Question>(&1).unwrap().is_none());
+}
