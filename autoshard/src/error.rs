@@ -7,7 +7,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in autoshard.
 ///
-/// Conditions worth retrying (contention, a lost connection) answer `true` to
+/// Conditions worth retrying (lock contention) answer `true` to
 /// [`Error::is_retryable`]; everything else is a bug in the input or the data
 /// and will fail the same way again.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +117,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether making the same call again may succeed: the store was busy or
-    /// the connection was lost. Errors about the input or the data are final.
+    /// Whether making the same call again may succeed: the store was busy.
+    /// Errors about the input or the data are final.
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Busy { .. } => true,

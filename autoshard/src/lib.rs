@@ -2,7 +2,8 @@
 //!
 //! A vote counter that thousands of users hit at once turns one database row
 //! into a queue of writers. autoshard implements the AutoShard paper
-//! (Schaarschmidt et al., WebDB 2014) for Rust: annotate the hot fields, and
+//! ("AutoShard: Declaratively Managing Hot Spot Data Objects in NoSQL
+//! Document Stores", WebDB 2014) for Rust: annotate the hot fields, and
 //! every save spreads its delta over shard rows instead of rewriting one.
 //!
 //! ```

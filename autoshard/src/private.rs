@@ -137,8 +137,9 @@ pub fn pending_values<T: Shardable>(pending: &mut Pending<T>) -> &mut T::__Pendi
 /// Enters a shard method. Returns `true` for an outermost call, which must
 /// run the body twice; after this the sharded fields hold the pending deltas.
 pub fn begin_shard_run<T: Shardable>(entity: &mut T) -> bool {
-    let Some(pending) = entity.__pending_mut() else {
-        return true;
+    // With nothing sharded there is no pending view to update: run once.
+    let Some(pending) = entity.__pending_mut().filter(|_| !T::__FIELDS.is_empty()) else {
+        return false;
     };
     if pending.mode() != Mode::Idle {
         return false;

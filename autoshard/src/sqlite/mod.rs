@@ -34,7 +34,8 @@ pub enum Synchronous {
     /// acknowledged save survives power loss.
     #[default]
     Full,
-    /// `Full` plus an fsync of the directory on WAL changes.
+    /// `PRAGMA synchronous = EXTRA`; in WAL mode SQLite treats it like
+    /// `Full`.
     Extra,
 }
 
