@@ -2,7 +2,7 @@
 
 use crate::attr::{self, Errors};
 use proc_macro2::Span;
-use syn::spanned::Spanned;
+use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Expr, Fields, Ident, LitStr, Path, Type};
 
 pub struct Input<'a> {
@@ -16,10 +16,13 @@ pub struct Field<'a> {
     pub ident: &'a Ident,
     pub ty: &'a Type,
     pub role: Role,
-    /// Span of the field's `#[shard]` attribute, or of the field itself.
+    /// The `id` or `pending` key that gave the field its role, or the
+    /// field's name: where an error about the field as a whole points.
     pub span: Span,
 }
 
+// A handful of these live for one macro expansion; boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Role {
     Id,
     Pending,
@@ -39,7 +42,10 @@ impl<'a> Input<'a> {
         let named = match &input.data {
             Data::Struct(data) => match &data.fields {
                 Fields::Named(named) => named,
-                _ => return Err(not_a_named_struct(input.ident.span())),
+                Fields::Unnamed(tuple) => {
+                    return Err(not_a_named_struct(tuple.paren_token.span.join()))
+                }
+                Fields::Unit => return Err(not_a_named_struct(input.ident.span())),
             },
             Data::Enum(data) => return Err(not_a_named_struct(data.enum_token.span)),
             Data::Union(data) => return Err(not_a_named_struct(data.union_token.span)),
@@ -83,8 +89,8 @@ impl<'a> Field<'a> {
     fn from_syn(field: &'a syn::Field, errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named field");
         let attrs = attr::field_attrs(&field.attrs, errors);
-        let span = attrs.span.unwrap_or_else(|| field.span());
-        let role = role(attrs, span, errors);
+        let span = attrs.id.or(attrs.pending).unwrap_or_else(|| ident.span());
+        let role = role(attrs, errors);
         Field {
             ident,
             ty: &field.ty,
@@ -92,35 +98,50 @@ impl<'a> Field<'a> {
             span,
         }
     }
+
+    /// The field's name as stored: `r#type` is stored as `type`.
+    pub fn name(&self) -> String {
+        self.ident.unraw().to_string()
+    }
 }
 
-fn role(attrs: attr::FieldAttrs, span: Span, errors: &mut Errors) -> Role {
-    let sharding = attrs.neutral.is_some() || attrs.shards.is_some() || attrs.fold.is_some();
-    if let Some(id) = attrs.id {
-        if sharding || attrs.pending.is_some() {
-            errors.error(id, "the `id` field cannot also be `pending` or sharded");
+fn role(attrs: attr::FieldAttrs, errors: &mut Errors) -> Role {
+    let sharding = attrs.sharding_key();
+    if attrs.id.is_some() {
+        if let Some(pending) = attrs.pending {
+            errors.error(pending, "a field cannot be both `id` and `pending`");
+        }
+        if let Some((key, span)) = sharding {
+            errors.error(
+                span,
+                format!("the `id` field cannot be sharded; remove `{key}`"),
+            );
         }
         return Role::Id;
     }
-    if let Some(pending) = attrs.pending {
-        if sharding {
-            errors.error(pending, "the `pending` field cannot also be sharded");
+    if attrs.pending.is_some() {
+        if let Some((key, span)) = sharding {
+            errors.error(
+                span,
+                format!("the `pending` field cannot be sharded; remove `{key}`"),
+            );
         }
         return Role::Pending;
     }
-    if !sharding {
+    let Some(key) = sharding else {
         return Role::Plain;
-    }
-    let Some(neutral) = attrs.neutral else {
-        errors.error(
-            attrs.shards.map_or(span, |(_, s)| s),
-            "a sharded field needs `neutral = <expr>`, the identity element of its fold (e.g. `neutral = 0` for a sum)",
-        );
+    };
+    let Some((neutral, _)) = attrs.neutral else {
+        let message = "a sharded field needs `neutral = <expr>`, the identity element of its fold (e.g. `neutral = 0` for a sum)";
+        match &attrs.attr {
+            Some(attr) => errors.error_spanned(attr, message),
+            None => errors.error(key.1, message),
+        }
         return Role::Plain;
     };
     Role::Sharded(Sharded {
         neutral,
         shards: attrs.shards.map(|(n, _)| n),
-        fold: attrs.fold,
+        fold: attrs.fold.map(|(path, _)| path),
     })
 }

@@ -13,14 +13,14 @@ pub fn derive(input: &Input) -> TokenStream {
     let ident = input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let bounds = bounds(input);
-    let where_clause = match where_clause {
-        Some(w) => quote!(#w, #(#bounds,)*),
-        None => quote!(where #(#bounds,)*),
-    };
+    // Rebuilt from the predicates: a user's trailing comma or empty `where`
+    // must not leave `,,` or a bare `,` behind.
+    let predicates = where_clause.into_iter().flat_map(|w| &w.predicates);
+    let where_clause = quote!(where #(#predicates,)* #(#bounds,)*);
     let kind = match &input.kind {
         Some(lit) => quote!(#lit),
         None => {
-            let name = ident.to_string();
+            let name = syn::ext::IdentExt::unraw(ident).to_string();
             quote!(#name)
         }
     };
@@ -29,8 +29,14 @@ pub fn derive(input: &Input) -> TokenStream {
     let id_ty = id_field.map(|f| f.ty);
     let pending = pending_access(input);
     let (pending_mut, pending_ref) = match &pending {
-        Some(p) => (quote!(::core::option::Option::Some(&mut #p)), quote!(::core::option::Option::Some(&#p))),
-        None => (quote!(::core::option::Option::None), quote!(::core::option::Option::None)),
+        Some(p) => (
+            quote!(::core::option::Option::Some(&mut #p)),
+            quote!(::core::option::Option::Some(&#p)),
+        ),
+        None => (
+            quote!(::core::option::Option::None),
+            quote!(::core::option::Option::None),
+        ),
     };
     let bind_pending = match &pending {
         Some(p) if input.sharded().next().is_some() => {
@@ -42,7 +48,7 @@ pub fn derive(input: &Input) -> TokenStream {
     let pending_ty = sharded.iter().map(|(f, _)| f.ty);
     let neutrals = sharded.iter().map(|(_, s)| &s.neutral);
     let specs = sharded.iter().map(|(f, s)| {
-        let name = f.ident.to_string();
+        let name = f.name();
         let shards = match s.shards {
             Some(n) => quote!(::core::option::Option::Some(#n)),
             None => quote!(::core::option::Option::None),
@@ -53,11 +59,11 @@ pub fn derive(input: &Input) -> TokenStream {
     let encode_document = encode_document(input);
     let encode_field = per_field(&sharded, |i, f, _| {
         let field = f.ident;
-        let name = field.to_string();
+        let name = f.name();
         quote!(#i => ::autoshard::__private::encode_field(Self::KIND, #name, &self.#field))
     });
     let encode_pending = per_field(&sharded, |i, f, s| {
-        let name = f.ident.to_string();
+        let name = f.name();
         let slot = Index::from(i);
         let neutral = &s.neutral;
         quote!(#i => ::autoshard::__private::encode_pending(Self::KIND, #name, &__pending.#slot, &#neutral))
@@ -73,7 +79,10 @@ pub fn derive(input: &Input) -> TokenStream {
         #[automatically_derived]
         impl #impl_generics ::autoshard::Shardable for #ident #ty_generics #where_clause {
             type Id = #id_ty;
+            // The tuple carries the fields' own spans, so clippy would blame
+            // the user's field declarations for its length.
             #[doc(hidden)]
+            #[allow(clippy::type_complexity)]
             type __Pending = (#(#pending_ty,)*);
             const KIND: &'static str = #kind;
             #[doc(hidden)]
@@ -172,19 +181,24 @@ fn per_field(
         .collect()
 }
 
-/// The fold as a typed fn pointer, spanned at the field so that a missing or
-/// mistyped fold is reported where the field is declared.
+/// The fold as a typed fn pointer. A missing or mistyped `fold_<field>` is
+/// reported at the field's name, the expected signature at its type; an
+/// explicit `fold = path` is reported at the path.
 fn fold_fn(field: &Field, sharded: &Sharded) -> TokenStream {
     let ty = field.ty;
+    let ident_span = field.ident.span();
     let path = match &sharded.fold {
         Some(path) => quote!(#path),
         None => {
-            let name = format_ident!("fold_{}", field.ident);
-            quote_spanned!(field.span=> Self::#name)
+            let name = format_ident!("fold_{}", field.ident, span = ident_span);
+            quote_spanned!(ident_span=> Self::#name)
         }
     };
-    quote_spanned!(field.span=> {
-        let __fold: fn(#ty, #ty) -> _ = #path;
+    let fn_ty = quote_spanned!(field.ty_span()=> fn(#ty, #ty) -> _);
+    quote_spanned!(ident_span=> {
+        // Spanned at the field's type, so clippy would blame the field.
+        #[allow(clippy::type_complexity)]
+        let __fold: #fn_ty = #path;
         __fold
     })
 }
@@ -207,7 +221,7 @@ fn swap_fields(sharded: &[(&Field, &Sharded)], pending: &Option<TokenStream>) ->
 fn encode_document(input: &Input) -> TokenStream {
     let puts = input.with_role(|r| matches!(r, Role::Plain)).map(|f| {
         let field = f.ident;
-        let name = field.to_string();
+        let name = f.name();
         quote!(__doc.put(#name, &self.#field)?;)
     });
     quote! {
@@ -221,7 +235,7 @@ fn construct(input: &Input) -> TokenStream {
     let mut sharded_index = 0usize;
     let inits = input.fields.iter().map(|f| {
         let field = f.ident;
-        let name = field.to_string();
+        let name = f.name();
         let value = match &f.role {
             Role::Id => quote!(__id),
             Role::Pending => quote!(::autoshard::Pending::__loaded(__parts.document())),
@@ -247,13 +261,16 @@ fn bounds(input: &Input) -> Vec<TokenStream> {
         .iter()
         .filter_map(|f| {
             let ty = f.ty;
+            // The bound's own tokens carry the span too: rustc underlines
+            // the bound, and a `quote!` one would point at `#[derive]`.
+            let span = f.ty_span();
             let bound = match f.role {
-                Role::Id => quote!(::autoshard::EntityId),
+                Role::Id => quote_spanned!(span=> ::autoshard::EntityId),
                 Role::Pending => return None,
-                Role::Plain => quote!(::autoshard::__private::Document),
-                Role::Sharded(_) => quote!(::autoshard::__private::ShardValue),
+                Role::Plain => quote_spanned!(span=> ::autoshard::__private::Document),
+                Role::Sharded(_) => quote_spanned!(span=> ::autoshard::__private::ShardValue),
             };
-            Some(quote_spanned!(f.ty_span()=> #ty: #bound))
+            Some(quote_spanned!(span=> #ty: #bound))
         })
         .collect()
 }

@@ -42,7 +42,7 @@ pub fn shard_method(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn shard_fold(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = parse_macro_input!(item as ImplItemFn);
     method::shard_fold(args.into(), item.clone())
-        .unwrap_or_else(|error| keep_item(error, &item))
+        .unwrap_or_else(|error| method::fold_stub(error, &item))
         .into()
 }
 

@@ -18,7 +18,10 @@ pub fn shard_method(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStr
         return Err(syn::Error::new(token.span, "`#[shard_method]` cannot be `async`: the body runs twice and must finish before the object is saved"));
     }
     if let Some(token) = sig.constness {
-        return Err(syn::Error::new(token.span, "`#[shard_method]` cannot be `const`"));
+        return Err(syn::Error::new(
+            token.span,
+            "`#[shard_method]` cannot be `const`",
+        ));
     }
     check_receiver(sig)?;
 
@@ -32,8 +35,12 @@ pub fn shard_method(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStr
     let mut first_args = Vec::new();
     let mut second_args = Vec::new();
     for (i, arg) in wrapper_sig.inputs.iter_mut().skip(1).enumerate() {
-        let FnArg::Typed(typed) = arg else { unreachable!("receiver is first") };
-        let name = format_ident!("__autoshard_arg{}", i);
+        let FnArg::Typed(typed) = arg else {
+            unreachable!("receiver is first")
+        };
+        // Spanned at the argument's type, so a by-value argument that is not
+        // `Clone` is reported there and not at `#[shard_method]`.
+        let name = format_ident!("__autoshard_arg{}", i, span = typed.ty.span());
         first_args.push(first_run_arg(&name, &typed.ty));
         second_args.push(quote!(#name));
         *typed.pat = Pat::Ident(PatIdent {
@@ -78,25 +85,35 @@ fn first_run_arg(name: &syn::Ident, ty: &Type) -> TokenStream {
     }
 }
 
+/// `&mut self`, or the same spelled `self: &mut Self`.
 fn check_receiver(sig: &syn::Signature) -> syn::Result<()> {
-    let message = "`#[shard_method]` needs a `&mut self` receiver: it updates the object's sharded fields";
+    let message =
+        "`#[shard_method]` needs a `&mut self` receiver: it updates the object's sharded fields";
     match sig.inputs.first() {
-        Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_some() => Ok(()),
-        Some(FnArg::Receiver(r)) => Err(syn::Error::new(r.span(), message)),
-        _ => Err(syn::Error::new(sig.ident.span(), message)),
+        Some(FnArg::Receiver(r)) if is_mut_ref(&r.ty) => Ok(()),
+        Some(FnArg::Receiver(r)) => Err(syn::Error::new_spanned(r, message)),
+        _ => Err(syn::Error::new(sig.paren_token.span.join(), message)),
     }
+}
+
+fn is_mut_ref(ty: &Type) -> bool {
+    matches!(ty, Type::Reference(r) if r.mutability.is_some())
 }
 
 pub fn shard_fold(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStream> {
     no_arguments("shard_fold", args)?;
     let sig = &item.sig;
     if let Some(token) = sig.asyncness {
-        return Err(syn::Error::new(token.span, "`#[shard_fold]` cannot be `async`"));
+        return Err(syn::Error::new(
+            token.span,
+            "`#[shard_fold]` cannot be `async`",
+        ));
     }
     if let Some(FnArg::Receiver(r)) = sig.inputs.first() {
-        return Err(syn::Error::new(
-            r.span(),
-            "`#[shard_fold]` must be an associated function without `self`: `fn fold_votes(a: i64, b: i64) -> i64`",
+        let name = &sig.ident;
+        return Err(syn::Error::new_spanned(
+            r,
+            format!("`#[shard_fold]` takes no `self`; write `fn {name}(a: T, b: T) -> T` with `T` the field's type"),
         ));
     }
     if sig.inputs.len() != 2 {
@@ -117,10 +134,30 @@ pub fn shard_fold(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStrea
     Ok(quote!(#item))
 }
 
+/// Stands in for a fold whose signature was refused: generic, so the
+/// derive's `fn(T, T) -> _` still type-checks against it and the user sees
+/// only the signature error. The body is dropped; it is checked again once
+/// the signature is fixed.
+pub fn fold_stub(error: syn::Error, item: &ImplItemFn) -> TokenStream {
+    let error = error.into_compile_error();
+    let vis = &item.vis;
+    let ident = &item.sig.ident;
+    quote! {
+        #error
+        #[allow(dead_code)]
+        #vis fn #ident<__AutoshardT>(_: __AutoshardT, _: __AutoshardT) -> __AutoshardT {
+            ::core::unreachable!()
+        }
+    }
+}
+
 fn no_arguments(name: &str, args: TokenStream) -> syn::Result<()> {
     if args.is_empty() {
         Ok(())
     } else {
-        Err(syn::Error::new(args.span(), format!("`#[{name}]` takes no arguments")))
+        Err(syn::Error::new_spanned(
+            args,
+            format!("`#[{name}]` takes no arguments"),
+        ))
     }
 }

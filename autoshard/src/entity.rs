@@ -81,6 +81,11 @@ impl fmt::Display for Key<'_> {
 }
 
 /// Types usable as `#[shard(id)]`: the integer types and `String`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an entity id",
+    label = "not an integer type or `String`",
+    note = "a `#[shard(id)]` field is an integer (stored as i64) or a `String`"
+)]
 pub trait EntityId: Clone + fmt::Debug + Send + Sync + 'static {
     /// Integer or string.
     const KEY_KIND: KeyKind;

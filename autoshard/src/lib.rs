@@ -89,6 +89,7 @@ mod value;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use crate::__private::ShardValue;
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
 pub use crate::error::{Error, Result};
 pub use crate::sqlite::{Sqlite, SqliteBuilder, Synchronous};

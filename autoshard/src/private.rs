@@ -24,8 +24,10 @@ pub struct FieldSpec {
 pub trait Document: Serialize + DeserializeOwned {}
 impl<T: Serialize + DeserializeOwned> Document for T {}
 
-/// Bound on sharded field types: stored, compared with the neutral element
-/// (to skip empty writes), and kept in `Pending` across threads.
+/// What a sharded field's type must be: stored (serde), compared with the
+/// neutral element (to skip empty writes), and kept in `Pending` across
+/// threads. Implemented for every such type; name it in the bounds of a
+/// generic entity's impl blocks: `impl<T: autoshard::ShardValue> Counter<T>`.
 pub trait ShardValue: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static> ShardValue for T {}
 

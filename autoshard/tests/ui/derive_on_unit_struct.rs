@@ -1,0 +1,6 @@
+use autoshard::Shardable;
+
+#[derive(Shardable)]
+struct Question;
+
+fn main() {}

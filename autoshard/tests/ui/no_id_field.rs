@@ -1,0 +1,10 @@
+use autoshard::{Pending, Shardable};
+
+#[derive(Shardable)]
+struct Question {
+    title: String,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+fn main() {}

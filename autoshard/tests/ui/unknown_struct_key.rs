@@ -1,0 +1,12 @@
+use autoshard::{Pending, Shardable};
+
+#[derive(Shardable)]
+#[shard(table = "questions")]
+struct Question {
+    #[shard(id)]
+    id: u64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+fn main() {}
