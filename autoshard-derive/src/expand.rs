@@ -93,6 +93,9 @@ pub fn derive(input: &Input) -> TokenStream {
             }
 
             #[doc(hidden)]
+            // A struct without sharded fields has `()` here, which clippy
+            // would flag in the user's crate.
+            #[allow(clippy::unused_unit)]
             fn __neutral() -> Self::__Pending {
                 (#(#neutrals,)*)
             }

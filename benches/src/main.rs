@@ -1,1 +1,77 @@
-fn main() {}
+//! autoshard's benchmarks: one binary, one command.
+//!
+//! ```text
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|all] [--quick]
+//! ```
+//!
+//! Prints Markdown (run facts, then one section per benchmark) on stdout and
+//! progress on stderr, so `> out.md` captures a pasteable report. Database
+//! files go to a temporary directory under `$TMPDIR` (default `/tmp`); the
+//! report names the file system, since tmpfs would hide every fsync.
+
+mod compaction;
+mod machine;
+mod mapper;
+mod model;
+mod stats;
+mod voting;
+
+use std::time::Instant;
+
+const USAGE: &str = "usage: autoshard-benches [mapper|voting|compaction|all]... [--quick]";
+
+fn main() {
+    let mut quick = false;
+    let mut which = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "mapper" | "voting" | "compaction" => which.push(arg),
+            "all" => which.extend(["mapper", "voting", "compaction"].map(String::from)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            other => {
+                eprintln!("unknown argument `{other}`\n{USAGE}");
+                std::process::exit(2);
+            }
+        }
+    }
+    if which.is_empty() {
+        which.extend(["mapper", "voting", "compaction"].map(String::from));
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = format!(
+        "cargo run --release -p autoshard-benches --{}{}",
+        if args.is_empty() { "" } else { " " },
+        args.join(" ")
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("autoshard-bench-")
+        .tempdir()
+        .expect("temporary directory");
+    machine::report(dir.path(), quick, &command);
+    let start = Instant::now();
+    let failed = which.iter().find_map(|bench| {
+        let result = match bench.as_str() {
+            "mapper" => mapper::run(dir.path(), quick),
+            "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
+            _ => compaction::run(dir.path(), quick),
+        };
+        result
+            .err()
+            .map(|e| format!("{bench} benchmark failed: {e}"))
+    });
+    if let Some(message) = failed {
+        // `exit` skips destructors: remove the database files first.
+        drop(dir);
+        eprintln!("{message}");
+        std::process::exit(1);
+    }
+    println!(
+        "Finished in {:.0} s; load average at end: {}.",
+        start.elapsed().as_secs_f64(),
+        machine::load_average()
+    );
+}

@@ -138,12 +138,20 @@ impl SqliteBuilder {
         };
         conn.busy_handler(Some(wait_for_lock))?;
         conn.set_prepared_statement_cache_capacity(128);
-        // journal_mode answers with a row, so it cannot go through execute.
-        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
-            self.synchronous.pragma()
-        ))?;
+        // Handles opened at once race for WAL recovery, and the losers get
+        // SQLITE_BUSY_RECOVERY from the first pragma: wait for it like a
+        // transaction waits for the write lock, instead of failing the open.
+        let outer = LOCK_DEADLINE.replace(Some(Instant::now() + self.busy_timeout));
+        let pragmas = (|| -> rusqlite::Result<()> {
+            // journal_mode answers with a row, so it cannot go through execute.
+            let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            conn.execute_batch(&format!(
+                "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+                self.synchronous.pragma()
+            ))
+        })();
+        LOCK_DEADLINE.set(outer);
+        pragmas?;
         Ok(conn)
     }
 }
