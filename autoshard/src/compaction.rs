@@ -83,7 +83,9 @@ mod tests {
 
     #[test]
     fn dynamic_folds_everything_into_the_first_row() {
-        let plan = plan(&DYNAMIC, rows(&[(4, 1), (7, 2), (9, 3)]), sum).unwrap().unwrap();
+        let plan = plan(&DYNAMIC, rows(&[(4, 1), (7, 2), (9, 3)]), sum)
+            .unwrap()
+            .unwrap();
         assert_eq!(plan.target, 4);
         assert_eq!(plan.value, Value::Integer(6));
         assert_eq!(plan.removed, vec![7, 9]);
@@ -92,7 +94,10 @@ mod tests {
 
     #[test]
     fn static_folds_only_surplus_into_shard_zero() {
-        assert_eq!(plan(&STATIC3, rows(&[(0, 1), (1, 1), (2, 1)]), sum).unwrap(), None);
+        assert_eq!(
+            plan(&STATIC3, rows(&[(0, 1), (1, 1), (2, 1)]), sum).unwrap(),
+            None
+        );
         let plan = plan(&STATIC3, rows(&[(0, 5), (2, 1), (3, 10), (8, 100)]), sum)
             .unwrap()
             .unwrap();
@@ -103,7 +108,12 @@ mod tests {
 
     #[test]
     fn static_without_shard_zero_creates_it() {
-        let plan = plan(&STATIC3, rows(&[(1, 1), (5, 2)]), sum).unwrap().unwrap();
-        assert_eq!((plan.target, plan.value, plan.removed), (0, Value::Integer(2), vec![5]));
+        let plan = plan(&STATIC3, rows(&[(1, 1), (5, 2)]), sum)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (plan.target, plan.value, plan.removed),
+            (0, Value::Integer(2), vec![5])
+        );
     }
 }

@@ -37,7 +37,8 @@ pub enum Error {
     /// call can simply be made again.
     #[error("the store is busy: gave up after {attempts} attempts")]
     Busy {
-        /// How many times the transaction was tried.
+        /// How many times the transaction was tried; 0 when it never got its
+        /// turn among this process's writers to the same file.
         attempts: u32,
     },
 

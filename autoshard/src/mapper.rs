@@ -17,7 +17,10 @@ pub(crate) struct InsertPlan {
 }
 
 pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
-    if entity.__pending_ref().is_some_and(|p| p.is_poisoned_shared()) {
+    if entity
+        .__pending_ref()
+        .is_some_and(|p| p.is_poisoned_shared())
+    {
         return Err(Error::Poisoned { kind: T::KIND });
     }
     let key = entity.id().key()?;

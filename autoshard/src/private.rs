@@ -105,7 +105,11 @@ pub fn fold_values<T: ShardValue, R: FoldOutput<T>>(
 }
 
 /// Encodes a field's aggregate (what `insert` stores as the initial shard).
-pub fn encode_field<T: ShardValue>(kind: &'static str, field: &'static str, v: &T) -> Result<Value> {
+pub fn encode_field<T: ShardValue>(
+    kind: &'static str,
+    field: &'static str,
+    v: &T,
+) -> Result<Value> {
     value::encode(v).map_err(|e| invalid_value(kind, field, e))
 }
 

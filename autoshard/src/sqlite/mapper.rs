@@ -2,9 +2,9 @@
 
 use super::{KindTables, Sqlite};
 use crate::compaction;
-use crate::mapper::{self, Assembly, Delta};
 use crate::entity::{EntityId, Key, Shardable};
 use crate::error::{Error, Result};
+use crate::mapper::{self, Assembly, Delta};
 use crate::store::{CompactionStats, Saved, Store};
 use crate::value::Value;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue};
@@ -102,7 +102,9 @@ impl Store for Sqlite {
         let mut stats = CompactionStats::default();
         let mut after: Option<SqlValue> = None;
         loop {
-            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, after.as_ref(), self.compaction_batch_rows()))?;
+            let (batch, _) = self.write(|tx| {
+                compact_batch::<T>(tx, &tables, after.as_ref(), self.compaction_batch_rows())
+            })?;
             stats.entities_visited += batch.stats.entities_visited;
             stats.entities_compacted += batch.stats.entities_compacted;
             stats.rows_scanned += batch.stats.rows_scanned;
@@ -185,7 +187,9 @@ fn write_delta<T: Shardable>(
 
 fn constraint(error: &rusqlite::Error) -> Option<i32> {
     match error {
-        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
             Some(e.extended_code)
         }
         _ => None,
@@ -247,7 +251,10 @@ fn compact_batch<T: Shardable>(
         if group.as_ref().is_some_and(|(i, _)| *i != index) {
             flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
         }
-        group.get_or_insert_with(|| (index, Vec::new())).1.push((shard, value));
+        group
+            .get_or_insert_with(|| (index, Vec::new()))
+            .1
+            .push((shard, value));
     }
     flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
     drop(rows);
@@ -256,15 +263,23 @@ fn compact_batch<T: Shardable>(
     for (entity, index, plan) in &plans {
         let spec = &T::__FIELDS[*index];
         match spec.shards {
-            None => tx
-                .prepare_cached(&tables.delete_all_but)?
-                .execute((entity, spec.name, plan.target))?,
-            Some(n) => tx
-                .prepare_cached(&tables.delete_from)?
-                .execute((entity, spec.name, i64::from(n)))?,
+            None => tx.prepare_cached(&tables.delete_all_but)?.execute((
+                entity,
+                spec.name,
+                plan.target,
+            ))?,
+            Some(n) => tx.prepare_cached(&tables.delete_from)?.execute((
+                entity,
+                spec.name,
+                i64::from(n),
+            ))?,
         };
-        tx.prepare_cached(&tables.upsert_shard)?
-            .execute((entity, spec.name, plan.target, &plan.value))?;
+        tx.prepare_cached(&tables.upsert_shard)?.execute((
+            entity,
+            spec.name,
+            plan.target,
+            &plan.value,
+        ))?;
         stats.rows_merged += plan.removed.len() as u64;
         if compacted_entities.last() != Some(entity) {
             compacted_entities.push(entity.clone());

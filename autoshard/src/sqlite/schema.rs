@@ -72,9 +72,7 @@ impl KindTables {
                  SELECT ?1, ?2, coalesce(max(shard) + 1, 0), ?3 FROM {shard} \
                  WHERE entity = ?1 AND field = ?2"
             ),
-            count_shards: format!(
-                "SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"
-            ),
+            count_shards: format!("SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"),
             scan_first: format!("{scan} ORDER BY entity, field, shard"),
             scan_after: format!("{scan} WHERE entity > ?1 ORDER BY entity, field, shard"),
             delete_all_but: format!(
