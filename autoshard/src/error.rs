@@ -35,7 +35,7 @@ pub enum Error {
     /// The store stayed locked by other writers through every retry. Nothing
     /// was written; the object still holds its pending changes, so the same
     /// call can simply be made again.
-    #[error("the store is busy: gave up after {attempts} attempts")]
+    #[error("the store is busy: {}", busy_detail(*attempts))]
     Busy {
         /// How many times the transaction was tried; 0 when it never got its
         /// turn among this process's writers to the same file.
@@ -115,6 +115,13 @@ pub enum Error {
     /// An error from SQLite that none of the variants above describes.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+}
+
+fn busy_detail(attempts: u32) -> String {
+    match attempts {
+        0 => "other writers in this process held it for the whole busy timeout".into(),
+        n => format!("the write lock stayed taken through {n} attempts"),
+    }
 }
 
 impl Error {
