@@ -899,6 +899,41 @@ fn compaction_in_small_batches_reports_growing_totals_once_per_batch() {
 }
 
 #[test]
+fn a_group_larger_than_a_batch_is_folded_a_part_at_a_time() {
+    // Without splitting, one entity's 300 pending rows would be read and
+    // folded in a single transaction holding the write lock throughout
+    // (the batch size would bound nothing). With it, every transaction reads
+    // about `compaction_batch_rows` rows, and the entity is still counted once.
+    let db = db_with(|b| b.compaction_batch_rows(50));
+    for id in 1..=2 {
+        db.store.insert(&Compacted::new(id)).unwrap();
+    }
+    views_saved(&db.store, 1, 300);
+    views_saved(&db.store, 2, 3);
+    let mut seen = Vec::new();
+    let s = db
+        .store
+        .compact_with::<Compacted>(&mut |p| seen.push(*p))
+        .unwrap();
+    assert_eq!((s.entities_visited, s.entities_compacted), (2, 2));
+    assert_eq!(s.rows_merged, 300 + 3);
+    assert!(s.batches >= 6, "{s:?}");
+    let mut scanned = 0;
+    for p in &seen {
+        // A batch stops at the first row past the limit that lets it fold
+        // something, so it never reads more than limit + one group's start.
+        assert!(p.rows_scanned - scanned <= 50 + 3, "{p:?}");
+        scanned = p.rows_scanned;
+    }
+    for (id, views) in [(1u64, 300), (2, 3)] {
+        let c: Compacted = db.store.load(&id).unwrap().unwrap();
+        assert_eq!(c.views, views);
+        assert_eq!(db.store.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+        assert_eq!(db.store.shard_count::<Compacted>(&id, "votes").unwrap(), 2);
+    }
+}
+
+#[test]
 fn compaction_of_an_empty_kind() {
     let db = db();
     let mut calls = 0;

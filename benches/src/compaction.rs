@@ -136,7 +136,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!();
     println!(
         "Every entity starts with its rows all pending (each row holds 1); `compact::<Counter>()` \
-         on a default handle (`synchronous = FULL`, 10,000-row batches of whole entities) \
+         on a default handle (`synchronous = FULL`, batches of about 10,000 rows) \
          folds them into one row each. Afterwards every counter is loaded and checked. \
          Layouts alternate; {reps} run(s) each."
     );

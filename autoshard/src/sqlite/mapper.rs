@@ -100,20 +100,19 @@ impl Store for Sqlite {
     ) -> Result<CompactionStats> {
         let tables = self.tables::<T>()?;
         let mut stats = CompactionStats::default();
-        let mut after: Option<SqlValue> = None;
+        let mut from = Resume::Done;
         loop {
-            let (batch, _) = self.write(|tx| {
-                compact_batch::<T>(tx, &tables, after.as_ref(), self.compaction_batch_rows())
-            })?;
+            let batch_rows = self.compaction_batch_rows();
+            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, &from, batch_rows))?;
             stats.entities_visited += batch.stats.entities_visited;
             stats.entities_compacted += batch.stats.entities_compacted;
             stats.rows_scanned += batch.stats.rows_scanned;
             stats.rows_merged += batch.stats.rows_merged;
             stats.batches += 1;
             progress(&stats);
-            match batch.last {
-                Some(last) => after = Some(last),
-                None => return Ok(stats),
+            match batch.resume {
+                Resume::Done => return Ok(stats),
+                resume => from = resume,
             }
         }
     }
@@ -196,50 +195,75 @@ fn constraint(error: &rusqlite::Error) -> Option<i32> {
     }
 }
 
-struct Batch {
-    stats: CompactionStats,
-    /// The last entity fully handled, or `None` when the scan reached the end.
-    last: Option<SqlValue>,
+/// Where the next compaction batch starts.
+enum Resume {
+    Done,
+    /// After this entity: every row up to it was read.
+    After(SqlValue),
+    /// At this entity again: one of its groups was too large for one batch
+    /// and was folded only partly.
+    At(SqlValue),
 }
 
-/// One compaction transaction: reads whole entities in key order until about
-/// `max_rows` rows, and rewrites every group that is not compact. Inside
+struct Batch {
+    stats: CompactionStats,
+    resume: Resume,
+}
+
+/// One compaction transaction: reads rows in key order until about `max_rows`,
+/// and rewrites every group (one field of one entity) that is not compact.
+/// A group larger than a batch is folded a part at a time, so a transaction
+/// never holds the write lock for much more than `max_rows` rows. Inside
 /// `BEGIN IMMEDIATE` no writer can add rows, so the rows read are exactly the
 /// rows deleted.
 fn compact_batch<T: Shardable>(
     tx: &Transaction<'_>,
     tables: &KindTables,
-    after: Option<&SqlValue>,
+    from: &Resume,
     max_rows: usize,
 ) -> Result<Batch> {
     let mut stats = CompactionStats::default();
     let mut plans = Vec::new();
-    let mut scan = match after {
-        Some(_) => tx.prepare_cached(&tables.scan_after)?,
-        None => tx.prepare_cached(&tables.scan_first)?,
+    let (sql, start) = match from {
+        Resume::Done => (&tables.scan_first, None),
+        Resume::After(entity) => (&tables.scan_after, Some(entity)),
+        Resume::At(entity) => (&tables.scan_from, Some(entity)),
     };
-    let mut rows = match after {
-        Some(after) => scan.query([after])?,
+    // A partly folded entity was counted by the batch that began it.
+    let revisited = match from {
+        Resume::At(entity) => Some(entity),
+        _ => None,
+    };
+    let mut scan = tx.prepare_cached(sql)?;
+    let mut rows = match start {
+        Some(entity) => scan.query([entity])?,
         None => scan.query([])?,
     };
     let mut current: Option<SqlValue> = None;
-    let mut group: Option<(usize, Vec<(i64, Value)>)> = None;
-    let mut reached_end = true;
+    let mut group: Option<Group> = None;
+    let mut resume = Resume::Done;
     while let Some(row) = rows.next()? {
         let entity: SqlValue = row.get(0)?;
         let field: String = row.get(1)?;
         let shard: i64 = row.get(2)?;
+        let full = stats.rows_scanned as usize >= max_rows;
+        let index = T::__FIELDS.iter().position(|f| f.name == field);
         if current.as_ref() != Some(&entity) {
-            if stats.rows_scanned as usize >= max_rows {
-                reached_end = false;
+            if full {
+                resume = Resume::After(current.clone().expect("a row was read"));
                 break;
             }
             flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
+            if revisited != Some(&entity) {
+                stats.entities_visited += 1;
+            }
             current = Some(entity);
-            stats.entities_visited += 1;
+        } else if full && group.as_ref().is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>()) {
+            resume = Resume::At(current.clone().expect("a row was read"));
+            break;
         }
         stats.rows_scanned += 1;
-        let Some(index) = T::__FIELDS.iter().position(|f| f.name == field) else {
+        let Some(index) = index else {
             continue;
         };
         let value = row.get::<_, Value>(3).map_err(|e| Error::Corrupt {
@@ -248,56 +272,66 @@ fn compact_batch<T: Shardable>(
             field: field.clone(),
             reason: e.to_string(),
         })?;
-        if group.as_ref().is_some_and(|(i, _)| *i != index) {
+        if group.as_ref().is_some_and(|g| g.index != index) {
             flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
         }
         group
-            .get_or_insert_with(|| (index, Vec::new()))
-            .1
+            .get_or_insert_with(|| Group {
+                index,
+                rows: Vec::new(),
+            })
+            .rows
             .push((shard, value));
     }
     flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
     drop(rows);
 
-    let mut compacted_entities = Vec::new();
+    let mut compacted = Vec::new();
     for (entity, index, plan) in &plans {
         let spec = &T::__FIELDS[*index];
-        match spec.shards {
-            None => tx.prepare_cached(&tables.delete_all_but)?.execute((
-                entity,
-                spec.name,
-                plan.target,
-            ))?,
-            Some(n) => tx.prepare_cached(&tables.delete_from)?.execute((
-                entity,
-                spec.name,
-                i64::from(n),
-            ))?,
+        // Rows after the kept ones, up to the last row read: exactly `removed`.
+        let keep_through = match spec.shards {
+            None => plan.target,
+            Some(n) => i64::from(n) - 1,
         };
-        tx.prepare_cached(&tables.upsert_shard)?.execute((
-            entity,
-            spec.name,
-            plan.target,
-            &plan.value,
-        ))?;
+        let last_read = *plan.removed.last().expect("a plan removes rows");
+        tx.prepare_cached(&tables.delete_range)?
+            .execute((entity, spec.name, keep_through, last_read))?;
+        tx.prepare_cached(&tables.upsert_shard)?
+            .execute((entity, spec.name, plan.target, &plan.value))?;
         stats.rows_merged += plan.removed.len() as u64;
-        if compacted_entities.last() != Some(entity) {
-            compacted_entities.push(entity.clone());
+        if compacted.last() != Some(entity) && revisited != Some(entity) {
+            compacted.push(entity.clone());
         }
     }
-    stats.entities_compacted = compacted_entities.len() as u64;
-    Ok(Batch {
-        stats,
-        last: if reached_end { None } else { current },
-    })
+    stats.entities_compacted = compacted.len() as u64;
+    Ok(Batch { stats, resume })
+}
+
+/// The rows of one field of one entity read so far, in shard order.
+struct Group {
+    index: usize,
+    rows: Vec<(i64, Value)>,
+}
+
+impl Group {
+    /// Whether folding the rows read so far would remove at least one row;
+    /// a batch only stops inside a group once it does, so every batch
+    /// makes progress.
+    fn makes_progress<T: Shardable>(&self) -> bool {
+        match T::__FIELDS[self.index].shards {
+            None => self.rows.len() > 1,
+            Some(n) => self.rows.iter().any(|(shard, _)| *shard >= i64::from(n)),
+        }
+    }
 }
 
 fn flush_group<T: Shardable>(
-    group: &mut Option<(usize, Vec<(i64, Value)>)>,
+    group: &mut Option<Group>,
     entity: Option<&SqlValue>,
     plans: &mut Vec<(SqlValue, usize, compaction::Plan)>,
 ) -> Result<()> {
-    let Some((index, rows)) = group.take() else {
+    let Some(Group { index, rows }) = group.take() else {
         return Ok(());
     };
     let spec = &T::__FIELDS[index];

@@ -34,8 +34,8 @@ pub(crate) struct KindTables {
     pub count_shards: String,
     pub scan_first: String,
     pub scan_after: String,
-    pub delete_all_but: String,
-    pub delete_from: String,
+    pub scan_from: String,
+    pub delete_range: String,
     create: String,
 }
 
@@ -75,11 +75,9 @@ impl KindTables {
             count_shards: format!("SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"),
             scan_first: format!("{scan} ORDER BY entity, field, shard"),
             scan_after: format!("{scan} WHERE entity > ?1 ORDER BY entity, field, shard"),
-            delete_all_but: format!(
-                "DELETE FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard <> ?3"
-            ),
-            delete_from: format!(
-                "DELETE FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard >= ?3"
+            scan_from: format!("{scan} WHERE entity >= ?1 ORDER BY entity, field, shard"),
+            delete_range: format!(
+                "DELETE FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard > ?3 AND shard <= ?4"
             ),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {entity} (
