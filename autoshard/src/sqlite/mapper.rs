@@ -258,7 +258,11 @@ fn compact_batch<T: Shardable>(
                 stats.entities_visited += 1;
             }
             current = Some(entity);
-        } else if full && group.as_ref().is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>()) {
+        } else if full
+            && group
+                .as_ref()
+                .is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>())
+        {
             resume = Resume::At(current.clone().expect("a row was read"));
             break;
         }
@@ -295,10 +299,18 @@ fn compact_batch<T: Shardable>(
             Some(n) => i64::from(n) - 1,
         };
         let last_read = *plan.removed.last().expect("a plan removes rows");
-        tx.prepare_cached(&tables.delete_range)?
-            .execute((entity, spec.name, keep_through, last_read))?;
-        tx.prepare_cached(&tables.upsert_shard)?
-            .execute((entity, spec.name, plan.target, &plan.value))?;
+        tx.prepare_cached(&tables.delete_range)?.execute((
+            entity,
+            spec.name,
+            keep_through,
+            last_read,
+        ))?;
+        tx.prepare_cached(&tables.upsert_shard)?.execute((
+            entity,
+            spec.name,
+            plan.target,
+            &plan.value,
+        ))?;
         stats.rows_merged += plan.removed.len() as u64;
         if compacted.last() != Some(entity) && revisited != Some(entity) {
             compacted.push(entity.clone());
