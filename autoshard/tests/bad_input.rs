@@ -4,42 +4,16 @@
 use autoshard::fold::{checked_sum, max_f64, Overflow};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store};
 use rusqlite::types::Value as Sql;
-use rusqlite::Connection;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod common;
+use common::{db, db_with, raw};
+
 // --- helpers -------------------------------------------------------------
-
-struct Db {
-    // Held so the directory outlives the test.
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    store: Sqlite,
-}
-
-fn db() -> Db {
-    db_with(|b| b)
-}
-
-fn db_with(options: impl FnOnce(autoshard::SqliteBuilder) -> autoshard::SqliteBuilder) -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.db");
-    let store = options(Sqlite::builder(&path)).open().unwrap();
-    Db {
-        _dir: dir,
-        path,
-        store,
-    }
-}
-
-fn raw(path: &Path) -> Connection {
-    let conn = Connection::open(path).unwrap();
-    conn.busy_timeout(Duration::from_secs(10)).unwrap();
-    conn
-}
 
 /// Everything stored under one table base: the documents and the shard
 /// rows, as text, so "nothing changed" is one comparison.

@@ -5,10 +5,11 @@
 use autoshard::{shard_fold, shard_method, CompactionStats, Error, Pending, Saved, Shardable};
 use autoshard::{Sqlite, Store};
 use rusqlite::types::Value as Sql;
-use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+
+mod common;
+use common::{db, db_with, raw, Db};
 
 #[derive(Shardable, Debug)]
 struct Question {
@@ -52,34 +53,6 @@ impl Question {
 }
 
 // --- helpers -------------------------------------------------------------
-
-struct Db {
-    // Held so the directory outlives the test.
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    store: Sqlite,
-}
-
-fn db() -> Db {
-    db_with(|b| b)
-}
-
-fn db_with(options: impl FnOnce(autoshard::SqliteBuilder) -> autoshard::SqliteBuilder) -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("mapper.db");
-    let store = options(Sqlite::builder(&path)).open().unwrap();
-    Db {
-        _dir: dir,
-        path,
-        store,
-    }
-}
-
-fn raw(path: &Path) -> Connection {
-    let conn = Connection::open(path).unwrap();
-    conn.busy_timeout(Duration::from_secs(10)).unwrap();
-    conn
-}
 
 /// Every shard row of kind `base`, keyed `(entity, field, shard)`.
 type Rows = BTreeMap<(String, String, i64), Sql>;
