@@ -70,7 +70,7 @@ impl FoldError {
                 source,
             },
             FoldError::Encode(e) => invalid_value(kind, field, e),
-            FoldError::NoSuchField(i) => no_such_field::<()>(kind, i).unwrap_err(),
+            FoldError::NoSuchField(i) => no_such_field_error(kind, i),
         }
     }
 }
@@ -129,10 +129,14 @@ pub fn encode_pending<T: ShardValue>(
 
 /// Error for an out-of-range field index (a bug in generated code).
 pub fn no_such_field<T>(kind: &'static str, field: usize) -> Result<T> {
-    Err(Error::SchemaMismatch {
+    Err(no_such_field_error(kind, field))
+}
+
+fn no_such_field_error(kind: &'static str, field: usize) -> Error {
+    Error::SchemaMismatch {
         kind: kind.to_owned(),
         reason: format!("no sharded field #{field}"),
-    })
+    }
 }
 
 /// The typed pending deltas inside an entity's `Pending`.
