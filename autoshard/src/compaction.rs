@@ -7,7 +7,11 @@
 //! compaction must keep.
 
 use crate::__private::{FieldSpec, FoldError};
+use crate::entity::Shardable;
+use crate::error::{Error, Result};
+use crate::store::CompactionStats;
 use crate::value::Value;
+use std::fmt::Display;
 
 /// The rewrite of one (entity, field) group.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +22,10 @@ pub(crate) struct Plan {
     pub value: Value,
     /// Shard numbers whose rows are deleted.
     pub removed: Vec<i64>,
+    /// Whether the target row was among the rows read (a static field's
+    /// shard 0 may be missing). A store that cannot exclude concurrent
+    /// writers must then fold into the row rather than overwrite it.
+    pub target_read: bool,
 }
 
 /// Plans the rewrite of one group, given its rows in shard order; `None` when
@@ -37,9 +45,12 @@ pub(crate) fn plan(
     }
     let mut removed = Vec::new();
     let mut values = Vec::new();
+    let mut target_read = false;
     for (shard, value) in rows {
         if shard == target || shard >= keep_below {
-            if shard != target {
+            if shard == target {
+                target_read = true;
+            } else {
                 removed.push(shard);
             }
             values.push(value);
@@ -50,7 +61,172 @@ pub(crate) fn plan(
         target,
         value,
         removed,
+        target_read,
     }))
+}
+
+/// Where the next compaction batch starts; `E` is the store's entity key.
+#[derive(Debug, Clone)]
+pub(crate) enum Resume<E> {
+    /// From the first entity (before the first batch), or nothing left
+    /// (after the last one).
+    Done,
+    /// After this entity: every row up to it was read.
+    After(E),
+    /// At this entity again: one of its groups was too large for one batch
+    /// and was folded only partly.
+    At(E),
+}
+
+/// One batch's reading of the shard table, fed rows in key order
+/// `(entity, field, shard)`: decides where the batch stops and what it
+/// rewrites. Stores only run the scan and the resulting statements, so every
+/// store batches (and splits oversized groups) the same way.
+pub(crate) struct BatchScan<T, E> {
+    max_rows: usize,
+    /// A partly folded entity the previous batch already counted.
+    revisited: Option<E>,
+    stats: CompactionStats,
+    plans: Vec<(E, usize, Plan)>,
+    current: Option<E>,
+    group: Option<Group>,
+    resume: Resume<E>,
+    _kind: std::marker::PhantomData<fn() -> T>,
+}
+
+/// What one batch rewrites.
+pub(crate) struct BatchPlan<E> {
+    /// This batch's counts (`batches` left at 0 for the caller).
+    pub stats: CompactionStats,
+    /// `(entity, field index, plan)` in scan order.
+    pub plans: Vec<(E, usize, Plan)>,
+    pub resume: Resume<E>,
+}
+
+impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
+    pub fn new(from: &Resume<E>, max_rows: usize) -> Self {
+        BatchScan {
+            max_rows,
+            revisited: match from {
+                Resume::At(entity) => Some(entity.clone()),
+                _ => None,
+            },
+            stats: CompactionStats::default(),
+            plans: Vec::new(),
+            current: None,
+            group: None,
+            resume: Resume::Done,
+            _kind: std::marker::PhantomData,
+        }
+    }
+
+    /// Feeds the next row. Returns `Ok(false)` when the batch is complete
+    /// without this row: stop scanning, the row belongs to a later batch.
+    /// `value` is only decoded for declared fields.
+    pub fn push(
+        &mut self,
+        entity: E,
+        field: &str,
+        shard: i64,
+        value: impl FnOnce() -> Result<Value, String>,
+    ) -> Result<bool> {
+        let full = self.stats.rows_scanned as usize >= self.max_rows;
+        let index = T::__FIELDS.iter().position(|f| f.name == field);
+        if self.current.as_ref() != Some(&entity) {
+            if let (true, Some(current)) = (full, &self.current) {
+                self.resume = Resume::After(current.clone());
+                return Ok(false);
+            }
+            self.flush_group()?;
+            if self.revisited.as_ref() != Some(&entity) {
+                self.stats.entities_visited += 1;
+            }
+            self.current = Some(entity);
+        } else if full
+            && self
+                .group
+                .as_ref()
+                .is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>())
+        {
+            self.resume = Resume::At(entity);
+            return Ok(false);
+        }
+        self.stats.rows_scanned += 1;
+        let Some(index) = index else {
+            return Ok(true);
+        };
+        let value = value().map_err(|reason| Error::Corrupt {
+            kind: T::KIND,
+            id: self.current_label(),
+            field: field.to_owned(),
+            reason,
+        })?;
+        if self.group.as_ref().is_some_and(|g| g.index != index) {
+            self.flush_group()?;
+        }
+        self.group
+            .get_or_insert_with(|| Group {
+                index,
+                rows: Vec::new(),
+            })
+            .rows
+            .push((shard, value));
+        Ok(true)
+    }
+
+    pub fn finish(mut self) -> Result<BatchPlan<E>> {
+        self.flush_group()?;
+        let mut compacted: Vec<&E> = Vec::new();
+        for (entity, _, plan) in &self.plans {
+            self.stats.rows_merged += plan.removed.len() as u64;
+            if compacted.last() != Some(&entity) && self.revisited.as_ref() != Some(entity) {
+                compacted.push(entity);
+            }
+        }
+        self.stats.entities_compacted = compacted.len() as u64;
+        Ok(BatchPlan {
+            stats: self.stats,
+            plans: self.plans,
+            resume: self.resume,
+        })
+    }
+
+    fn current_label(&self) -> String {
+        self.current
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string)
+    }
+
+    fn flush_group(&mut self) -> Result<()> {
+        let Some(Group { index, rows }) = self.group.take() else {
+            return Ok(());
+        };
+        let spec = &T::__FIELDS[index];
+        let plan = plan(spec, rows, |values| T::__fold(index, values))
+            .map_err(|e| e.into_error(T::KIND, &self.current_label(), spec.name))?;
+        if let (Some(plan), Some(entity)) = (plan, &self.current) {
+            self.plans.push((entity.clone(), index, plan));
+        }
+        Ok(())
+    }
+}
+
+/// The rows of one field of one entity read so far, in shard order.
+struct Group {
+    index: usize,
+    rows: Vec<(i64, Value)>,
+}
+
+impl Group {
+    /// Whether folding the rows read so far would remove at least one row;
+    /// a batch only stops inside a group once it does, so every batch
+    /// makes progress.
+    fn makes_progress<T: Shardable>(&self) -> bool {
+        match T::__FIELDS[self.index].shards {
+            None => self.rows.len() > 1,
+            Some(n) => self.rows.iter().any(|(shard, _)| *shard >= i64::from(n)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -75,10 +251,12 @@ mod tests {
     const DYNAMIC: FieldSpec = FieldSpec {
         name: "f",
         shards: None,
+        checked_sum: false,
     };
     const STATIC3: FieldSpec = FieldSpec {
         name: "f",
         shards: Some(3),
+        checked_sum: false,
     };
 
     #[test]
@@ -89,6 +267,7 @@ mod tests {
         assert_eq!(plan.target, 4);
         assert_eq!(plan.value, Value::Integer(6));
         assert_eq!(plan.removed, vec![7, 9]);
+        assert!(plan.target_read);
         assert_eq!(super::plan(&DYNAMIC, rows(&[(4, 1)]), sum).unwrap(), None);
     }
 
@@ -104,6 +283,7 @@ mod tests {
         assert_eq!(plan.target, 0);
         assert_eq!(plan.value, Value::Integer(115));
         assert_eq!(plan.removed, vec![3, 8]);
+        assert!(plan.target_read);
     }
 
     #[test]
@@ -115,5 +295,6 @@ mod tests {
             (plan.target, plan.value, plan.removed),
             (0, Value::Integer(2), vec![5])
         );
+        assert!(!plan.target_read);
     }
 }

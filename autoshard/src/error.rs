@@ -84,8 +84,9 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
-    /// An identifier given to the store (kind name, id) is not allowed, or
-    /// two kinds would share one table. Nothing was written.
+    /// An identifier given to the store (kind name, id, ranking board or
+    /// player name) is not allowed, or two kinds would share one table.
+    /// Nothing was written.
     #[error("invalid name {name:?}: {reason}")]
     InvalidName {
         /// The offending name.
@@ -112,9 +113,127 @@ pub enum Error {
         kind: &'static str,
     },
 
+    /// A ranking score outside the board's configured range `[min, max)`,
+    /// given to a write or a query. Nothing was written.
+    #[error("score {score} is outside the board's range {min}..{max}")]
+    ScoreOutOfRange {
+        /// The refused score.
+        score: i64,
+        /// The board's smallest allowed score.
+        min: i64,
+        /// One past the board's largest allowed score.
+        max: i64,
+    },
+
+    /// `Ranking::create` with a configuration that cannot make a tree (empty
+    /// score range, branching outside 2..=1000, zero shards or queues), or a
+    /// query argument outside its domain (a page starting at rank 0 or
+    /// ending before it starts). Nothing was written.
+    #[error("invalid ranking argument: {reason}")]
+    InvalidRanking {
+        /// Which rule was broken.
+        reason: String,
+    },
+
+    /// `Ranking::open` of a board that was never created. Nothing was written.
+    #[error("no ranking board named {name:?}")]
+    RankingNotFound {
+        /// The board name.
+        name: String,
+    },
+
+    /// `Ranking::create` of a board name that is already taken. Nothing was
+    /// written; the existing board is unchanged.
+    #[error("a ranking board named {name:?} already exists")]
+    RankingExists {
+        /// The board name.
+        name: String,
+    },
+
+    /// `Ranking::flush` waited its whole time limit and updates enqueued
+    /// before it are still queued: no worker is running, or it cannot keep
+    /// up. Nothing was written or lost; the updates stay queued for a
+    /// worker to apply.
+    #[error(
+        "flush gave up after {waited:?}: {remaining} updates enqueued before it are still \
+         queued (is a worker running?)"
+    )]
+    FlushTimeout {
+        /// Updates enqueued before the flush that were still queued.
+        remaining: u64,
+        /// How long the flush waited.
+        waited: std::time::Duration,
+    },
+
+    /// The operation is not available on this store yet (for instance the
+    /// ranking queue on a PostgreSQL board). Checked before anything is
+    /// done: nothing was written. Not retryable.
+    #[error("{what} is not supported on this store")]
+    Unsupported {
+        /// The operation, e.g. `"the ranking queue on PostgreSQL"`.
+        what: &'static str,
+    },
+
     /// An error from SQLite that none of the variants above describes.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+
+    /// Concurrent transactions kept changing the same rows: every attempt
+    /// ended in a serialization failure (SQLSTATE 40001, the optimistic
+    /// mode's write conflict) or a deadlock (40P01). Nothing was written;
+    /// the object still holds its pending changes, so the same call can be
+    /// made again. With `max_attempts(1)` this is the first conflict.
+    #[error(
+        "write conflict: concurrent transactions changed the same rows through {attempts} attempts"
+    )]
+    Conflict {
+        /// How many times the transaction was tried.
+        attempts: u32,
+    },
+
+    /// The database server could not be reached, or the connection broke
+    /// mid-operation, through every attempt. Nothing was written: a write
+    /// whose `COMMIT` got no answer was checked and found not applied (or
+    /// it would have succeeded). Retryable.
+    #[error("the database is unavailable after {attempts} attempts: {source}")]
+    Unavailable {
+        /// How many times the operation was tried.
+        attempts: u32,
+        /// The last connection error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The connection broke while a write was committing, and the store
+    /// could not find out (within `in_doubt_timeout`) whether the commit
+    /// happened: the server stayed unreachable. The write may or may not be
+    /// stored. The object still holds its pending changes, but saving them
+    /// again may count them twice: reload the entity instead. Not retryable.
+    #[error("commit outcome unknown (writer {writer}, operation {seq}): {source}")]
+    InDoubt {
+        /// The connection's writer id (a row of `autoshard_writers`).
+        writer: i64,
+        /// The operation number: applied if the writer's stored number
+        /// reached it.
+        seq: i64,
+        /// Why the outcome could not be checked.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// [`open`](crate::open) was given a URL it cannot use: an unknown
+    /// scheme, or a malformed connection string. Nothing was opened.
+    #[error("invalid store url: {reason}")]
+    InvalidUrl {
+        /// What was wrong with it (the URL itself is left out: it may hold a
+        /// password).
+        reason: String,
+    },
+
+    /// An error from PostgreSQL that none of the variants above describes.
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Postgres(#[from] postgres::Error),
 }
 
 fn busy_detail(attempts: u32) -> String {
@@ -125,12 +244,15 @@ fn busy_detail(attempts: u32) -> String {
 }
 
 impl Error {
-    /// Whether making the same call again may succeed: the store was busy.
-    /// Errors about the input or the data are final.
+    /// Whether making the same call again may succeed: the store was busy,
+    /// a concurrent writer conflicted, or the server was unreachable. Errors
+    /// about the input or the data are final.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Busy { .. } => true,
+            Error::Busy { .. } | Error::Conflict { .. } | Error::Unavailable { .. } => true,
             Error::Sqlite(e) => crate::sqlite::is_busy(e),
+            #[cfg(feature = "postgres")]
+            Error::Postgres(e) => crate::postgres::is_retryable(e),
             _ => false,
         }
     }

@@ -75,12 +75,16 @@
 //!   identity: shard rows are folded in no particular order.
 #![warn(missing_docs)]
 
+mod any;
 mod compaction;
 mod entity;
 mod error;
 pub mod fold;
 mod mapper;
 mod naming;
+#[cfg(feature = "postgres")]
+mod postgres;
+pub mod ranking;
 mod sqlite;
 mod store;
 mod value;
@@ -90,8 +94,11 @@ mod value;
 pub mod __private;
 
 pub use crate::__private::ShardValue;
+pub use crate::any::{open, AnyStore};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
 pub use crate::error::{Error, Result};
+#[cfg(feature = "postgres")]
+pub use crate::postgres::{Concurrency, Postgres, PostgresBuilder};
 pub use crate::sqlite::{Sqlite, SqliteBuilder, Synchronous};
 pub use crate::store::{CompactionStats, Saved, Store};
 pub use crate::value::{Value, ValueError};

@@ -18,6 +18,11 @@ pub struct FieldSpec {
     pub name: &'static str,
     /// Static shard count, or `None` for dynamic sharding.
     pub shards: Option<u32>,
+    /// The fold is named `checked_sum` (`fold = autoshard::fold::checked_sum`):
+    /// a hint that a store may add in SQL instead of folding in Rust. Stores
+    /// confirm it by probing the fold (see `postgres::schema::sql_sum`), so a
+    /// look-alike that behaves differently is folded in Rust as usual.
+    pub checked_sum: bool,
 }
 
 /// Bound on unsharded field types.

@@ -1,7 +1,9 @@
-//! Many writers on one hot entity, real threads (and processes) on one
-//! SQLite file: the loaded total must be exact, with and without a
-//! compaction job running alongside, whether each thread opens its own
-//! handle or all share one, and no save may give up with default options.
+//! Many writer processes on one hot entity in one SQLite file: handles of
+//! one process queue inside it, so only writers in different processes meet
+//! `SQLITE_BUSY`, and no save may give up with default options; and the
+//! busy error itself. The thread-level contention tests (exact totals with
+//! and without compaction, separate or shared handles) run against every
+//! store in `stores_concurrency.rs`.
 //!
 //! The tests in this file take a lock so they run one after another even
 //! under the default parallel harness: each is a contention experiment with
@@ -9,15 +11,10 @@
 //! timings they print.
 
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store, Synchronous};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The issue's figures: 8 writers × 10,000 saves on one hot question.
-const THREADS: usize = 8;
-const SAVES_PER_THREAD: usize = 10_000;
 const ID: u64 = 42;
 const INITIAL: i64 = 76;
 
@@ -28,8 +25,6 @@ struct Question {
     #[shard(id)]
     id: u64,
     question: String,
-    #[shard(neutral = 0, shards = 10)]
-    votes: i64,
     #[shard(neutral = 0)]
     views: i64,
     #[shard(pending)]
@@ -38,18 +33,8 @@ struct Question {
 
 impl Question {
     #[shard_method]
-    fn vote_up(&mut self) {
-        self.votes += 1;
-    }
-
-    #[shard_method]
     fn view(&mut self) {
         self.views += 1;
-    }
-
-    #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
-        a + b
     }
 
     #[shard_fold]
@@ -58,53 +43,10 @@ impl Question {
     }
 }
 
-/// Which shard method the writers call.
-#[derive(Clone, Copy, Debug)]
-enum Hot {
-    /// `votes`: static, 10 shards.
-    Static,
-    /// `views`: dynamic, one row per save.
-    Dynamic,
-    /// Both in every save, so one transaction writes two shard rows.
-    Both,
-}
-
-impl Hot {
-    fn apply(self, q: &mut Question) {
-        match self {
-            Hot::Static => q.vote_up(),
-            Hot::Dynamic => q.view(),
-            Hot::Both => {
-                q.vote_up();
-                q.view();
-            }
-        }
-    }
-
-    fn shard_writes(self) -> u32 {
-        match self {
-            Hot::Both => 2,
-            _ => 1,
-        }
-    }
-}
-
-/// These tests check counting under contention, not fsync durability, so
-/// they use `Synchronous::Normal`: in WAL mode it still survives a process
-/// crash (tests/crash.rs kills writers with SIGKILL), and skipping the fsync
-/// on every one of the 80,000 commits keeps the run affordable on CI.
-fn open(path: &Path) -> Sqlite {
-    Sqlite::builder(path)
-        .synchronous(Synchronous::Normal)
-        .open()
-        .expect("open the database")
-}
-
 fn insert_question(db: &Sqlite) {
     db.insert(&Question {
         id: ID,
         question: "How do you plan to improve public education?".into(),
-        votes: INITIAL,
         views: INITIAL,
         pending: Pending::default(),
     })
@@ -125,15 +67,10 @@ struct Tally {
 }
 
 /// Runs `threads` writers, each with the handle `handle(i)` returns, each
-/// loading the question once and then calling the shard method and `save`
-/// `saves` times. Every save result is checked, none is unwrapped, so a
+/// loading the question once and then calling `view` and `save` `saves`
+/// times. Every save result is checked, none is unwrapped, so a
 /// single failure anywhere shows up in the tally instead of a lost thread.
-fn hammer(
-    threads: usize,
-    saves: usize,
-    hot: Hot,
-    handle: impl Fn(usize) -> Sqlite,
-) -> (Tally, Duration) {
+fn hammer(threads: usize, saves: usize, handle: impl Fn(usize) -> Sqlite) -> (Tally, Duration) {
     let start = Arc::new(Barrier::new(threads + 1));
     let workers: Vec<_> = (0..threads)
         .map(|i| {
@@ -153,14 +90,14 @@ fn hammer(
                     }
                 };
                 for _ in 0..saves {
-                    hot.apply(&mut q);
+                    q.view();
                     match db.save(&mut q) {
                         Ok(saved) => {
                             tally.saves += 1;
                             tally.retried += u64::from(saved.attempts > 1);
                             tally.max_attempts = tally.max_attempts.max(saved.attempts);
                             if saved.attempts < 1
-                                || saved.shard_writes != hot.shard_writes()
+                                || saved.shard_writes != 1
                                 || saved.document_written
                             {
                                 tally.errors.push(format!("unexpected {saved:?}"));
@@ -200,106 +137,6 @@ fn assert_clean(tally: &Tally, expected_saves: usize) {
         tally.errors[0]
     );
     assert_eq!(tally.saves, expected_saves as u64);
-}
-
-/// A save that read the chosen shard in one transaction and wrote it in
-/// another would lose an increment whenever two writers picked the same
-/// shard in between, and the total would come out short.
-#[test]
-fn eight_handles_static_field_count_exactly() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hot.db");
-    insert_question(&open(&path));
-
-    let (tally, took) = hammer(THREADS, SAVES_PER_THREAD, Hot::Static, |_| open(&path));
-    assert_clean(&tally, THREADS * SAVES_PER_THREAD);
-
-    let db = open(&path);
-    let q = load(&db);
-    assert_eq!(q.votes, INITIAL + (THREADS * SAVES_PER_THREAD) as i64);
-    assert_eq!(q.views, INITIAL, "no save touched views");
-    // Static sharding never grows: every save lands in one of the 10 rows.
-    assert_eq!(db.shard_count::<Question>(&ID, "votes").unwrap(), 10);
-    eprintln!("static, 8 handles: {tally:?} in {took:.2?}");
-}
-
-/// The race that matters: a compaction that scanned the rows, then deleted
-/// "every row but the target" outside the scan's write transaction, would
-/// also delete rows appended meanwhile, and the total would come out short.
-#[test]
-fn eight_handles_dynamic_field_count_exactly_while_compacting() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hot.db");
-    insert_question(&open(&path));
-
-    let writers_done = Arc::new(AtomicBool::new(false));
-    let merged = Arc::new(AtomicU64::new(0));
-    let compactor = {
-        let db = open(&path);
-        let writers_done = writers_done.clone();
-        let merged = merged.clone();
-        thread::spawn(move || {
-            let mut runs = 0u64;
-            while !writers_done.load(Ordering::Acquire) {
-                let stats = db.compact::<Question>().expect("concurrent compaction");
-                merged.fetch_add(stats.rows_merged, Ordering::Relaxed);
-                runs += 1;
-            }
-            runs
-        })
-    };
-
-    let (tally, took) = hammer(THREADS, SAVES_PER_THREAD, Hot::Dynamic, |_| open(&path));
-    writers_done.store(true, Ordering::Release);
-    let runs = compactor.join().expect("compaction thread panicked");
-    assert_clean(&tally, THREADS * SAVES_PER_THREAD);
-    // Otherwise the test would not have exercised compaction racing saves.
-    assert!(
-        merged.load(Ordering::Relaxed) > 0,
-        "compaction never overlapped the writers"
-    );
-
-    let db = open(&path);
-    let expected = INITIAL + (THREADS * SAVES_PER_THREAD) as i64;
-    assert_eq!(load(&db).views, expected);
-    db.compact::<Question>().unwrap();
-    assert_eq!(db.shard_count::<Question>(&ID, "views").unwrap(), 1);
-    let q = load(&db);
-    assert_eq!((q.views, q.votes), (expected, INITIAL));
-    eprintln!(
-        "dynamic, 8 handles + compaction: {tally:?} in {took:.2?}; \
-         {runs} compaction runs merged {} rows meanwhile",
-        merged.load(Ordering::Relaxed)
-    );
-}
-
-#[test]
-fn eight_threads_sharing_one_pooled_handle_count_exactly() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hot.db");
-    // The default pool (4 connections) is smaller than the 8 threads, so
-    // writers also queue for connections inside the handle.
-    let db = open(&path);
-    insert_question(&db);
-
-    let (tally, took) = hammer(THREADS, SAVES_PER_THREAD, Hot::Both, |_| db.clone());
-    assert_clean(&tally, THREADS * SAVES_PER_THREAD);
-
-    let q = load(&db);
-    let expected = INITIAL + (THREADS * SAVES_PER_THREAD) as i64;
-    // Both fields are written in one transaction per save, so equal totals
-    // also show no save applied one field without the other.
-    assert_eq!((q.votes, q.views), (expected, expected));
-    assert_eq!(db.shard_count::<Question>(&ID, "votes").unwrap(), 10);
-    assert_eq!(
-        db.shard_count::<Question>(&ID, "views").unwrap(),
-        1 + (THREADS * SAVES_PER_THREAD) as u64,
-        "one appended row per save"
-    );
-    eprintln!("static + dynamic, 1 shared handle: {tally:?} in {took:.2?}");
 }
 
 const ENV_DB: &str = "AUTOSHARD_CONTENTION_DB";
@@ -404,7 +241,7 @@ fn child_process_writer() {
     if let Ok(wait) = start_at.duration_since(std::time::SystemTime::now()) {
         thread::sleep(wait);
     }
-    let (tally, _) = hammer(THREADS_PER_PROCESS, SAVES_PER_WRITER, Hot::Dynamic, |_| {
+    let (tally, _) = hammer(THREADS_PER_PROCESS, SAVES_PER_WRITER, |_| {
         Sqlite::open(&path).unwrap()
     });
     // The harness printed `test child_process_writer ... ` without a newline.

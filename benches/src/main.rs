@@ -1,7 +1,8 @@
 //! autoshard's benchmarks: one binary, one command.
 //!
 //! ```text
-//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|all] [--quick]
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|ranking|all] [--quick]
+//! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -10,15 +11,18 @@
 //! report names the file system, since tmpfs would hide every fsync.
 
 mod compaction;
+mod contention;
 mod machine;
 mod mapper;
 mod model;
+mod ranking;
 mod stats;
 mod voting;
 
 use std::time::Instant;
 
-const USAGE: &str = "usage: autoshard-benches [mapper|voting|compaction|all]... [--quick]";
+const USAGE: &str =
+    "usage: autoshard-benches [mapper|voting|compaction|contention|ranking|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -26,8 +30,8 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" => which.push(arg),
-            "all" => which.extend(["mapper", "voting", "compaction"].map(String::from)),
+            "mapper" | "voting" | "compaction" | "contention" | "ranking" => which.push(arg),
+            "all" => which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -39,7 +43,7 @@ fn main() {
         }
     }
     if which.is_empty() {
-        which.extend(["mapper", "voting", "compaction"].map(String::from));
+        which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from));
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = format!(
@@ -57,6 +61,8 @@ fn main() {
         let result = match bench.as_str() {
             "mapper" => mapper::run(dir.path(), quick),
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
+            "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

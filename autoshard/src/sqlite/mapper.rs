@@ -1,7 +1,7 @@
 //! [`Store`] for [`Sqlite`]: the paper's load / save / compaction on SQL.
 
 use super::{KindTables, Sqlite};
-use crate::compaction;
+use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::{EntityId, Key, Shardable};
 use crate::error::{Error, Result};
 use crate::mapper::{self, Assembly, Delta};
@@ -195,103 +195,51 @@ fn constraint(error: &rusqlite::Error) -> Option<i32> {
     }
 }
 
-/// Where the next compaction batch starts.
-enum Resume {
-    Done,
-    /// After this entity: every row up to it was read.
-    After(SqlValue),
-    /// At this entity again: one of its groups was too large for one batch
-    /// and was folded only partly.
-    At(SqlValue),
+/// An entity key as the compaction scan reads it back.
+#[derive(Debug, Clone, PartialEq)]
+struct Entity(SqlValue);
+
+impl std::fmt::Display for Entity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            SqlValue::Integer(i) => write!(f, "{i}"),
+            SqlValue::Text(s) => write!(f, "{s:?}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
 }
 
-struct Batch {
-    stats: CompactionStats,
-    resume: Resume,
-}
-
-/// One compaction transaction: reads rows in key order until about `max_rows`,
-/// and rewrites every group (one field of one entity) that is not compact.
-/// A group larger than a batch is folded a part at a time, so a transaction
-/// never holds the write lock for much more than `max_rows` rows. Inside
-/// `BEGIN IMMEDIATE` no writer can add rows, so the rows read are exactly the
-/// rows deleted.
+/// One compaction transaction: reads rows in key order until about `max_rows`
+/// and rewrites every group (one field of one entity) that is not compact;
+/// [`compaction::BatchScan`] decides where it stops. Inside `BEGIN IMMEDIATE`
+/// no writer can add rows, so the rows read are exactly the rows deleted.
 fn compact_batch<T: Shardable>(
     tx: &Transaction<'_>,
     tables: &KindTables,
-    from: &Resume,
+    from: &Resume<Entity>,
     max_rows: usize,
-) -> Result<Batch> {
-    let mut stats = CompactionStats::default();
-    let mut plans = Vec::new();
+) -> Result<BatchPlan<Entity>> {
     let (sql, start) = match from {
         Resume::Done => (&tables.scan_first, None),
         Resume::After(entity) => (&tables.scan_after, Some(entity)),
         Resume::At(entity) => (&tables.scan_from, Some(entity)),
     };
-    // A partly folded entity was counted by the batch that began it.
-    let revisited = match from {
-        Resume::At(entity) => Some(entity),
-        _ => None,
-    };
     let mut scan = tx.prepare_cached(sql)?;
     let mut rows = match start {
-        Some(entity) => scan.query([entity])?,
+        Some(entity) => scan.query([&entity.0])?,
         None => scan.query([])?,
     };
-    let mut current: Option<SqlValue> = None;
-    let mut group: Option<Group> = None;
-    let mut resume = Resume::Done;
+    let mut batch = BatchScan::<T, Entity>::new(from, max_rows);
     while let Some(row) = rows.next()? {
-        let entity: SqlValue = row.get(0)?;
         let field: String = row.get(1)?;
-        let shard: i64 = row.get(2)?;
-        let full = stats.rows_scanned as usize >= max_rows;
-        let index = T::__FIELDS.iter().position(|f| f.name == field);
-        if current.as_ref() != Some(&entity) {
-            if full {
-                resume = Resume::After(current.clone().expect("a row was read"));
-                break;
-            }
-            flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
-            if revisited != Some(&entity) {
-                stats.entities_visited += 1;
-            }
-            current = Some(entity);
-        } else if full
-            && group
-                .as_ref()
-                .is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>())
-        {
-            resume = Resume::At(current.clone().expect("a row was read"));
+        let value = || row.get::<_, Value>(3).map_err(|e| e.to_string());
+        if !batch.push(Entity(row.get(0)?), &field, row.get(2)?, value)? {
             break;
         }
-        stats.rows_scanned += 1;
-        let Some(index) = index else {
-            continue;
-        };
-        let value = row.get::<_, Value>(3).map_err(|e| Error::Corrupt {
-            kind: T::KIND,
-            id: display(current.as_ref()),
-            field: field.clone(),
-            reason: e.to_string(),
-        })?;
-        if group.as_ref().is_some_and(|g| g.index != index) {
-            flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
-        }
-        group
-            .get_or_insert_with(|| Group {
-                index,
-                rows: Vec::new(),
-            })
-            .rows
-            .push((shard, value));
     }
-    flush_group::<T>(&mut group, current.as_ref(), &mut plans)?;
     drop(rows);
-
-    let mut compacted = Vec::new();
-    for (entity, index, plan) in &plans {
+    let batch = batch.finish()?;
+    for (entity, index, plan) in &batch.plans {
         let spec = &T::__FIELDS[*index];
         // Rows after the kept ones, up to the last row read: exactly `removed`.
         let keep_through = match spec.shards {
@@ -300,65 +248,17 @@ fn compact_batch<T: Shardable>(
         };
         let last_read = *plan.removed.last().expect("a plan removes rows");
         tx.prepare_cached(&tables.delete_range)?.execute((
-            entity,
+            &entity.0,
             spec.name,
             keep_through,
             last_read,
         ))?;
         tx.prepare_cached(&tables.upsert_shard)?.execute((
-            entity,
+            &entity.0,
             spec.name,
             plan.target,
             &plan.value,
         ))?;
-        stats.rows_merged += plan.removed.len() as u64;
-        if compacted.last() != Some(entity) && revisited != Some(entity) {
-            compacted.push(entity.clone());
-        }
     }
-    stats.entities_compacted = compacted.len() as u64;
-    Ok(Batch { stats, resume })
-}
-
-/// The rows of one field of one entity read so far, in shard order.
-struct Group {
-    index: usize,
-    rows: Vec<(i64, Value)>,
-}
-
-impl Group {
-    /// Whether folding the rows read so far would remove at least one row;
-    /// a batch only stops inside a group once it does, so every batch
-    /// makes progress.
-    fn makes_progress<T: Shardable>(&self) -> bool {
-        match T::__FIELDS[self.index].shards {
-            None => self.rows.len() > 1,
-            Some(n) => self.rows.iter().any(|(shard, _)| *shard >= i64::from(n)),
-        }
-    }
-}
-
-fn flush_group<T: Shardable>(
-    group: &mut Option<Group>,
-    entity: Option<&SqlValue>,
-    plans: &mut Vec<(SqlValue, usize, compaction::Plan)>,
-) -> Result<()> {
-    let Some(Group { index, rows }) = group.take() else {
-        return Ok(());
-    };
-    let spec = &T::__FIELDS[index];
-    let plan = compaction::plan(spec, rows, |values| T::__fold(index, values))
-        .map_err(|e| e.into_error(T::KIND, &display(entity), spec.name))?;
-    if let (Some(plan), Some(entity)) = (plan, entity) {
-        plans.push((entity.clone(), index, plan));
-    }
-    Ok(())
-}
-
-fn display(entity: Option<&SqlValue>) -> String {
-    match entity {
-        Some(SqlValue::Integer(i)) => i.to_string(),
-        Some(SqlValue::Text(s)) => format!("{s:?}"),
-        other => format!("{other:?}"),
-    }
+    Ok(batch)
 }

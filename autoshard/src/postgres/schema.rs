@@ -1,0 +1,423 @@
+//! Tables and SQL of the PostgreSQL store.
+//!
+//! In the store's schema:
+//!
+//! - `autoshard_kinds (kind, base, id_type)`: which kind owns which table
+//!   names, as in SQLite.
+//! - `autoshard_writers (writer, seq, pid, started, touched)`: one row per
+//!   pooled connection that writes, holding the number of its last
+//!   committed operation (the exactly-once evidence). Compaction never
+//!   touches it.
+//! - per kind `K` (lower-cased `k`): `as_entity_k (id, doc)`,
+//!   `as_shard_k (entity, field, shard, int_value, real_value, text_value)`
+//!   with exactly one value column set, and the sequence `as_seq_k` that
+//!   numbers dynamic shard rows.
+//!
+//! PostgreSQL truncates identifiers longer than 63 bytes, so two long names
+//! could silently become one table. Every identifier built here goes
+//! through [`identifier`], which refuses such a name instead.
+
+use super::{Concurrency, Tx};
+use crate::entity::{EntityId, KeyKind, Shardable};
+use crate::error::{Error, Result};
+use crate::naming::{quote, table_base};
+use crate::value::Value;
+use postgres::Client;
+
+/// PostgreSQL's limit (`NAMEDATALEN - 1`).
+const MAX_IDENTIFIER: usize = 63;
+
+/// Dynamic shard numbers start here, above any static shard (at most
+/// 10,000), so a field switched from static to dynamic appends after its
+/// static rows, as on SQLite.
+const FIRST_DYNAMIC_SHARD: i64 = 1 << 20;
+
+/// Quotes a generated identifier, refusing one PostgreSQL would truncate.
+pub(crate) fn identifier(name: &str) -> Result<String> {
+    if name.len() > MAX_IDENTIFIER {
+        return Err(Error::InvalidName {
+            name: name.to_owned(),
+            reason: format!(
+                "longer than PostgreSQL's {MAX_IDENTIFIER}-byte identifier limit \
+                 (it would be truncated and could collide with another name)"
+            ),
+        });
+    }
+    Ok(quote(name))
+}
+
+fn schema_name(name: &str) -> Result<String> {
+    let invalid = |reason: &str| Error::InvalidName {
+        name: name.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if name.is_empty() {
+        return Err(invalid("a schema name must not be empty"));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return Err(invalid("must start with an ASCII letter or `_`"));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(invalid("may only contain ASCII letters, digits and `_`"));
+    }
+    identifier(name)
+}
+
+/// The schema's own tables, and the statements on them.
+pub(crate) struct Names {
+    pub schema: String,
+    /// `schema` as a string literal, for the advisory lock.
+    schema_literal: String,
+    kinds: String,
+    writers: String,
+    writer_ids: String,
+    pub register_writer: String,
+    pub cleanup_writers: String,
+    pub terminate_writer: String,
+    pub lock_writer: String,
+}
+
+impl Names {
+    pub fn new(schema: &str) -> Result<Self> {
+        let quoted = schema_name(schema)?;
+        let writers = format!("{quoted}.autoshard_writers");
+        let writer_ids = format!("{quoted}.autoshard_writer_ids");
+        Ok(Names {
+            schema_literal: format!("'{schema}'"),
+            kinds: format!("{quoted}.autoshard_kinds"),
+            register_writer: format!(
+                "INSERT INTO {writers} (writer, seq, pid, started, touched) \
+                 SELECT nextval('{writer_ids}'), 0, pid, backend_start, now() \
+                 FROM pg_stat_activity WHERE pid = pg_backend_pid() RETURNING writer"
+            ),
+            // A row is evidence only while a check of its writer may still
+            // come: that is while its backend lives, and briefly after.
+            cleanup_writers: format!(
+                "DELETE FROM {writers} WHERE writer IN (\
+                     SELECT writer FROM {writers} w WHERE touched < now() - interval '1 day' \
+                     AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a \
+                                     WHERE a.pid = w.pid AND a.backend_start = w.started) \
+                     FOR UPDATE SKIP LOCKED)"
+            ),
+            terminate_writer: format!(
+                "SELECT pg_terminate_backend(a.pid) FROM {writers} w \
+                 JOIN pg_stat_activity a ON a.pid = w.pid AND a.backend_start = w.started \
+                 WHERE w.writer = $1"
+            ),
+            lock_writer: format!("SELECT seq FROM {writers} WHERE writer = $1 FOR SHARE"),
+            schema: quoted,
+            writers,
+            writer_ids,
+        })
+    }
+
+    /// Records operation `seq` of `writer`; runs right after `BEGIN`.
+    pub fn mark(&self, writer: i64, seq: i64) -> String {
+        format!(
+            "UPDATE {} SET seq = {seq}, touched = now() WHERE writer = {writer}",
+            self.writers
+        )
+    }
+
+    /// Serializes DDL on this schema across processes: concurrent
+    /// `CREATE ... IF NOT EXISTS` of one table can fail on a catalog
+    /// unique index.
+    pub(crate) fn ddl_lock(&self) -> String {
+        format!(
+            "SELECT pg_advisory_xact_lock(1634952050, hashtext({}))",
+            self.schema_literal
+        )
+    }
+}
+
+/// Creates the schema and its bookkeeping tables if missing.
+pub(crate) fn ensure_base(client: &mut Client, names: &Names) -> Result<()> {
+    let exists: Option<String> = client
+        .query_one("SELECT to_regclass($1)::text", &[&names.writers])?
+        .get(0);
+    if exists.is_some() {
+        return Ok(());
+    }
+    let schema = &names.schema;
+    client.batch_execute(&format!(
+        "BEGIN;
+         {lock};
+         CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {kinds} (
+             kind text COLLATE \"C\" PRIMARY KEY,
+             base text COLLATE \"C\" NOT NULL UNIQUE,
+             id_type text NOT NULL
+         );
+         CREATE SEQUENCE IF NOT EXISTS {writer_ids};
+         CREATE TABLE IF NOT EXISTS {writers} (
+             writer bigint PRIMARY KEY,
+             seq bigint NOT NULL,
+             pid integer NOT NULL,
+             started timestamptz,
+             touched timestamptz NOT NULL
+         );
+         COMMIT;",
+        lock = names.ddl_lock(),
+        kinds = names.kinds,
+        writer_ids = names.writer_ids,
+        writers = names.writers,
+    ))?;
+    Ok(())
+}
+
+pub(crate) struct KindTables {
+    kind: &'static str,
+    base: String,
+    pub key_kind: KeyKind,
+    pub insert_entity: String,
+    pub load: String,
+    pub update_entity: String,
+    pub delete_entity: String,
+    pub insert_shards: String,
+    pub select_shard: String,
+    pub select_shard_locked: String,
+    pub upsert_shard: String,
+    pub insert_shard_if_absent: String,
+    pub update_shard: String,
+    pub add_to_shard: String,
+    pub append_shard: String,
+    pub count_shards: String,
+    /// Compaction scans, per mode: `[first, after, from, next]`.
+    scans: [[String; 4]; 2],
+    pub delete_shards: String,
+    create: String,
+}
+
+/// The value columns, in table order.
+pub(crate) const VALUES: &str = "int_value, real_value, text_value";
+
+impl KindTables {
+    pub fn new<T: Shardable>(names: &Names) -> Result<Self> {
+        let base = table_base(T::KIND)?;
+        let schema = &names.schema;
+        let name = |prefix: &str| -> Result<String> {
+            Ok(format!(
+                "{schema}.{}",
+                identifier(&format!("{prefix}{base}"))?
+            ))
+        };
+        let entity = name("as_entity_")?;
+        let shard = name("as_shard_")?;
+        let sequence = name("as_seq_")?;
+        let constraint = |prefix: &str| identifier(&format!("{prefix}{base}"));
+        let key_type = match T::Id::KEY_KIND {
+            KeyKind::Int => "bigint",
+            KeyKind::Text => "text COLLATE \"C\"",
+        };
+        let row = "entity, field, shard";
+        let scan = format!("SELECT {row}, {VALUES} FROM {shard}");
+        let order = format!("ORDER BY {row} LIMIT $");
+        let scans = ["", " FOR UPDATE"].map(|lock| {
+            [
+                format!("{scan} {order}1{lock}"),
+                format!("{scan} WHERE entity > $1 {order}2{lock}"),
+                format!("{scan} WHERE entity >= $1 {order}2{lock}"),
+                format!("{scan} WHERE ({row}) > ($1, $2, $3) {order}4{lock}"),
+            ]
+        });
+        let one_shard = "entity = $1 AND field = $2 AND shard = $3";
+        Ok(KindTables {
+            kind: T::KIND,
+            key_kind: T::Id::KEY_KIND,
+            insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES ($1, $2)"),
+            // One statement, so one snapshot, without BEGIN and COMMIT.
+            load: format!(
+                "SELECT doc, NULL::text, NULL::bigint, NULL::float8, NULL::text \
+                 FROM {entity} WHERE id = $1 \
+                 UNION ALL \
+                 SELECT NULL, field, {VALUES} FROM {shard} WHERE entity = $1"
+            ),
+            update_entity: format!("UPDATE {entity} SET doc = $2 WHERE id = $1"),
+            delete_entity: format!("DELETE FROM {entity} WHERE id = $1"),
+            insert_shards: format!(
+                "INSERT INTO {shard} ({row}, {VALUES}) \
+                 SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[], \
+                                          $5::float8[], $6::text[])"
+            ),
+            select_shard: format!("SELECT {VALUES} FROM {shard} WHERE {one_shard}"),
+            select_shard_locked: format!(
+                "SELECT {VALUES} FROM {shard} WHERE {one_shard} FOR UPDATE"
+            ),
+            upsert_shard: format!(
+                "INSERT INTO {shard} ({row}, {VALUES}) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT ({row}) DO UPDATE SET int_value = excluded.int_value, \
+                 real_value = excluded.real_value, text_value = excluded.text_value"
+            ),
+            insert_shard_if_absent: format!(
+                "INSERT INTO {shard} ({row}, {VALUES}) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT ({row}) DO NOTHING"
+            ),
+            update_shard: format!(
+                "UPDATE {shard} SET int_value = $4, real_value = $5, text_value = $6 \
+                 WHERE {one_shard}"
+            ),
+            add_to_shard: format!(
+                "INSERT INTO {shard} AS s ({row}, int_value) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT ({row}) DO UPDATE SET int_value = s.int_value + excluded.int_value"
+            ),
+            append_shard: format!(
+                "INSERT INTO {shard} ({row}, {VALUES}) \
+                 VALUES ($1, $2, nextval('{sequence}'), $3, $4, $5)"
+            ),
+            count_shards: format!(
+                "SELECT EXISTS (SELECT 1 FROM {entity} WHERE id = $1), \
+                 (SELECT count(*) FROM {shard} WHERE entity = $1 AND field = $2)"
+            ),
+            scans,
+            delete_shards: format!(
+                "DELETE FROM {shard} WHERE entity = $1 AND field = $2 AND shard = ANY($3)"
+            ),
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {entity} (
+                     id {key_type} NOT NULL,
+                     doc text NOT NULL,
+                     CONSTRAINT {entity_pk} PRIMARY KEY (id)
+                 );
+                 CREATE TABLE IF NOT EXISTS {shard} (
+                     entity {key_type} NOT NULL,
+                     field text COLLATE \"C\" NOT NULL,
+                     shard bigint NOT NULL,
+                     int_value bigint,
+                     real_value double precision,
+                     text_value text,
+                     CONSTRAINT {shard_pk} PRIMARY KEY (entity, field, shard),
+                     CONSTRAINT {shard_fk} FOREIGN KEY (entity)
+                         REFERENCES {entity} (id) ON DELETE CASCADE,
+                     CONSTRAINT {one_value}
+                         CHECK (num_nonnulls(int_value, real_value, text_value) = 1)
+                 ) WITH (fillfactor = 70);
+                 CREATE SEQUENCE IF NOT EXISTS {sequence}
+                     MINVALUE {FIRST_DYNAMIC_SHARD} START WITH {FIRST_DYNAMIC_SHARD};",
+                entity_pk = constraint("as_entity_pk_")?,
+                shard_pk = constraint("as_shard_pk_")?,
+                shard_fk = constraint("as_shard_fk_")?,
+                one_value = constraint("as_one_value_")?,
+            ),
+            base,
+        })
+    }
+
+    /// The compaction scan: from the start, after or at an entity, or after
+    /// a row; locking the rows it returns in [`Concurrency::Locking`].
+    pub fn scan(&self, mode: Concurrency, which: usize) -> &str {
+        let lock = usize::from(mode == Concurrency::Locking);
+        &self.scans[lock][which]
+    }
+
+    pub fn check_key_kind<T: Shardable>(&self) -> Result<()> {
+        if T::Id::KEY_KIND == self.key_kind {
+            return Ok(());
+        }
+        Err(Error::SchemaMismatch {
+            kind: self.kind.to_owned(),
+            reason: format!(
+                "ids are stored as {}, the struct's id is {}",
+                id_type(self.key_kind),
+                id_type(T::Id::KEY_KIND)
+            ),
+        })
+    }
+
+    /// Registers the kind and creates its tables, refusing a kind whose
+    /// table names another kind already owns or whose id type changed.
+    pub fn ensure(&self, tx: &mut Tx<'_>, names: &Names) -> Result<()> {
+        tx.batch(&names.ddl_lock())?;
+        let id_type = id_type(self.key_kind);
+        let owner = tx.query_opt(
+            &format!("SELECT kind, id_type FROM {} WHERE base = $1", names.kinds),
+            &[&self.base],
+        )?;
+        match owner.map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))) {
+            Some((kind, _)) if kind != self.kind => {
+                return Err(Error::InvalidName {
+                    name: self.kind.to_owned(),
+                    reason: format!(
+                        "kind `{kind}` already uses the same tables (table names ignore case)"
+                    ),
+                })
+            }
+            Some((_, stored)) if stored != id_type => {
+                return Err(Error::SchemaMismatch {
+                    kind: self.kind.to_owned(),
+                    reason: format!("ids are stored as {stored}, the struct's id is {id_type}"),
+                })
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(
+                    &format!(
+                        "INSERT INTO {} (kind, base, id_type) VALUES ($1, $2, $3)",
+                        names.kinds
+                    ),
+                    &[&self.kind, &self.base, &id_type],
+                )?;
+            }
+        }
+        tx.batch(&self.create)?;
+        Ok(())
+    }
+}
+
+fn id_type(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Int => "integer",
+        KeyKind::Text => "text",
+    }
+}
+
+/// Whether field `index` of `T` may be folded by SQL `+` on `bigint`: the
+/// derive saw `fold = ...::checked_sum`, and the fold behaves exactly like
+/// PostgreSQL's checked `bigint` addition at the edges that matter. This
+/// rules out narrower types (whose checked sum overflows earlier), `u64`
+/// (which continues past `i64::MAX` as JSON) and any other function that
+/// merely shares the name.
+pub(crate) fn sql_sum<T: Shardable>(index: usize) -> bool {
+    if !T::__FIELDS[index].checked_sum {
+        return false;
+    }
+    let fold = |a: i64, b: i64| {
+        T::__fold(
+            index,
+            &mut [Value::Integer(a), Value::Integer(b)].into_iter(),
+        )
+    };
+    let sums = matches!(fold(2, 3), Ok(Value::Integer(5)))
+        && matches!(fold(-7, 3), Ok(Value::Integer(-4)))
+        && matches!(fold(i64::MAX - 1, 1), Ok(Value::Integer(i64::MAX)));
+    let overflows = fold(i64::MAX, 1).is_err() && fold(i64::MIN, -1).is_err();
+    let neutral = matches!(
+        T::__fold(index, &mut std::iter::empty()),
+        Ok(Value::Integer(0))
+    );
+    sums && overflows && neutral
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_postgres_would_truncate_are_refused() {
+        assert_eq!(
+            identifier(&"a".repeat(63)).unwrap(),
+            format!("\"{}\"", "a".repeat(63))
+        );
+        let err = identifier(&"a".repeat(64)).unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(Names::new("public").is_ok());
+        assert!(Names::new("_app_2").is_ok());
+        for bad in ["", "2app", "a b", "a\"b", "a;b", "ü", &"s".repeat(64)] {
+            let err = Names::new(bad).err().expect(bad);
+            assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err:?}");
+        }
+    }
+}

@@ -1,0 +1,701 @@
+//! Leaderboards: the rank of a score in O(log n) store reads.
+//!
+//! `SELECT count(*) FROM players WHERE score > ?` reads every higher player.
+//! A [`Ranking`] keeps, next to each player's score, an N-ary tree over the
+//! score range whose nodes count the players (and distinct scores) under
+//! each child, as the Google Code Jam ranking library does: a rank is the
+//! sum of the counts right of one root-to-leaf path. Inner node counts are
+//! statically sharded counters (each write adds its delta to one random
+//! shard row, readers sum the shards), so concurrent writers do not all
+//! rewrite the root. `docs/design.md` ("Ranking tree") has the data model,
+//! invariants and the read count of every query.
+//!
+//! ```
+//! use autoshard::ranking::{Ranking, RankingConfig, Tie};
+//! use autoshard::Sqlite;
+//!
+//! # fn main() -> autoshard::Result<()> {
+//! let db = Sqlite::memory()?;
+//! let board = Ranking::create(&db, "season-1", RankingConfig::new(0..10_000).branching(100).shards(8))?;
+//! let board = Ranking::open(&db, "season-1")?; // from any handle or process
+//!
+//! board.set_scores(&[("alice", 30), ("bob", 40), ("carol", 30), ("dave", 12)])?;
+//! board.set_score("dave", 50)?; // absolute: replaces 12
+//! assert_eq!(board.rank_of_score(30)?, 3); // bob and dave are higher
+//! assert_eq!(board.rank("carol", Tie::Standard)?, Some(3));
+//! assert_eq!(board.rank("carol", Tie::Dense)?, Some(3));
+//! assert_eq!(board.rank("carol", Tie::Ordinal)?, Some(4)); // alice reached 30 first
+//! assert_eq!(board.score_at_rank(2)?, Some(40));
+//!
+//! let top = board.top(2)?;
+//! assert_eq!((top[0].player.as_str(), top[0].score, top[0].rank), ("dave", 50, 1));
+//! let near = board.around("bob", 1)?; // dave, bob, alice
+//! assert_eq!(near.iter().map(|e| e.position).collect::<Vec<_>>(), [1, 2, 3]);
+//!
+//! assert!(board.remove("dave")?);
+//! assert_eq!(board.len()?, 3);
+//! board.check_integrity()?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod apply;
+mod integrity;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod query;
+mod queue;
+mod sqlite;
+mod storage;
+mod tree;
+
+// The queue's public types (worker, its handle and stats, ...), whichever
+// queue.rs declares `pub`.
+pub use self::queue::*;
+
+use self::apply::Batch;
+use self::query::Want;
+use self::sqlite::SqliteTx;
+use self::storage::{Backend, Storage};
+use self::tree::Geometry;
+use crate::error::{Error, Result};
+use crate::sqlite::Sqlite;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Longest board name, in bytes.
+pub const MAX_BOARD_NAME_LEN: usize = 128;
+/// Longest player name, in bytes.
+pub const MAX_PLAYER_LEN: usize = 256;
+/// Most shard rows per inner tree node.
+pub const MAX_SHARDS: u32 = 1024;
+/// Most queue shards.
+pub const MAX_QUEUES: u32 = 1024;
+
+/// How players with equal scores are ranked.
+///
+/// For the scores 18, 15, 15, 7: Standard gives 1, 2, 2, 4; Dense 1, 2, 2,
+/// 3; Ordinal 1, 2, 3, 4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tie {
+    /// "1224": tied players share the best rank, and the next rank skips as
+    /// many places as were shared: 1 + players with a higher score.
+    Standard,
+    /// "1223": tied players share a rank, and the next rank follows on:
+    /// 1 + distinct higher scores.
+    Dense,
+    /// "1234": every player has their own rank; among tied players, the one
+    /// who reached the score first ranks higher. Reaching means the last
+    /// change to that score: setting the same score again keeps the place,
+    /// leaving the score and coming back goes behind the others.
+    Ordinal,
+}
+
+/// One player's place on a board, as returned by [`Ranking::top`],
+/// [`Ranking::page`] and [`Ranking::around`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Entry {
+    /// The player.
+    pub player: String,
+    /// The player's score.
+    pub score: i64,
+    /// Standard rank ([`Tie::Standard`]): 1 + players with a higher score.
+    pub rank: u64,
+    /// Dense rank ([`Tie::Dense`]): 1 + distinct higher scores.
+    pub dense: u64,
+    /// Ordinal rank ([`Tie::Ordinal`]): the 1-based place in the list, ties
+    /// broken by who reached the score first. Pages are cut by it.
+    pub position: u64,
+}
+
+/// The shape of a new board, for [`Ranking::create`].
+///
+/// Scores are integers in `[min, max)`; any range inside `i64` works, up to
+/// `i64::MIN..i64::MAX`. The tree has `ceil(log_B(max - min))` levels, so
+/// branching trades node size (`16 * B` bytes a row) against depth (reads
+/// per query): the default 100 answers a 0..10,000 board in 2 reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankingConfig {
+    min: i64,
+    max: i64,
+    branching: u32,
+    shards: u32,
+    queues: u32,
+}
+
+impl RankingConfig {
+    /// A board for scores in `range` (`[min, max)`), branching 100, one
+    /// shard, one queue.
+    pub fn new(range: Range<i64>) -> Self {
+        RankingConfig {
+            min: range.start,
+            max: range.end,
+            branching: 100,
+            shards: 1,
+            queues: 1,
+        }
+    }
+
+    /// Children per tree node, 2 to 1000 (default 100).
+    pub fn branching(mut self, branching: u32) -> Self {
+        self.branching = branching;
+        self
+    }
+
+    /// Shard rows per inner tree node, 1 to [`MAX_SHARDS`] (default 1).
+    /// Each direct write adds to one random shard, so more shards mean
+    /// less contention between writers and more rows for readers to sum.
+    pub fn shards(mut self, shards: u32) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Queue shards for queued updates, 1 to [`MAX_QUEUES`] (default 1).
+    pub fn queues(mut self, queues: u32) -> Self {
+        self.queues = queues;
+        self
+    }
+
+    /// The score range `[min, max)`.
+    pub fn range(&self) -> Range<i64> {
+        self.min..self.max
+    }
+
+    /// Children per tree node.
+    pub fn branching_factor(&self) -> u32 {
+        self.branching
+    }
+
+    /// Shard rows per inner tree node.
+    pub fn shard_count(&self) -> u32 {
+        self.shards
+    }
+
+    /// Queue shards.
+    pub fn queue_count(&self) -> u32 {
+        self.queues
+    }
+
+    /// The tree this configuration describes, or why it has none.
+    fn geometry(&self) -> Result<Geometry> {
+        let geometry = Geometry::new(self.min, self.max, self.branching)?;
+        let invalid = |reason: String| Err(Error::InvalidRanking { reason });
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return invalid(format!(
+                "shards {} is outside 1..={MAX_SHARDS}",
+                self.shards
+            ));
+        }
+        if !(1..=MAX_QUEUES).contains(&self.queues) {
+            return invalid(format!(
+                "queues {} is outside 1..={MAX_QUEUES}",
+                self.queues
+            ));
+        }
+        Ok(geometry)
+    }
+}
+
+mod sealed {
+    /// Keeps [`RankingStore`](super::RankingStore) implementable only here.
+    pub trait Sealed {
+        fn ranking_backend(&self) -> super::Backend;
+    }
+}
+
+/// A store that can hold ranking boards: [`Sqlite`],
+/// [`Postgres`](crate::Postgres) and [`AnyStore`](crate::AnyStore).
+///
+/// Sealed: it names the backends this crate implements boards for, so more
+/// can follow without changing any signature.
+pub trait RankingStore: sealed::Sealed {}
+
+impl sealed::Sealed for Sqlite {
+    fn ranking_backend(&self) -> Backend {
+        Backend::Sqlite(self.clone())
+    }
+}
+impl RankingStore for Sqlite {}
+
+#[cfg(feature = "postgres")]
+impl sealed::Sealed for crate::Postgres {
+    fn ranking_backend(&self) -> Backend {
+        Backend::Postgres(postgres::PgBoards::new(self))
+    }
+}
+#[cfg(feature = "postgres")]
+impl RankingStore for crate::Postgres {}
+
+impl sealed::Sealed for crate::AnyStore {
+    fn ranking_backend(&self) -> Backend {
+        match self {
+            crate::AnyStore::Sqlite(db) => db.ranking_backend(),
+            #[cfg(feature = "postgres")]
+            crate::AnyStore::Postgres(db) => db.ranking_backend(),
+        }
+    }
+}
+impl RankingStore for crate::AnyStore {}
+
+/// A leaderboard stored in a database. See the [module docs](self).
+///
+/// Cloning is cheap and shares the handle. Every query runs in one read
+/// transaction, so it sees either all or none of any batch; every write is
+/// one write transaction.
+#[derive(Clone)]
+pub struct Ranking {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Backend,
+    name: String,
+    id: i64,
+    config: RankingConfig,
+    geometry: Geometry,
+}
+
+impl std::fmt::Debug for Ranking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ranking")
+            .field("name", &self.inner.name)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One update applied by [`Ranking::apply_in`]: a new absolute score, or a
+/// removal (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Update {
+    pub player: String,
+    pub score: Option<i64>,
+}
+
+fn check_board_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() || name.len() > MAX_BOARD_NAME_LEN {
+        "a board name must be 1 to 128 bytes long"
+    } else if name.chars().any(char::is_control) {
+        "a board name may not contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: name.into(),
+        reason: reason.into(),
+    })
+}
+
+fn check_player(player: &str) -> Result<()> {
+    let reason = if player.is_empty() || player.len() > MAX_PLAYER_LEN {
+        "a player name must be 1 to 256 bytes long"
+    } else if player.contains('\0') {
+        // PostgreSQL text cannot hold NUL; refuse it on every backend.
+        "a player name may not contain NUL"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: player.into(),
+        reason: reason.into(),
+    })
+}
+
+impl Ranking {
+    /// Creates the board `name` (1 to [`MAX_BOARD_NAME_LEN`] bytes, no
+    /// control characters) in `db`, empty.
+    ///
+    /// Errors: [`Error::RankingExists`] if the name is taken,
+    /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
+    /// an empty range, branching outside 2..=1000, or zero shards or queues.
+    /// Nothing is written on error.
+    pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
+        check_board_name(name)?;
+        let geometry = config.geometry()?;
+        let backend = db.ranking_backend();
+        let id = match &backend {
+            Backend::Sqlite(db) => sqlite::create_board(db, name, &config)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => pg.create_board(name, &config)?,
+        };
+        Ok(Self::with(backend, name, id, config, geometry))
+    }
+
+    /// Opens the board `name`, created earlier by any handle or process.
+    ///
+    /// Errors: [`Error::RankingNotFound`] if there is none,
+    /// [`Error::InvalidName`] for a name `create` would refuse.
+    pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
+        check_board_name(name)?;
+        let backend = db.ranking_backend();
+        let (id, config) = match &backend {
+            Backend::Sqlite(db) => sqlite::open_board(db, name)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => pg.open_board(name)?,
+        };
+        let geometry = config.geometry().map_err(|e| Error::Corrupt {
+            kind: "ranking",
+            id: name.into(),
+            field: "configuration".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self::with(backend, name, id, config, geometry))
+    }
+
+    fn with(
+        backend: Backend,
+        name: &str,
+        id: i64,
+        config: RankingConfig,
+        geometry: Geometry,
+    ) -> Self {
+        Ranking {
+            inner: Arc::new(Inner {
+                backend,
+                name: name.into(),
+                id,
+                config,
+                geometry,
+            }),
+        }
+    }
+
+    /// The board's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The board's configuration.
+    pub fn config(&self) -> &RankingConfig {
+        &self.inner.config
+    }
+
+    fn geometry(&self) -> &Geometry {
+        &self.inner.geometry
+    }
+
+    /// Runs `f` in one read transaction (one snapshot).
+    fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
+        let (id, name) = (self.inner.id, self.inner.name.as_str());
+        match &self.inner.backend {
+            Backend::Sqlite(db) => db.read(|tx| f(&SqliteTx::new(tx, id, name), self.geometry())),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => pg
+                .db
+                .read_snapshot(|tx| f(&pg.tx(tx, id, name), self.geometry())),
+        }
+    }
+
+    /// Applies `updates` (validated) in one write transaction, inner-node
+    /// deltas going to one random shard; whether each player was on the
+    /// board before their update.
+    fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
+        let shard = fastrand::u32(0..self.inner.config.shards);
+        let run = |st: &dyn Storage| apply_updates(st, self.geometry(), shard, updates);
+        let (id, name) = (self.inner.id, self.inner.name.as_str());
+        match &self.inner.backend {
+            Backend::Sqlite(db) => db
+                .write(|tx| run(&SqliteTx::new(tx, id, name)))
+                .map(|(had, _attempts)| had),
+            // READ COMMITTED whatever the store's mode: the writer locks
+            // what it reads and must then see the latest commit (see
+            // ranking/postgres.rs).
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => pg
+                .db
+                .write_read_committed(|tx| run(&pg.tx(tx, id, name)))
+                .map(|(had, _attempts)| had),
+        }
+    }
+
+    /// Sets `player`'s score to `score`, replacing any earlier one. Setting
+    /// the score a player already has changes nothing (not even their place
+    /// among ties), so a retried call is harmless.
+    ///
+    /// Errors: [`Error::ScoreOutOfRange`], [`Error::InvalidName`] (player
+    /// names are 1 to [`MAX_PLAYER_LEN`] bytes without NUL), or a store
+    /// error; nothing is written on error.
+    pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
+        self.check_input(player, Some(score))?;
+        self.write(&[(player, Some(score))]).map(drop)
+    }
+
+    /// Removes `player`; returns whether they were on the board.
+    pub fn remove(&self, player: &str) -> Result<bool> {
+        check_player(player)?;
+        Ok(self.write(&[(player, None)])?[0])
+    }
+
+    /// Sets many scores in one transaction, all or nothing: one bad entry
+    /// refuses the whole batch before anything is written.
+    ///
+    /// The batch is applied by its net effect: a player named twice ends
+    /// at the later score; a player whose final score is the one they had
+    /// before keeps their place among ties; players arriving at one score
+    /// are ordered by their last change in the slice. So applying the same
+    /// batch again changes nothing.
+    pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
+        for &(player, score) in scores {
+            self.check_input(player, Some(score))?;
+        }
+        if scores.is_empty() {
+            return Ok(());
+        }
+        let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
+        self.write(&updates).map(drop)
+    }
+
+    /// 1 + the number of players with a score strictly higher than `score`
+    /// (whether or not anyone holds `score`). Reads: one node per tree level.
+    ///
+    /// Errors: [`Error::ScoreOutOfRange`].
+    pub fn rank_of_score(&self, score: i64) -> Result<u64> {
+        let offset = self.geometry().checked_offset(score)?;
+        self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
+    }
+
+    /// `player`'s rank under `tie`, or `None` if they are not on the board.
+    pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
+        check_player(player)?;
+        self.read(|st, g| {
+            let Some((score, arrival)) = st.player(player)? else {
+                return Ok(None);
+            };
+            let want = Want {
+                distinct: tie == Tie::Dense,
+                counter: tie == Tie::Ordinal,
+            };
+            let place = player_place(st, g, score, want)?;
+            Ok(Some(match tie {
+                Tie::Standard => place.above + 1,
+                Tie::Dense => place.distinct_above + 1,
+                Tie::Ordinal => {
+                    place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1
+                }
+            }))
+        })
+    }
+
+    /// `player`'s score, or `None` if they are not on the board.
+    pub fn score(&self, player: &str) -> Result<Option<i64>> {
+        check_player(player)?;
+        self.read(|st, _| Ok(st.player(player)?.map(|(score, _)| score)))
+    }
+
+    /// The score of the player at ordinal rank `rank` (1-based): the score
+    /// `s` with `rank_of_score(s) <= rank < rank_of_score(s) + players at s`.
+    /// `None` for rank 0 or past the last player.
+    pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
+        self.read(|st, g| Ok(query::locate(st, g, rank)?.map(|l| l.score)))
+    }
+
+    /// The first `n` entries (fewer if the board is smaller).
+    pub fn top(&self, n: u64) -> Result<Vec<Entry>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.page(1, n)
+    }
+
+    /// The entries at ordinal ranks `from..=to` (1-based, inclusive; fewer
+    /// or none past the end): "who is ranked 150 through 175?".
+    ///
+    /// Errors: [`Error::InvalidRanking`] unless `1 <= from <= to`.
+    pub fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
+        if from == 0 || from > to {
+            return Err(Error::InvalidRanking {
+                reason: format!(
+                    "page {from}..={to}: ranks start at 1 and a page must not end before it starts"
+                ),
+            });
+        }
+        self.read(|st, g| query::page(st, g, from, to))
+    }
+
+    /// `player`'s entry with up to `k` entries above and `k` below, in
+    /// ranking order; empty if the player is not on the board.
+    pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
+        check_player(player)?;
+        self.read(|st, g| {
+            let Some((score, arrival)) = st.player(player)? else {
+                return Ok(Vec::new());
+            };
+            let want = Want {
+                distinct: false,
+                counter: true,
+            };
+            let place = player_place(st, g, score, want)?;
+            let position =
+                place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1;
+            query::page(
+                st,
+                g,
+                position.saturating_sub(k).max(1),
+                position.saturating_add(k),
+            )
+        })
+    }
+
+    /// How many players are on the board. Reads: the root.
+    pub fn len(&self) -> Result<u64> {
+        self.read(|st, g| query::len(st, g))
+    }
+
+    /// Whether no player is on the board.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Recomputes every tree node from the player table (O(n), for tests
+    /// and after a crash) and compares. Errors with [`Error::Corrupt`] on the
+    /// first mismatch: a count that differs or is negative, a shard row out
+    /// of place, an arrival tree that disagrees with its players.
+    pub fn check_integrity(&self) -> Result<()> {
+        let shards = self.inner.config.shards;
+        self.read(|st, g| integrity::check(st, g, shards))
+    }
+
+    /// Applies `updates` in slice order inside the caller's write
+    /// transaction: each player's absolute score is stored with the tree, so
+    /// applying the same updates twice changes nothing. Every update is
+    /// validated before anything is written. Inner-node deltas go to shard
+    /// 0: the queue worker is the only writer there, so it need not spread.
+    pub(crate) fn apply_in(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        updates: &[Update],
+    ) -> Result<()> {
+        for u in updates {
+            self.check_update(&u.player, u.score)?;
+        }
+        let st = SqliteTx::new(tx, self.inner.id, &self.inner.name);
+        let updates: Vec<_> = updates
+            .iter()
+            .map(|u| (u.player.as_str(), u.score))
+            .collect();
+        apply_updates(&st, self.geometry(), 0, &updates).map(drop)
+    }
+
+    /// Checks one queued update (player name, score range, and that the
+    /// board's store has the queue) without writing.
+    pub(crate) fn check_update(&self, player: &str, score: Option<i64>) -> Result<()> {
+        self.sqlite_store()?;
+        self.check_input(player, score)
+    }
+
+    /// Checks one update's player name and score range.
+    fn check_input(&self, player: &str, score: Option<i64>) -> Result<()> {
+        check_player(player)?;
+        if let Some(score) = score {
+            self.geometry().checked_offset(score)?;
+        }
+        Ok(())
+    }
+
+    /// The board's row id.
+    pub(crate) fn board_id(&self) -> i64 {
+        self.inner.id
+    }
+
+    /// The SQLite store the board lives in. The queue is SQLite-only so
+    /// far: queue code must call [`sqlite_store`](Self::sqlite_store) first,
+    /// which refuses other boards with a typed error.
+    pub(crate) fn store(&self) -> &Sqlite {
+        match self.sqlite_store() {
+            Ok(db) => db,
+            Err(e) => panic!("{e}: call Ranking::sqlite_store before Ranking::store"),
+        }
+    }
+
+    /// The SQLite store the board lives in, or [`Error::Unsupported`] for a
+    /// board elsewhere (the queue is SQLite-only so far).
+    pub(crate) fn sqlite_store(&self) -> Result<&Sqlite> {
+        match &self.inner.backend {
+            Backend::Sqlite(db) => Ok(db),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => Err(Error::Unsupported {
+                what: "the ranking queue (enqueue, worker, flush) on PostgreSQL",
+            }),
+        }
+    }
+
+    /// Queue shards (`RankingConfig::queues`).
+    pub(crate) fn queues(&self) -> u32 {
+        self.inner.config.queues
+    }
+}
+
+/// Where a held score sits: the player row says `score` is held, so a
+/// counter of 0 would be corruption.
+fn player_place(
+    st: &dyn Storage,
+    g: &Geometry,
+    score: i64,
+    want: Want,
+) -> Result<query::ScorePlace> {
+    let offset = g.offset(score).ok_or_else(|| {
+        st.corrupt(
+            format!("player score {score}"),
+            "outside the board's range".into(),
+        )
+    })?;
+    let place = query::place_of(st, g, offset, want)?;
+    if want.counter && place.counter == 0 {
+        return Err(st.corrupt(
+            format!("leaf of score {score}"),
+            "a player holds it, but its arrival counter is 0".into(),
+        ));
+    }
+    Ok(place)
+}
+
+/// Applies validated updates as one batch; whether each player was on the
+/// board before their update.
+///
+/// A batch is applied by its net effect, which is what a reader (who never
+/// sees inside a batch) can tell apart: each player ends at their last score
+/// in the slice; a player whose final score is the one they had before the
+/// batch keeps their place among ties, even if they left it in between; and
+/// players who arrive at a score are ordered by their last change in the
+/// slice. This makes re-applying a batch a no-op, place among ties included.
+fn apply_updates(
+    st: &dyn Storage,
+    g: &Geometry,
+    shard: u32,
+    updates: &[(&str, Option<i64>)],
+) -> Result<Vec<bool>> {
+    let mut batch = Batch::new(st, g, shard);
+    let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
+    st.lock_players(&players)?;
+    // Per player: (index of the last change, final score).
+    let mut net: HashMap<&str, (usize, Option<i64>)> = HashMap::new();
+    let mut had = Vec::with_capacity(updates.len());
+    for (i, &(player, score)) in updates.iter().enumerate() {
+        let current = match net.get(player) {
+            Some(&(_, current)) => current,
+            None => batch.stored_score(player)?,
+        };
+        had.push(current.is_some());
+        if current != score {
+            net.insert(player, (i, score));
+        }
+    }
+    let mut moves: Vec<_> = net.into_iter().collect();
+    moves.sort_unstable_by_key(|&(_, (i, _))| i);
+    // A move changes the leaves of the score it leaves and of the one it
+    // reaches, nothing else it must read exactly. Out-of-range stored
+    // scores are reported as corruption by the update itself.
+    let mut leaves = Vec::new();
+    for &(player, (_, score)) in &moves {
+        for s in [batch.stored_score(player)?, score].into_iter().flatten() {
+            leaves.extend(g.offset(s).map(|offset| g.node(offset, 1)));
+        }
+    }
+    st.lock_leaves(&leaves)?;
+    for (player, (_, score)) in moves {
+        batch.update(player, score)?;
+    }
+    batch.flush()?;
+    Ok(had)
+}

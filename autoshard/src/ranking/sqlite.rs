@@ -1,0 +1,438 @@
+//! Ranking boards on SQLite: the tables and [`Storage`] over one
+//! transaction.
+//!
+//! All boards share four tables, keyed by the board's row id, so a board
+//! name is only ever a bound value, never part of SQL:
+//!
+//! - `autoshard_rank_boards`: name and configuration.
+//! - `autoshard_rank_nodes (board, height, idx, part, shard, v)`: score-tree
+//!   rows, one per vector (`part` 0 = players, 1 = distinct scores or
+//!   arrival counters) and shard, clustered (`WITHOUT ROWID`) so a node's
+//!   shard rows are adjacent: summing them is one seek and a short scan.
+//!   Splitting the two vectors keeps a row of `8 * B` bytes inside its
+//!   b-tree page up to B = 120 (an index b-tree spills rows over ~1000 bytes
+//!   into overflow pages), and lets a standard rank read only part 0.
+//! - `autoshard_rank_arrivals (board, score, height, idx, a)`: arrival-tree
+//!   nodes, usually a few bytes (trimmed), hence `WITHOUT ROWID`.
+//! - `autoshard_rank_players (board, player, score, arrival)` plus an index
+//!   in ranking order `(board, score DESC, arrival)`, which also covers
+//!   `player` (the primary key), so a page is one index range scan.
+//!
+//! The ranking-order index is deliberately not `UNIQUE`, although
+//! `(score, arrival)` is unique among present players: a batch may swap two
+//! players' places, and no order of single-row writes would then keep a
+//! unique index satisfied in between. `check_integrity` checks uniqueness.
+
+use super::storage::{NodeRow, Part, ScannedArrival, ScannedNode, Storage};
+use super::RankingConfig;
+use crate::error::{Error, Result};
+use crate::sqlite::Sqlite;
+use rusqlite::types::ValueRef;
+use rusqlite::{params, OptionalExtension, Transaction};
+use std::sync::OnceLock;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS autoshard_rank_boards (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    min INTEGER NOT NULL,
+    max INTEGER NOT NULL,
+    branching INTEGER NOT NULL,
+    shards INTEGER NOT NULL,
+    queues INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS autoshard_rank_nodes (
+    board INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    shard INTEGER NOT NULL,
+    v BLOB NOT NULL,
+    PRIMARY KEY (board, height, idx, part, shard)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS autoshard_rank_arrivals (
+    board INTEGER NOT NULL,
+    score INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    v BLOB NOT NULL,
+    PRIMARY KEY (board, score, height, idx)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS autoshard_rank_players (
+    board INTEGER NOT NULL,
+    player TEXT NOT NULL,
+    score INTEGER NOT NULL,
+    arrival INTEGER NOT NULL,
+    PRIMARY KEY (board, player)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
+    ON autoshard_rank_players (board, score DESC, arrival);
+";
+
+/// Creates board `name`; its row id.
+pub(crate) fn create_board(db: &Sqlite, name: &str, config: &RankingConfig) -> Result<i64> {
+    let (id, _) = db.write(|tx| {
+        tx.execute_batch(SCHEMA)?;
+        let taken = tx
+            .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
+            .exists([name])?;
+        if taken {
+            return Err(Error::RankingExists { name: name.into() });
+        }
+        tx.prepare_cached(
+            "INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            name,
+            config.min,
+            config.max,
+            config.branching,
+            config.shards,
+            config.queues
+        ])?;
+        Ok(tx.last_insert_rowid())
+    })?;
+    Ok(id)
+}
+
+/// Board `name`'s row id and stored configuration (not yet validated).
+pub(crate) fn open_board(db: &Sqlite, name: &str) -> Result<(i64, RankingConfig)> {
+    db.read(|tx| {
+        let exists = tx
+            .prepare_cached(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+            )?
+            .exists([])?;
+        if !exists {
+            return Err(Error::RankingNotFound { name: name.into() });
+        }
+        let row = tx
+            .prepare_cached(
+                "SELECT id, min, max, branching, shards, queues FROM autoshard_rank_boards \
+                 WHERE name = ?1",
+            )?
+            .query_row([name], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
+                ))
+            })
+            .optional()?;
+        let (id, (min, max, branching, shards, queues)) =
+            row.ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
+        let config = RankingConfig {
+            min,
+            max,
+            branching,
+            shards,
+            queues,
+        };
+        Ok((id, config))
+    })
+}
+
+/// [`Storage`] over one SQLite transaction.
+pub(crate) struct SqliteTx<'a> {
+    tx: &'a Transaction<'a>,
+    board: i64,
+    name: &'a str,
+}
+
+impl<'a> SqliteTx<'a> {
+    pub fn new(tx: &'a Transaction<'a>, board: i64, name: &'a str) -> Self {
+        SqliteTx { tx, board, name }
+    }
+
+    fn blob<'r>(&self, value: ValueRef<'r>, what: &str) -> Result<&'r [u8]> {
+        match value {
+            ValueRef::Blob(blob) => Ok(blob),
+            other => Err(self.corrupt(what.into(), format!("not a blob: {:?}", other.data_type()))),
+        }
+    }
+
+    fn part(&self, value: i64) -> Result<Part> {
+        Part::from_stored(value)
+            .ok_or_else(|| self.corrupt("node part".into(), format!("{value} is not 0 or 1")))
+    }
+
+    fn unsigned<T: TryFrom<i64>>(&self, value: i64, what: &str) -> Result<T> {
+        T::try_from(value)
+            .map_err(|_| self.corrupt(what.into(), format!("{value} is out of range")))
+    }
+}
+
+/// One `SELECT` per node of a path, as one statement: a rank reads its
+/// whole root-to-leaf path in one round trip. Parameters: `?1` board, then
+/// `(height, idx, with_b)` per node.
+fn node_path_sql(len: usize) -> &'static str {
+    static SQL: [OnceLock<String>; MAX_PATH + 1] = [const { OnceLock::new() }; MAX_PATH + 1];
+    SQL[len].get_or_init(|| {
+        (0..len)
+            .map(|i| {
+                format!(
+                    "SELECT height, part, shard, v FROM autoshard_rank_nodes \
+                     WHERE board = ?1 AND height = ?{} AND idx = ?{} AND part <= ?{}",
+                    3 * i + 2,
+                    3 * i + 3,
+                    3 * i + 4
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    })
+}
+
+/// Like [`node_path_sql`] for an arrival tree: `?1` board, `?2` score,
+/// then `(height, idx)` per node.
+fn arrival_path_sql(len: usize) -> &'static str {
+    static SQL: [OnceLock<String>; MAX_PATH + 1] = [const { OnceLock::new() }; MAX_PATH + 1];
+    SQL[len].get_or_init(|| {
+        (0..len)
+            .map(|i| {
+                format!(
+                    "SELECT height, v FROM autoshard_rank_arrivals \
+                     WHERE board = ?1 AND score = ?2 AND height = ?{} AND idx = ?{}",
+                    2 * i + 3,
+                    2 * i + 4
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    })
+}
+
+/// Longest path: a tree over `2^64` positions with B = 2.
+const MAX_PATH: usize = 64;
+
+/// Positions are below 2^63 by construction; see [`Storage`].
+fn int(position: u64) -> i64 {
+    i64::try_from(position).expect("positions are below 2^63")
+}
+
+fn limit(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Storage for SqliteTx<'_> {
+    fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(node_path_sql(path.len()))?;
+        stmt.raw_bind_parameter(1, self.board)?;
+        for (i, &(height, idx, with_b)) in path.iter().enumerate() {
+            stmt.raw_bind_parameter(3 * i + 2, height)?;
+            stmt.raw_bind_parameter(3 * i + 3, int(idx))?;
+            stmt.raw_bind_parameter(3 * i + 4, with_b as i64)?;
+        }
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            f(
+                self.unsigned(row.get(0)?, "node height")?,
+                self.part(row.get(1)?)?,
+                self.unsigned(row.get(2)?, "node shard")?,
+                self.blob(row.get_ref(3)?, "node vector")?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn node_shard(
+        &self,
+        height: u32,
+        idx: u64,
+        shard: u32,
+        f: &mut dyn FnMut(Part, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT part, v FROM autoshard_rank_nodes \
+             WHERE board = ?1 AND height = ?2 AND idx = ?3 AND part IN (0, 1) AND shard = ?4",
+        )?;
+        let mut rows = stmt.query(params![self.board, height, int(idx), shard])?;
+        while let Some(row) = rows.next()? {
+            f(
+                self.part(row.get(0)?)?,
+                self.blob(row.get_ref(1)?, "node vector")?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()> {
+        let (idx, part) = (int(idx), part as i64);
+        if v.is_empty() {
+            self.tx
+                .prepare_cached(
+                    "DELETE FROM autoshard_rank_nodes \
+                     WHERE board = ?1 AND height = ?2 AND idx = ?3 AND part = ?4 AND shard = ?5",
+                )?
+                .execute(params![self.board, height, idx, part, shard])?;
+        } else {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO autoshard_rank_nodes (board, height, idx, part, shard, v) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                     ON CONFLICT (board, height, idx, part, shard) DO UPDATE SET v = excluded.v",
+                )?
+                .execute(params![self.board, height, idx, part, shard, v])?;
+        }
+        Ok(())
+    }
+
+    fn arrival_path(
+        &self,
+        score: i64,
+        path: &[(u32, u64)],
+        f: &mut dyn FnMut(u32, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(arrival_path_sql(path.len()))?;
+        stmt.raw_bind_parameter(1, self.board)?;
+        stmt.raw_bind_parameter(2, score)?;
+        for (i, &(height, idx)) in path.iter().enumerate() {
+            stmt.raw_bind_parameter(2 * i + 3, height)?;
+            stmt.raw_bind_parameter(2 * i + 4, int(idx))?;
+        }
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next()? {
+            f(
+                self.unsigned(row.get(0)?, "arrival node height")?,
+                self.blob(row.get_ref(1)?, "arrival vector")?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn put_arrival_node(&self, score: i64, height: u32, idx: u64, v: &[u8]) -> Result<()> {
+        if v.is_empty() {
+            self.tx
+                .prepare_cached(
+                    "DELETE FROM autoshard_rank_arrivals \
+                     WHERE board = ?1 AND score = ?2 AND height = ?3 AND idx = ?4",
+                )?
+                .execute(params![self.board, score, height, int(idx)])?;
+        } else {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO autoshard_rank_arrivals (board, score, height, idx, v) \
+                     VALUES (?1, ?2, ?3, ?4, ?5) \
+                     ON CONFLICT (board, score, height, idx) DO UPDATE SET v = excluded.v",
+                )?
+                .execute(params![self.board, score, height, int(idx), v])?;
+        }
+        Ok(())
+    }
+
+    fn player(&self, player: &str) -> Result<Option<(i64, u64)>> {
+        let row = self
+            .tx
+            .prepare_cached(
+                "SELECT score, arrival FROM autoshard_rank_players WHERE board = ?1 AND player = ?2",
+            )?
+            .query_row(params![self.board, player], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+            .optional()?;
+        match row {
+            Some((score, arrival)) => Ok(Some((score, self.unsigned(arrival, "player arrival")?))),
+            None => Ok(None),
+        }
+    }
+
+    fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO autoshard_rank_players (board, player, score, arrival) \
+                 VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (board, player) DO UPDATE SET score = excluded.score, arrival = excluded.arrival",
+            )?
+            .execute(params![self.board, player, score, int(arrival)])?;
+        Ok(())
+    }
+
+    fn delete_player(&self, player: &str) -> Result<()> {
+        self.tx
+            .prepare_cached("DELETE FROM autoshard_rank_players WHERE board = ?1 AND player = ?2")?
+            .execute(params![self.board, player])?;
+        Ok(())
+    }
+
+    fn entries_at(
+        &self,
+        score: i64,
+        arrival: u64,
+        n: u64,
+        out: &mut Vec<(String, i64)>,
+    ) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT player FROM autoshard_rank_players \
+             WHERE board = ?1 AND score = ?2 AND arrival >= ?3 ORDER BY arrival LIMIT ?4",
+        )?;
+        let mut rows = stmt.query(params![self.board, score, int(arrival), limit(n)])?;
+        while let Some(row) = rows.next()? {
+            out.push((row.get(0)?, score));
+        }
+        Ok(())
+    }
+
+    fn entries_below(&self, score: i64, n: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT player, score FROM autoshard_rank_players \
+             WHERE board = ?1 AND score < ?2 ORDER BY score DESC, arrival LIMIT ?3",
+        )?;
+        let mut rows = stmt.query(params![self.board, score, limit(n)])?;
+        while let Some(row) = rows.next()? {
+            out.push((row.get(0)?, row.get(1)?));
+        }
+        Ok(())
+    }
+
+    fn scan_players(&self, f: &mut dyn FnMut(i64, u64) -> Result<()>) -> Result<()> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT score, arrival FROM autoshard_rank_players WHERE board = ?1")?;
+        let mut rows = stmt.query([self.board])?;
+        while let Some(row) = rows.next()? {
+            f(row.get(0)?, self.unsigned(row.get(1)?, "player arrival")?)?;
+        }
+        Ok(())
+    }
+
+    fn scan_nodes(&self, f: &mut ScannedNode<'_>) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT height, idx, part, shard, v FROM autoshard_rank_nodes WHERE board = ?1 \
+             ORDER BY height, idx, part, shard",
+        )?;
+        let mut rows = stmt.query([self.board])?;
+        while let Some(row) = rows.next()? {
+            f(
+                (
+                    self.unsigned(row.get(0)?, "node height")?,
+                    self.unsigned(row.get(1)?, "node idx")?,
+                ),
+                self.part(row.get(2)?)?,
+                self.unsigned(row.get(3)?, "node shard")?,
+                self.blob(row.get_ref(4)?, "node vector")?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT score, height, idx, v FROM autoshard_rank_arrivals WHERE board = ?1 \
+             ORDER BY score, height, idx",
+        )?;
+        let mut rows = stmt.query([self.board])?;
+        while let Some(row) = rows.next()? {
+            f(
+                row.get(0)?,
+                self.unsigned(row.get(1)?, "arrival node height")?,
+                self.unsigned(row.get(2)?, "arrival node idx")?,
+                self.blob(row.get_ref(3)?, "arrival vector")?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn board_name(&self) -> &str {
+        self.name
+    }
+}

@@ -1,0 +1,456 @@
+//! Plumbing for test suites written once and run against every store.
+//!
+//! A suite is a set of generic functions `fn name<S: TestStore>()`;
+//! `store_tests!(name, ...)` instantiates each as `sqlite::name` and
+//! `postgres::name`. Every test gets an isolated store from
+//! [`TestStore::fresh`]: a new SQLite file in a temporary directory, or a new
+//! PostgreSQL schema (dropped when the test ends), so suites run in
+//! parallel under the default harness.
+//!
+//! PostgreSQL tests connect to `AUTOSHARD_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`) and fail if it is not
+//! reachable: `.ci/run` starts the server.
+#![allow(dead_code)] // each suite uses its own part of this
+
+use autoshard::{Sqlite, Store, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Every shard row of one kind: `(entity, field, shard) -> value`, the
+/// entity rendered as text.
+pub type Rows = BTreeMap<(String, String, i64), Value>;
+
+/// Every document of one kind: id (as text) -> JSON.
+pub type Documents = BTreeMap<String, String>;
+
+/// Every score-tree row of one ranking board: `(height, idx, part, shard)`
+/// -> the decoded vector.
+pub type RankNodes = BTreeMap<(i64, i64, i64, i64), Vec<i64>>;
+
+fn decode_vector(blob: &[u8]) -> Vec<i64> {
+    blob.chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// Options a suite may need; `None` keeps the store's default.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub compaction_batch_rows: Option<usize>,
+    pub max_attempts: Option<u32>,
+    pub pool_size: Option<usize>,
+}
+
+/// A store under test, with what a generic test needs to know about it.
+pub trait TestStore: Store + Clone + Send + Sync + 'static {
+    const NAME: &'static str;
+
+    /// An isolated, empty store.
+    fn fresh() -> Fresh<Self> {
+        Self::fresh_with(Options::default())
+    }
+
+    fn fresh_with(options: Options) -> Fresh<Self>;
+}
+
+/// A fresh store, a way to open more handles on the same database, and
+/// whatever keeps the database alive until the test ends.
+pub struct Fresh<S> {
+    pub store: S,
+    open: Box<dyn Fn(&Options) -> S + Send + Sync>,
+    rows: Box<dyn Fn(&str) -> Rows + Send + Sync>,
+    documents: Box<dyn Fn(&str) -> Documents + Send + Sync>,
+    rank_nodes: Box<dyn Fn(&str) -> RankNodes + Send + Sync>,
+    // Dropped last: the temporary directory or the schema.
+    _cleanup: Box<dyn Send + Sync>,
+}
+
+impl<S> std::ops::Deref for Fresh<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.store
+    }
+}
+
+impl<S> Fresh<S> {
+    /// A separate handle (its own pool) on the same database, as another
+    /// thread or process would open it.
+    pub fn open_another(&self) -> S {
+        (self.open)(&Options::default())
+    }
+
+    pub fn open_with(&self, options: Options) -> S {
+        (self.open)(&options)
+    }
+
+    /// The shard rows of kind base `base` (the lower-cased kind), read
+    /// behind the store's back.
+    pub fn shard_rows(&self, base: &str) -> Rows {
+        (self.rows)(base)
+    }
+
+    /// The rows of one field of one entity: shard number -> value.
+    pub fn field_rows(&self, base: &str, entity: &str, field: &str) -> BTreeMap<i64, Value> {
+        self.shard_rows(base)
+            .into_iter()
+            .filter(|((e, f, _), _)| e == entity && f == field)
+            .map(|((_, _, s), v)| (s, v))
+            .collect()
+    }
+
+    /// The stored documents of kind base `base`: id -> JSON text.
+    pub fn documents(&self, base: &str) -> Documents {
+        (self.documents)(base)
+    }
+
+    /// The score-tree rows of ranking board `board`, read behind the
+    /// store's back.
+    pub fn rank_nodes(&self, board: &str) -> RankNodes {
+        (self.rank_nodes)(board)
+    }
+}
+
+/// Unique per process and call: names temporary schemas.
+fn unique_suffix() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        fastrand::u32(..)
+    )
+}
+
+impl TestStore for Sqlite {
+    const NAME: &'static str = "sqlite";
+
+    fn fresh_with(options: Options) -> Fresh<Self> {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("test.db");
+        let open = {
+            let path = path.clone();
+            move |options: &Options| {
+                let mut builder =
+                    Sqlite::builder(&path).synchronous(autoshard::Synchronous::Normal);
+                if let Some(rows) = options.compaction_batch_rows {
+                    builder = builder.compaction_batch_rows(rows);
+                }
+                if let Some(attempts) = options.max_attempts {
+                    builder = builder.max_attempts(attempts);
+                }
+                if let Some(size) = options.pool_size {
+                    builder = builder.pool_size(size);
+                }
+                builder.open().expect("open the SQLite store")
+            }
+        };
+        let rows_path = path.clone();
+        let docs_path = path.clone();
+        Fresh {
+            store: open(&options),
+            open: Box::new(open),
+            rows: Box::new(move |base| sqlite_rows(&rows_path, base)),
+            documents: Box::new(move |base| sqlite_documents(&docs_path, base)),
+            rank_nodes: Box::new(move |board| sqlite_rank_nodes(&path, board)),
+            _cleanup: Box::new(dir),
+        }
+    }
+}
+
+fn sqlite_key(key: rusqlite::types::Value) -> String {
+    match key {
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Text(s) => s,
+        other => panic!("unexpected key {other:?}"),
+    }
+}
+
+fn sqlite_rows(path: &std::path::Path, base: &str) -> Rows {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let Ok(mut stmt) = conn.prepare(&format!(
+        "SELECT entity, field, shard, value FROM as_shard_{base}"
+    )) else {
+        return Rows::new();
+    };
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                (sqlite_key(r.get(0)?), r.get(1)?, r.get(2)?),
+                r.get::<_, Value>(3)?,
+            ))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+fn sqlite_rank_nodes(path: &std::path::Path, board: &str) -> RankNodes {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT height, idx, part, shard, v FROM autoshard_rank_nodes n \
+             JOIN autoshard_rank_boards b ON b.id = n.board WHERE b.name = ?1",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([board], |r| {
+            Ok((
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?),
+                decode_vector(&r.get::<_, Vec<u8>>(4)?),
+            ))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+fn sqlite_documents(path: &std::path::Path, base: &str) -> Documents {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let Ok(mut stmt) = conn.prepare(&format!("SELECT id, doc FROM as_entity_{base}")) else {
+        return BTreeMap::new();
+    };
+    let rows = stmt
+        .query_map([], |r| Ok((sqlite_key(r.get(0)?), r.get(1)?)))
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[cfg(feature = "postgres")]
+pub mod pg {
+    use super::*;
+    use autoshard::{Concurrency, Postgres, PostgresBuilder};
+
+    pub fn url() -> String {
+        std::env::var("AUTOSHARD_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    }
+
+    /// A plain client, for reading rows behind the store's back.
+    pub fn client() -> postgres::Client {
+        postgres::Client::connect(&url(), postgres::NoTls).unwrap_or_else(|e| {
+            panic!(
+                "cannot connect to PostgreSQL at {} ({e}); start it or set AUTOSHARD_PG_URL",
+                url()
+            )
+        })
+    }
+
+    /// A new schema name; [`DropSchema`] removes it.
+    pub fn new_schema() -> String {
+        format!("t_{}", unique_suffix())
+    }
+
+    /// Drops a test's schema when the test ends, pass or fail.
+    pub struct DropSchema(pub String);
+
+    impl Drop for DropSchema {
+        fn drop(&mut self) {
+            if let Ok(mut client) = postgres::Client::connect(&url(), postgres::NoTls) {
+                let _ =
+                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.0));
+            }
+        }
+    }
+
+    pub fn builder(schema: &str, options: &Options) -> PostgresBuilder {
+        let mut builder = Postgres::builder(&url()).schema(schema);
+        if let Some(rows) = options.compaction_batch_rows {
+            builder = builder.compaction_batch_rows(rows);
+        }
+        if let Some(attempts) = options.max_attempts {
+            builder = builder.max_attempts(attempts);
+        }
+        if let Some(size) = options.pool_size {
+            builder = builder.pool_size(size);
+        }
+        builder
+    }
+
+    /// A fresh schema with a store in `concurrency` mode.
+    pub fn fresh(concurrency: Concurrency, options: Options) -> Fresh<Postgres> {
+        let schema = new_schema();
+        let cleanup = DropSchema(schema.clone());
+        let open = {
+            let schema = schema.clone();
+            move |options: &Options| {
+                builder(&schema, options)
+                    .concurrency(concurrency)
+                    .open()
+                    .unwrap_or_else(|e| panic!("open the PostgreSQL store at {}: {e}", url()))
+            }
+        };
+        let rows_schema = schema.clone();
+        let docs_schema = schema.clone();
+        Fresh {
+            store: open(&options),
+            open: Box::new(open),
+            rows: Box::new(move |base| rows(&rows_schema, base)),
+            documents: Box::new(move |base| documents(&docs_schema, base)),
+            rank_nodes: Box::new(move |board| rank_nodes(&schema, board)),
+            _cleanup: Box::new(cleanup),
+        }
+    }
+
+    fn text_key(row: &postgres::Row) -> String {
+        row.get(0)
+    }
+
+    pub fn rows(schema: &str, base: &str) -> Rows {
+        let mut client = client();
+        let Ok(rows) = client.query(
+            &format!(
+                "SELECT entity::text, field, shard, int_value, real_value, text_value \
+                 FROM \"{schema}\".\"as_shard_{base}\""
+            ),
+            &[],
+        ) else {
+            return Rows::new();
+        };
+        rows.iter()
+            .map(|r| {
+                let value = match (r.get(3), r.get(4), r.get(5)) {
+                    (Some(i), None, None) => Value::Integer(i),
+                    (None, Some(f), None) => Value::Real(f),
+                    (None, None, Some(s)) => Value::Text(s),
+                    other => panic!("bad value columns {other:?}"),
+                };
+                ((text_key(r), r.get(1), r.get(2)), value)
+            })
+            .collect()
+    }
+
+    pub fn rank_nodes(schema: &str, board: &str) -> RankNodes {
+        let mut client = client();
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT n.height::int8, n.idx, n.part::int8, n.shard::int8, n.v \
+                     FROM \"{schema}\".autoshard_rank_nodes n \
+                     JOIN \"{schema}\".autoshard_rank_boards b ON b.id = n.board \
+                     WHERE b.name = $1"
+                ),
+                &[&board],
+            )
+            .unwrap();
+        rows.iter()
+            .map(|r| {
+                (
+                    (r.get(0), r.get(1), r.get(2), r.get(3)),
+                    decode_vector(r.get(4)),
+                )
+            })
+            .collect()
+    }
+
+    pub fn documents(schema: &str, base: &str) -> Documents {
+        let mut client = client();
+        let Ok(rows) = client.query(
+            &format!("SELECT id::text, doc FROM \"{schema}\".\"as_entity_{base}\""),
+            &[],
+        ) else {
+            return Documents::new();
+        };
+        rows.iter().map(|r| (text_key(r), r.get(1))).collect()
+    }
+
+    impl TestStore for Postgres {
+        const NAME: &'static str = "postgres";
+
+        fn fresh_with(options: Options) -> Fresh<Self> {
+            fresh(Concurrency::Locking, options)
+        }
+    }
+
+    /// The same store in optimistic mode, as a third store under test.
+    #[derive(Clone, Debug)]
+    pub struct Optimistic(pub Postgres);
+
+    impl Store for Optimistic {
+        fn insert<T: autoshard::Shardable>(&self, entity: &T) -> autoshard::Result<()> {
+            self.0.insert(entity)
+        }
+        fn load<T: autoshard::Shardable>(&self, id: &T::Id) -> autoshard::Result<Option<T>> {
+            self.0.load(id)
+        }
+        fn save<T: autoshard::Shardable>(
+            &self,
+            entity: &mut T,
+        ) -> autoshard::Result<autoshard::Saved> {
+            self.0.save(entity)
+        }
+        fn delete<T: autoshard::Shardable>(&self, id: &T::Id) -> autoshard::Result<bool> {
+            self.0.delete::<T>(id)
+        }
+        fn compact_with<T: autoshard::Shardable>(
+            &self,
+            progress: &mut dyn FnMut(&autoshard::CompactionStats),
+        ) -> autoshard::Result<autoshard::CompactionStats> {
+            self.0.compact_with::<T>(progress)
+        }
+        fn shard_count<T: autoshard::Shardable>(
+            &self,
+            id: &T::Id,
+            field: &str,
+        ) -> autoshard::Result<u64> {
+            self.0.shard_count::<T>(id, field)
+        }
+    }
+
+    impl TestStore for Optimistic {
+        const NAME: &'static str = "postgres_optimistic";
+
+        fn fresh_with(options: Options) -> Fresh<Self> {
+            // Retries are what make optimistic saves succeed under
+            // contention; the suites check totals, not failure rates.
+            let options = Options {
+                max_attempts: options.max_attempts.or(Some(1_000)),
+                ..options
+            };
+            let Fresh {
+                store,
+                open,
+                rows,
+                documents,
+                rank_nodes,
+                _cleanup,
+            } = fresh(Concurrency::Optimistic, options);
+            Fresh {
+                store: Optimistic(store),
+                open: Box::new(move |o| {
+                    Optimistic(open(&Options {
+                        max_attempts: o.max_attempts.or(Some(1_000)),
+                        ..o.clone()
+                    }))
+                }),
+                rows,
+                documents,
+                rank_nodes,
+                _cleanup,
+            }
+        }
+    }
+}
+
+/// Instantiates generic tests `fn name<S: TestStore>()` once per store:
+/// `sqlite::name`, `postgres::name` (locking mode) and
+/// `postgres_optimistic::name`.
+#[macro_export]
+macro_rules! store_tests {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $test() { super::$test::<::autoshard::Sqlite>(); })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[test] fn $test() { super::$test::<::autoshard::Postgres>(); })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres_optimistic {
+            $(#[test] fn $test() { super::$test::<$crate::stores::pg::Optimistic>(); })*
+        }
+    };
+}

@@ -1,0 +1,1009 @@
+//! The job-aggregation queue: `enqueue`, workers, `flush`.
+//!
+//! Real SQLite files, real threads, and real processes killed with SIGKILL.
+//! Child processes are this test binary run again with `--exact
+//! child_process --ignored`; environment variables say what to do.
+//!
+//! What the crash tests check, and the buggy variants they catch (shown live
+//! by the controls at the end):
+//!
+//! - a worker killed at a random moment leaves the queue as a *suffix* of
+//!   what was enqueued, per queue shard, and the board equal to the board
+//!   before plus exactly the drained prefix: a worker that applies a batch
+//!   and deletes it in a separate transaction is caught with the batch
+//!   applied but still queued ("applied but still queued");
+//! - after a restarted worker drains, the board equals the oracle built from
+//!   the board before and every enqueued update, and the queue is empty;
+//! - every `enqueue` a killed child acknowledged is stored (queued or
+//!   applied): a child that acknowledges before the commit is caught
+//!   ("acknowledged updates lost").
+#![cfg(unix)]
+
+mod common;
+
+use autoshard::ranking::{Ranking, RankingConfig, Tie};
+use autoshard::{Error, Sqlite, Synchronous};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Crash tests run one at a time: overlapping children would starve each
+/// other of the 2 CI cores and make kills land mostly in process start-up.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const SIGKILL: i32 = 9;
+const ENV_DB: &str = "AUTOSHARD_RQ_DB";
+const ENV_MODE: &str = "AUTOSHARD_RQ_MODE";
+const ENV_CHILD: &str = "AUTOSHARD_RQ_CHILD";
+const ENV_SYNC: &str = "AUTOSHARD_RQ_SYNC";
+const ENV_SEED: &str = "AUTOSHARD_RQ_SEED";
+/// A child nobody kills ends by itself after this long.
+const CHILD_LIFETIME: Duration = Duration::from_secs(30);
+
+const BOARD: &str = "crash";
+const RANGE: std::ops::Range<i64> = 0..10_000;
+
+/// Expected scores: player -> score; absent = not on the board.
+type Scores = BTreeMap<String, i64>;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn seed() -> u64 {
+    std::env::var(ENV_SEED)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let seed = fastrand::u64(..);
+            eprintln!("{ENV_SEED}={seed}");
+            seed
+        })
+}
+
+// ---------------------------------------------------------------------------
+// Oracle.
+// ---------------------------------------------------------------------------
+
+/// Checks every query the queue tests rely on against a brute-force model of
+/// `expected`, over `players` (which may include players not on the board).
+fn assert_board(board: &Ranking, expected: &Scores, players: &BTreeSet<String>) {
+    board.check_integrity().expect("integrity");
+    assert_eq!(board.len().unwrap(), expected.len() as u64, "len");
+    let mut sorted: Vec<i64> = expected.values().copied().collect();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let higher = |s: i64| sorted.iter().take_while(|&&x| x > s).count() as u64;
+    let distinct_higher = |s: i64| {
+        let set: BTreeSet<i64> = sorted.iter().copied().filter(|&x| x > s).collect();
+        set.len() as u64
+    };
+    let mut ordinals = BTreeSet::new();
+    for player in players {
+        let want = expected.get(player).copied();
+        assert_eq!(board.score(player).unwrap(), want, "score of {player}");
+        let Some(s) = want else {
+            assert_eq!(board.rank(player, Tie::Standard).unwrap(), None, "{player}");
+            continue;
+        };
+        let standard = board.rank(player, Tie::Standard).unwrap().unwrap();
+        assert_eq!(standard, 1 + higher(s), "standard rank of {player}");
+        let dense = board.rank(player, Tie::Dense).unwrap().unwrap();
+        assert_eq!(dense, 1 + distinct_higher(s), "dense rank of {player}");
+        let ordinal = board.rank(player, Tie::Ordinal).unwrap().unwrap();
+        let tied = sorted.iter().filter(|&&x| x == s).count() as u64;
+        assert!(
+            (standard..standard + tied).contains(&ordinal),
+            "ordinal rank {ordinal} of {player} outside {standard}..{}",
+            standard + tied
+        );
+        assert!(ordinals.insert(ordinal), "ordinal rank {ordinal} twice");
+    }
+    assert!(expected.keys().all(|p| players.contains(p)));
+    let n = expected.len() as u64;
+    assert_eq!(ordinals, (1..=n).collect(), "ordinal ranks are not 1..=n");
+    let top = board.top(10).unwrap();
+    let want: Vec<i64> = sorted.iter().take(10).copied().collect();
+    assert_eq!(
+        top.iter().map(|e| e.score).collect::<Vec<_>>(),
+        want,
+        "top 10"
+    );
+    for e in &top {
+        assert_eq!(expected.get(&e.player), Some(&e.score), "top entry {e:?}");
+    }
+    for s in [RANGE.start, 2_500, 5_000, RANGE.end - 1] {
+        assert_eq!(
+            board.rank_of_score(s).unwrap(),
+            1 + higher(s),
+            "rank_of_score({s})"
+        );
+    }
+}
+
+fn apply(scores: &mut Scores, player: &str, score: Option<i64>) {
+    match score {
+        Some(s) => scores.insert(player.to_owned(), s),
+        None => scores.remove(player),
+    };
+}
+
+/// The board as the public API reads it, for `players`.
+fn read_scores(board: &Ranking, players: &BTreeSet<String>) -> Scores {
+    players
+        .iter()
+        .filter_map(|p| board.score(p).unwrap().map(|s| (p.clone(), s)))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Direct writers and queued writers at once.
+// ---------------------------------------------------------------------------
+
+/// 4 threads call `set_score`/`remove` while 4 threads `enqueue` and a
+/// worker drains in small batches. Each thread owns its players, so its own
+/// last write is the expected outcome; a shared set is written by both
+/// paths during the run, then given final scores through the queue after
+/// the direct writers stopped, so the queue's last write is the outcome.
+#[test]
+fn direct_and_queued_writers_at_once_match_the_oracle() {
+    const THREADS: usize = 4;
+    const OWN: usize = 120;
+    const SHARED: usize = 80;
+    const ROUNDS: usize = 4;
+    let db = common::db_with(|b| b.synchronous(Synchronous::Normal));
+    let config = RankingConfig::new(RANGE).branching(10).shards(4).queues(4);
+    let board = Ranking::create(&db.store, "mixed", config).unwrap();
+    let worker = board.worker().batch_size(64).spawn().unwrap();
+    let shared: Vec<String> = (0..SHARED).map(|i| format!("shared-{i}")).collect();
+    let start = Barrier::new(2 * THREADS);
+    let seed = seed();
+
+    let outcomes: Vec<Scores> = thread::scope(|s| {
+        let mut handles = Vec::new();
+        for t in 0..2 * THREADS {
+            let (board, shared, start) = (&board, &shared, &start);
+            handles.push(s.spawn(move || {
+                let queued = t >= THREADS;
+                let mut rng = fastrand::Rng::with_seed(seed ^ t as u64);
+                let prefix = if queued { "queued" } else { "direct" };
+                let mine: Vec<String> = (0..OWN).map(|i| format!("{prefix}-{t}-{i}")).collect();
+                let mut last = Scores::new();
+                start.wait();
+                for round in 0..ROUNDS {
+                    for player in &mine {
+                        // Some players end removed, some are removed and
+                        // come back: both paths must handle either.
+                        let score = if rng.u8(..10) == 0 && round > 0 {
+                            None
+                        } else {
+                            Some(rng.i64(RANGE))
+                        };
+                        write(board, queued, player, score);
+                        apply(&mut last, player, score);
+                        let other = &shared[rng.usize(..SHARED)];
+                        write(board, queued, other, Some(rng.i64(RANGE)));
+                    }
+                }
+                last
+            }));
+        }
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    // The direct writers are done; the queue has the last word on the
+    // shared players.
+    let mut expected: Scores = outcomes.into_iter().flatten().collect();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for (i, player) in shared.iter().enumerate() {
+        let score = (i % 7 != 0).then(|| rng.i64(RANGE));
+        write(&board, true, player, score);
+        apply(&mut expected, player, score);
+    }
+    board.flush().unwrap();
+    assert_eq!(board.queued().unwrap(), 0);
+    let stats = worker.stop().unwrap();
+    let queued_writes = (THREADS * ROUNDS * OWN * 2 + SHARED) as u64;
+    assert_eq!(
+        stats.updates, queued_writes,
+        "every queued write applied once"
+    );
+    assert!(stats.batches > 1, "{stats:?}");
+
+    let mut players: BTreeSet<String> = shared.into_iter().collect();
+    for t in 0..2 * THREADS {
+        let prefix = if t >= THREADS { "queued" } else { "direct" };
+        players.extend((0..OWN).map(|i| format!("{prefix}-{t}-{i}")));
+    }
+    assert_board(&board, &expected, &players);
+}
+
+fn write(board: &Ranking, queued: bool, player: &str, score: Option<i64>) {
+    match (queued, score) {
+        (true, Some(s)) => board.enqueue(player, s).unwrap(),
+        (true, None) => board.enqueue_remove(player).unwrap(),
+        (false, Some(s)) => board.set_score(player, s).unwrap(),
+        (false, None) => {
+            board.remove(player).unwrap();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Input, flush, worker life cycle.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn bad_input_is_refused_before_anything_is_queued() {
+    let db = common::db();
+    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100)).unwrap();
+    let long = "x".repeat(257);
+    for (player, score) in [("", 5), ("nul\0", 5), (long.as_str(), 5)] {
+        let err = board.enqueue(player, score).unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
+        assert!(!err.is_retryable());
+    }
+    assert!(matches!(
+        board.enqueue_remove("").unwrap_err(),
+        Error::InvalidName { .. }
+    ));
+    for score in [-1, 100, i64::MIN, i64::MAX] {
+        let err = board.enqueue("ok", score).unwrap_err();
+        assert!(
+            matches!(err, Error::ScoreOutOfRange { score: s, min: 0, max: 100 } if s == score),
+            "{err:?}"
+        );
+    }
+    assert_eq!(board.queued().unwrap(), 0);
+    // The boundaries are accepted.
+    board.enqueue("low", 0).unwrap();
+    board.enqueue("high", 99).unwrap();
+    assert_eq!(board.queued().unwrap(), 2);
+}
+
+/// Without a worker nothing drains, so `flush` gives up after its time
+/// limit with a typed error that says how much is still queued, and loses
+/// nothing; with a worker the same flush returns.
+#[test]
+fn flush_without_a_worker_times_out_and_keeps_the_updates() {
+    let db = common::db();
+    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100)).unwrap();
+    board.flush_within(Duration::ZERO).unwrap(); // nothing queued: nothing to wait for
+    for (i, player) in ["a", "b", "c"].into_iter().enumerate() {
+        board.enqueue(player, i as i64).unwrap();
+    }
+    let started = Instant::now();
+    let err = board.flush_within(Duration::from_millis(200)).unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    match &err {
+        Error::FlushTimeout { remaining, waited } => {
+            assert_eq!(*remaining, 3);
+            assert!(*waited >= Duration::from_millis(200));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("is a worker running?"), "{err}");
+    assert_eq!(board.queued().unwrap(), 3);
+    assert_eq!(board.len().unwrap(), 0);
+
+    let worker = board.worker().spawn().unwrap();
+    board.flush().unwrap();
+    assert_eq!(board.score("c").unwrap(), Some(2));
+    assert_eq!(board.len().unwrap(), 3);
+    worker.stop().unwrap();
+}
+
+/// A flush waits only for what was enqueued before it: updates arriving
+/// during the flush do not keep it waiting.
+#[test]
+fn flush_does_not_wait_for_later_updates() {
+    let db = common::db_with(|b| b.synchronous(Synchronous::Normal));
+    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..1_000)).unwrap();
+    board.enqueue("first", 1).unwrap();
+    let worker = board.worker().batch_size(10).spawn().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                board
+                    .enqueue(&format!("later-{}", n % 50), n % 1_000)
+                    .unwrap();
+                n += 1;
+            }
+        });
+        board.flush_within(Duration::from_secs(30)).unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(board.score("first").unwrap(), Some(1));
+    worker.stop().unwrap();
+}
+
+/// A queued update the board refuses (written behind the library's back)
+/// stops the worker with that error; nothing of its batch is applied and
+/// the update stays queued.
+#[test]
+fn a_worker_stops_at_an_update_it_cannot_apply() {
+    let db = common::db();
+    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100)).unwrap();
+    board.enqueue("good", 5).unwrap();
+    let raw = common::raw(&db.path);
+    raw.execute(
+        "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score) \
+         SELECT board, queue, seq + 1, 'bad', 1000 FROM autoshard_rank_queue",
+        [],
+    )
+    .unwrap();
+    let worker = board.worker().spawn().unwrap();
+    let err = worker.join().unwrap_err();
+    assert!(
+        matches!(err, Error::ScoreOutOfRange { score: 1000, .. }),
+        "{err:?}"
+    );
+    assert_eq!(board.queued().unwrap(), 2);
+    assert_eq!(
+        board.len().unwrap(),
+        0,
+        "part of a failed batch was applied"
+    );
+}
+
+#[test]
+fn worker_handles_stop_on_drop_and_report_what_they_did() {
+    let db = common::db();
+    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100).queues(3)).unwrap();
+    drop(board.worker().spawn().unwrap()); // returns: the drop stopped it
+    for n in 0..10 {
+        board.enqueue(&format!("p{n}"), n).unwrap();
+    }
+    let worker = board.worker().exit_when_idle(true).spawn().unwrap();
+    let stats = worker.join().unwrap();
+    assert_eq!((stats.updates, stats.busy), (10, 0));
+    assert_eq!(board.len().unwrap(), 10);
+    // An idle worker is woken by an enqueue, not only by its timeout.
+    let worker = board
+        .worker()
+        .idle_timeout(Duration::from_secs(3_600))
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(50));
+    board.enqueue("woken", 7).unwrap();
+    // No flush here: a flush wakes the worker too.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while board.score("woken").unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the enqueue did not wake the worker"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!worker.is_finished());
+    assert_eq!(worker.stop().unwrap().updates, 1);
+}
+
+#[test]
+fn an_in_memory_board_queues_too() {
+    let db = Sqlite::memory().unwrap();
+    let board = Ranking::create(&db, "b", RankingConfig::new(-50..50).queues(2)).unwrap();
+    board.set_score("direct", -50).unwrap();
+    for n in 0..100 {
+        board.enqueue(&format!("p{}", n % 10), n - 50).unwrap();
+    }
+    board.enqueue_remove("p0").unwrap();
+    let stats = board.worker().batch_size(7).drain().unwrap();
+    assert_eq!(stats.updates, 101);
+    let mut expected: Scores = (1..10).map(|i| (format!("p{i}"), 40 + i)).collect();
+    expected.insert("direct".into(), -50);
+    let players = expected.keys().cloned().chain(["p0".into()]).collect();
+    board.check_integrity().unwrap();
+    assert_eq!(read_scores(&board, &players), expected);
+}
+
+// ---------------------------------------------------------------------------
+// Several workers, in several processes.
+// ---------------------------------------------------------------------------
+
+/// Two workers in this process (separate handles) and two child processes
+/// drain one queue at once. Each player's updates are increasing scores, so
+/// a batch applied out of order or twice after a newer one would leave an
+/// older score; the workers' counts add up to exactly the updates queued.
+#[test]
+fn workers_in_several_processes_apply_every_update_once_in_order() {
+    let _serial = serial();
+    const PLAYERS: usize = 400;
+    const EACH: i64 = 25;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("multi.db");
+    let db = Sqlite::builder(&path)
+        .synchronous(Synchronous::Normal)
+        .open()
+        .unwrap();
+    let config = RankingConfig::new(RANGE).branching(8).shards(2).queues(3);
+    let board = Ranking::create(&db, BOARD, config).unwrap();
+    let mut expected = Scores::new();
+    for n in 0..EACH {
+        for p in 0..PLAYERS {
+            let player = format!("p{p}");
+            let score = n * 100 + p as i64 % 100;
+            board.enqueue(&player, score).unwrap();
+            expected.insert(player, score);
+        }
+    }
+    let total = (PLAYERS as i64 * EACH) as u64;
+    assert_eq!(board.queued().unwrap(), total);
+
+    let children: Vec<Spawned> = (0..2)
+        .map(|c| spawn(&path, Mode::Drain, c, "normal"))
+        .collect();
+    let updates: u64 = thread::scope(|s| {
+        let local: Vec<_> = (0..2)
+            .map(|_| {
+                let path = &path;
+                s.spawn(move || {
+                    let db = Sqlite::open(path).unwrap();
+                    let board = Ranking::open(&db, BOARD).unwrap();
+                    board.worker().batch_size(16).drain().unwrap().updates
+                })
+            })
+            .collect();
+        local.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let mut drained = Vec::new();
+    for child in children {
+        let run = child.finish();
+        assert!(run.status.success(), "drain child: {:?}", run.status);
+        let line = run.lines.iter().find_map(|l| l.strip_prefix("drained "));
+        drained.push(
+            line.expect("the child reports its count")
+                .parse::<u64>()
+                .unwrap(),
+        );
+    }
+    eprintln!("in-process workers: {updates}, children: {drained:?}");
+    assert_eq!(
+        updates + drained.iter().sum::<u64>(),
+        total,
+        "applied once each"
+    );
+    assert_eq!(board.queued().unwrap(), 0);
+    let players = expected.keys().cloned().collect();
+    assert_board(&board, &expected, &players);
+}
+
+// ---------------------------------------------------------------------------
+// Child processes.
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Runs a worker (small batches) until killed.
+    Worker,
+    /// Control: a worker that applies a batch and deletes it in two
+    /// transactions.
+    SplitWorker,
+    /// Drains the queue with `exit_when_idle`, then reports its count.
+    Drain,
+    /// Threads enqueue unique updates and acknowledge each on stdout.
+    Enqueuer,
+    /// Control: acknowledges each update before enqueueing it.
+    AckFirst,
+}
+
+impl Mode {
+    const ALL: [Mode; 5] = [
+        Mode::Worker,
+        Mode::SplitWorker,
+        Mode::Drain,
+        Mode::Enqueuer,
+        Mode::AckFirst,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Worker => "worker",
+            Mode::SplitWorker => "split-worker",
+            Mode::Drain => "drain",
+            Mode::Enqueuer => "enqueuer",
+            Mode::AckFirst => "ack-first",
+        }
+    }
+}
+
+const ENQUEUE_THREADS: u64 = 4;
+const CRASH_BATCH: usize = 40;
+
+/// The child's entry point; without the parent's environment it returns.
+#[test]
+#[ignore = "the crash tests run it as a child process"]
+fn child_process() {
+    let (Ok(path), Ok(mode), Ok(child), Ok(sync)) = (
+        std::env::var(ENV_DB),
+        std::env::var(ENV_MODE),
+        std::env::var(ENV_CHILD),
+        std::env::var(ENV_SYNC),
+    ) else {
+        return;
+    };
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+    say(""); // end the harness's `test child_process ... ` line
+    let mode = *Mode::ALL
+        .iter()
+        .find(|m| m.name() == mode)
+        .expect("known mode");
+    let child: u64 = child.parse().unwrap();
+    let synchronous = if sync == "full" {
+        Synchronous::Full
+    } else {
+        Synchronous::Normal
+    };
+    let db = Sqlite::builder(PathBuf::from(path))
+        .synchronous(synchronous)
+        .open()
+        .unwrap();
+    let board = Ranking::open(&db, BOARD).unwrap();
+    match mode {
+        Mode::Worker => {
+            let worker = board
+                .worker()
+                .batch_size(CRASH_BATCH)
+                .linger(Duration::ZERO)
+                .spawn()
+                .unwrap();
+            say("ready");
+            thread::sleep(CHILD_LIFETIME);
+            worker.stop().unwrap();
+        }
+        Mode::SplitWorker => {
+            say("ready");
+            split_worker(&board);
+        }
+        Mode::Drain => {
+            let stats = board.worker().batch_size(16).drain().unwrap();
+            say(&format!("drained {}", stats.updates));
+        }
+        Mode::Enqueuer | Mode::AckFirst => {
+            let ready = Barrier::new(ENQUEUE_THREADS as usize);
+            thread::scope(|s| {
+                for t in 0..ENQUEUE_THREADS {
+                    let (board, ready) = (&board, &ready);
+                    s.spawn(move || {
+                        if ready.wait().is_leader() {
+                            say("ready");
+                        }
+                        let started = Instant::now();
+                        for n in 0.. {
+                            if started.elapsed() > CHILD_LIFETIME {
+                                return;
+                            }
+                            let player = format!("c{child}-t{t}-{n}");
+                            let score = n % RANGE.end;
+                            if mode == Mode::AckFirst {
+                                say(&format!("ack {t} {n}"));
+                            }
+                            board.enqueue(&player, score).unwrap();
+                            if mode == Mode::Enqueuer {
+                                say(&format!("ack {t} {n}"));
+                            }
+                        }
+                    });
+                }
+            });
+        }
+    }
+}
+
+/// The control's buggy worker, written with public calls and raw SQL: it
+/// applies the oldest rows with `set_scores`/`remove` (one transaction each)
+/// and deletes them afterwards in another. The pause between stands for a
+/// slow commit and makes a kill between the two likely.
+fn split_worker(board: &Ranking) {
+    let raw = common::raw(Path::new(&std::env::var(ENV_DB).unwrap()));
+    let started = Instant::now();
+    while started.elapsed() < CHILD_LIFETIME {
+        let rows = queue_rows(&raw);
+        let batch: Vec<&QueueRow> = rows.iter().take(CRASH_BATCH).collect();
+        if batch.is_empty() {
+            thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        let scores: Vec<(&str, i64)> = batch
+            .iter()
+            .filter_map(|r| r.score.map(|s| (r.player.as_str(), s)))
+            .collect();
+        board.set_scores(&scores).unwrap();
+        for r in batch.iter().filter(|r| r.score.is_none()) {
+            board.remove(&r.player).unwrap();
+        }
+        thread::sleep(Duration::from_millis(3));
+        for r in &batch {
+            raw.execute(
+                "DELETE FROM autoshard_rank_queue WHERE queue = ?1 AND seq = ?2",
+                (r.queue, r.seq),
+            )
+            .unwrap();
+        }
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").expect("parent closed the pipe");
+    out.flush().expect("parent closed the pipe");
+}
+
+struct Spawned {
+    process: std::process::Child,
+    ready: mpsc::Receiver<()>,
+    output: Option<thread::JoinHandle<Vec<String>>>,
+}
+
+struct Run {
+    lines: Vec<String>,
+    status: ExitStatus,
+}
+
+impl Run {
+    fn killed(&self) -> bool {
+        self.status.signal() == Some(SIGKILL)
+    }
+}
+
+fn spawn(db: &Path, mode: Mode, child: u64, sync: &str) -> Spawned {
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process", "--ignored", "--nocapture"])
+        .arg("--test-threads=1")
+        .env(ENV_DB, db)
+        .env(ENV_MODE, mode.name())
+        .env(ENV_CHILD, child.to_string())
+        .env(ENV_SYNC, sync)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the child");
+    let stdout = process.stdout.take().unwrap();
+    let (ready_tx, ready) = mpsc::channel();
+    let output = thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.expect("child stdout");
+            if line == "ready" {
+                let _ = ready_tx.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    Spawned {
+        process,
+        ready,
+        output: Some(output),
+    }
+}
+
+impl Spawned {
+    fn kill_after(mut self, delay: Duration) -> Run {
+        if let Err(e) = self.ready.recv_timeout(Duration::from_secs(60)) {
+            panic!("the child exited or hung before it was ready ({e:?})");
+        }
+        thread::sleep(delay);
+        let _ = self.process.kill();
+        self.finish()
+    }
+
+    fn finish(mut self) -> Run {
+        let status = self.process.wait().unwrap();
+        let lines = self.output.take().unwrap().join().unwrap();
+        Run { lines, status }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// Every other child runs under `Full` (kills land mostly in the fsync,
+/// after the commit frame is written), the others under `Normal` (kills land
+/// densely inside transactions).
+fn sync_for(child: u64) -> &'static str {
+    if child.is_multiple_of(2) {
+        "full"
+    } else {
+        "normal"
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A worker killed mid-drain.
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct QueueRow {
+    queue: i64,
+    seq: i64,
+    player: String,
+    score: Option<i64>,
+}
+
+/// The queue in (shard, sequence) order, read behind the library's back.
+fn queue_rows(raw: &rusqlite::Connection) -> Vec<QueueRow> {
+    let mut stmt = raw
+        .prepare("SELECT queue, seq, player, score FROM autoshard_rank_queue ORDER BY queue, seq")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(QueueRow {
+                queue: r.get(0)?,
+                seq: r.get(1)?,
+                player: r.get(2)?,
+                score: r.get(3)?,
+            })
+        })
+        .unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
+#[derive(Debug, Default)]
+struct WorkerKills {
+    kills: u64,
+    /// Kills after which part, not all, of the queue had been drained.
+    mid_drain: u64,
+    /// Kills before the first batch committed.
+    before_first_batch: u64,
+    /// Kills after the whole queue was drained.
+    after_last_batch: u64,
+    updates_applied_by_killed_children: u64,
+}
+
+const CRASH_PLAYERS: usize = 1_500;
+const CRASH_UPDATES: usize = 2_000;
+
+/// Fills the queue, kills a worker child at a random moment, checks the
+/// mid-state, drains with a restarted worker and checks the end state;
+/// repeats until `want` kills landed mid-drain.
+fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("worker.db");
+    let db = Sqlite::builder(&path)
+        .synchronous(Synchronous::Normal)
+        .open()
+        .unwrap();
+    let config = RankingConfig::new(RANGE).branching(16).shards(4).queues(4);
+    let board = Ranking::create(&db, BOARD, config).unwrap();
+    let raw = common::raw(&path);
+    let players: BTreeSet<String> = (0..CRASH_PLAYERS).map(|p| format!("p{p}")).collect();
+    let mut rng = fastrand::Rng::with_seed(seed());
+    // The board starts with players set directly, so the oracle is built
+    // from the player-score table and the queue together.
+    let mut initial = Vec::new();
+    for p in &players {
+        if rng.bool() {
+            initial.push((p.clone(), rng.i64(RANGE)));
+        }
+    }
+    let pairs: Vec<(&str, i64)> = initial.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    board.set_scores(&pairs).unwrap();
+    let mut stats = WorkerKills::default();
+    let players_vec: Vec<&String> = players.iter().collect();
+    while stats.mid_drain < want {
+        if stats.kills >= 5 * want {
+            return Err(format!("too few kills landed mid-drain: {stats:?}"));
+        }
+        // Fill: the oracle is the board as stored plus every enqueued update.
+        let before = read_scores(&board, &players);
+        let mut expected = before.clone();
+        let chunks: Vec<Vec<(String, Option<i64>)>> = (0..4)
+            .map(|_| {
+                (0..CRASH_UPDATES / 4)
+                    .map(|_| {
+                        let p = players_vec[rng.usize(..players_vec.len())].clone();
+                        (p, (rng.u8(..20) != 0).then(|| rng.i64(RANGE)))
+                    })
+                    .collect()
+            })
+            .collect();
+        thread::scope(|s| {
+            for chunk in &chunks {
+                let board = &board;
+                s.spawn(move || {
+                    for (p, score) in chunk {
+                        write(board, true, p, *score);
+                    }
+                });
+            }
+        });
+        let queued = queue_rows(&raw);
+        assert_eq!(queued.len(), CRASH_UPDATES);
+        for row in &queued {
+            // Per shard in sequence order is a player's enqueue order.
+            apply(&mut expected, &row.player, row.score);
+        }
+
+        let child = stats.kills;
+        let delay = Duration::from_millis(rng.u64(5..=80));
+        let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
+        assert!(
+            run.killed(),
+            "child {child} ended by itself: {:?}",
+            run.status
+        );
+        stats.kills += 1;
+
+        // Mid-state: the remaining queue is a suffix of each shard, and the
+        // board is `before` plus exactly the drained prefix.
+        let left = queue_rows(&raw);
+        let mut prefix = before.clone();
+        let mut drained = 0;
+        for shard in 0..4 {
+            let all: Vec<&QueueRow> = queued.iter().filter(|r| r.queue == shard).collect();
+            let rest: Vec<&QueueRow> = left.iter().filter(|r| r.queue == shard).collect();
+            if rest.len() > all.len() || all[all.len() - rest.len()..] != rest[..] {
+                return Err(format!(
+                    "child {child}: queue shard {shard} is not a suffix of what was enqueued"
+                ));
+            }
+            for row in &all[..all.len() - rest.len()] {
+                apply(&mut prefix, &row.player, row.score);
+                drained += 1;
+            }
+        }
+        let now = read_scores(&board, &players);
+        if now != prefix {
+            let differ = players
+                .iter()
+                .filter(|p| now.get(*p) != prefix.get(*p))
+                .count();
+            return Err(format!(
+                "child {child} killed {delay:?} in: {differ} players differ from the board \
+                 plus the drained prefix ({drained} updates): a batch was applied but still \
+                 queued, or deleted but not applied"
+            ));
+        }
+        board
+            .check_integrity()
+            .map_err(|e| format!("child {child}: integrity after the kill: {e}"))?;
+        stats.updates_applied_by_killed_children += drained as u64;
+        match drained {
+            0 => stats.before_first_batch += 1,
+            CRASH_UPDATES => stats.after_last_batch += 1,
+            _ => stats.mid_drain += 1,
+        }
+
+        // Restart a worker; after a flush the board is the oracle.
+        let worker = board.worker().spawn().unwrap();
+        board.flush().unwrap();
+        worker.stop().unwrap();
+        assert_eq!(board.queued().unwrap(), 0);
+        assert_eq!(
+            read_scores(&board, &players),
+            expected,
+            "after child {child}"
+        );
+        board.check_integrity().unwrap();
+    }
+    assert_board(&board, &read_scores(&board, &players), &players);
+    Ok(stats)
+}
+
+#[test]
+fn worker_killed_20_times_mid_drain_applies_every_update_exactly_once() {
+    let _serial = serial();
+    let stats = kill_workers(Mode::Worker, 20).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("worker kills: {stats:?}");
+}
+
+// ---------------------------------------------------------------------------
+// An enqueuer killed mid-commit.
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct EnqueueKills {
+    kills: u64,
+    acked: u64,
+    /// Updates stored without an acknowledgement: the kill landed after
+    /// their commit (at most one per thread).
+    committed_not_acked: u64,
+}
+
+/// Every acknowledged enqueue of a killed child is in the queue; per
+/// thread, what is stored is the acknowledged updates plus at most the one
+/// in flight.
+fn kill_enqueuers(mode: Mode, kills: u64) -> std::result::Result<EnqueueKills, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("enqueue.db");
+    let db = Sqlite::open(&path).unwrap();
+    let config = RankingConfig::new(RANGE).queues(3);
+    let board = Ranking::create(&db, BOARD, config).unwrap();
+    board.queued().unwrap(); // creates the queue tables
+    let raw = common::raw(&path);
+    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut stats = EnqueueKills::default();
+    for child in 0..kills {
+        let delay = Duration::from_millis(rng.u64(5..=80));
+        let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
+        assert!(run.killed(), "child {child}: {:?}", run.status);
+        stats.kills += 1;
+        let mut acked: HashMap<u64, u64> = HashMap::new(); // thread -> acked count
+        for line in &run.lines {
+            if let Some(rest) = line.strip_prefix("ack ") {
+                let (t, n) = rest.split_once(' ').unwrap();
+                let (t, n): (u64, u64) = (t.parse().unwrap(), n.parse().unwrap());
+                let count = acked.entry(t).or_default();
+                assert_eq!(*count, n, "acks of a thread are in order");
+                *count += 1;
+            }
+        }
+        let mut stored: HashMap<u64, BTreeSet<u64>> = HashMap::new();
+        for row in queue_rows(&raw) {
+            let Some(rest) = row.player.strip_prefix(&format!("c{child}-t")) else {
+                continue;
+            };
+            let (t, n) = rest.split_once('-').unwrap();
+            let (t, n): (u64, u64) = (t.parse().unwrap(), n.parse().unwrap());
+            assert_eq!(row.score, Some((n % RANGE.end as u64) as i64));
+            assert!(stored.entry(t).or_default().insert(n), "stored twice");
+        }
+        for t in 0..ENQUEUE_THREADS {
+            let acked = acked.get(&t).copied().unwrap_or(0);
+            let stored = stored.remove(&t).unwrap_or_default();
+            let lost = (0..acked).filter(|n| !stored.contains(n)).count();
+            if lost > 0 {
+                return Err(format!(
+                    "child {child} killed {delay:?} in: {lost} acknowledged updates lost \
+                     (thread {t})"
+                ));
+            }
+            let extra: Vec<u64> = stored.range(acked..).copied().collect();
+            if !(extra.is_empty() || extra == [acked]) {
+                return Err(format!(
+                    "child {child}: thread {t} has unacknowledged updates {extra:?} after \
+                     {acked} acknowledged"
+                ));
+            }
+            stats.acked += acked;
+            stats.committed_not_acked += extra.len() as u64;
+        }
+    }
+    if stats.acked == 0 {
+        return Err("no child ever acknowledged an update: the kills tested nothing".into());
+    }
+    Ok(stats)
+}
+
+#[test]
+fn acknowledged_enqueues_survive_kill_9_of_20_enqueuers() {
+    let _serial = serial();
+    let stats = kill_enqueuers(Mode::Enqueuer, 20).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("enqueue kills: {stats:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Controls: the crash checks above can fail.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn control_a_worker_that_deletes_in_a_second_transaction_is_caught() {
+    let _serial = serial();
+    let err = kill_workers(Mode::SplitWorker, 20).expect_err("the split worker went unnoticed");
+    assert!(err.contains("applied but still queued"), "{err}");
+    eprintln!("split worker caught: {err}");
+}
+
+#[test]
+fn control_acknowledging_before_the_commit_is_caught() {
+    let _serial = serial();
+    let err = kill_enqueuers(Mode::AckFirst, 20).expect_err("early acks went unnoticed");
+    assert!(err.contains("acknowledged updates lost"), "{err}");
+    eprintln!("ack-first caught: {err}");
+}

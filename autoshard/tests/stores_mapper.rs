@@ -1,0 +1,986 @@
+//! The paper's semantics (sections 2.1, 2.2, 4) through the `Store` API,
+//! written once and run against every store (see `common/stores.rs`):
+//! SQLite, PostgreSQL in locking mode and PostgreSQL in optimistic mode.
+//! Where a test looks at the rows behind the store's back it uses only
+//! what all stores share: static shards are numbered `0..N`, a dynamic
+//! field's first row is 0, and a save appends above every existing row.
+//! Tests of SQLite's own numbering and raw-SQL edits stay in `mapper.rs`.
+
+use autoshard::{shard_fold, shard_method, CompactionStats, Error, Pending, Saved, Shardable};
+use autoshard::{Store, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[path = "common/stores.rs"]
+mod stores;
+use stores::{Fresh, Options, Rows, TestStore};
+
+store_tests!(
+    insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field,
+    insert_of_an_existing_id_fails_and_changes_nothing,
+    insert_resets_pending_so_nothing_is_counted_twice,
+    load_of_a_missing_id_is_none,
+    static_save_folds_into_exactly_one_shard_within_range,
+    dynamic_save_appends_exactly_one_row,
+    saving_with_nothing_pending_writes_nothing,
+    several_sharded_fields_and_the_document_commit_together,
+    saving_a_never_inserted_entity_is_not_found_and_keeps_the_delta,
+    saving_a_deleted_entity_is_not_found_and_keeps_the_delta,
+    lowering_shards_loses_nothing_and_compaction_folds_the_surplus,
+    static_to_dynamic_and_back,
+    delete_removes_the_entity_and_all_its_shard_rows,
+    compaction_stats_are_exact_on_a_known_layout,
+    compaction_in_small_batches_reports_growing_totals_once_per_batch,
+    a_group_larger_than_a_batch_is_folded_a_part_at_a_time,
+    compaction_of_an_empty_kind,
+    compaction_leaves_rows_of_undeclared_fields_alone,
+    string_ids_work_end_to_end,
+    integer_ids_of_any_width_and_sign,
+    two_handles_on_one_database_see_each_others_writes,
+);
+
+#[derive(Shardable, Debug)]
+struct Question {
+    #[shard(id)]
+    id: u64,
+    title: String,
+    #[shard(neutral = 0, shards = 10)]
+    votes: i64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Question {
+    fn new(id: u64, votes: i64, views: i64) -> Self {
+        Question {
+            id,
+            title: format!("question {id}"),
+            votes,
+            views,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn vote(&mut self, by: i64) {
+        self.votes += by;
+    }
+    #[shard_method]
+    fn view(&mut self) {
+        self.views += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+// --- helpers -------------------------------------------------------------
+
+fn int_sum(rows: &BTreeMap<i64, Value>) -> i64 {
+    rows.values()
+        .map(|v| match v {
+            Value::Integer(i) => *i,
+            other => panic!("expected an integer, got {other:?}"),
+        })
+        .sum()
+}
+
+fn saved(s: Saved) -> (u32, bool, u32) {
+    (s.attempts, s.document_written, s.shard_writes)
+}
+
+const NOTHING: (u32, bool, u32) = (0, false, 0);
+
+fn stats(s: &CompactionStats) -> (u64, u64, u64, u64) {
+    (
+        s.entities_visited,
+        s.entities_compacted,
+        s.rows_merged,
+        s.batches,
+    )
+}
+
+/// The rows that differ between two dumps (present in either).
+fn diff(before: &Rows, after: &Rows) -> Vec<(String, String, i64)> {
+    let keys: BTreeSet<_> = before.keys().chain(after.keys()).cloned().collect();
+    keys.into_iter()
+        .filter(|k| before.get(k) != after.get(k))
+        .collect()
+}
+
+// --- insert --------------------------------------------------------------
+
+fn insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 76, 5)).unwrap();
+
+    let votes = db.field_rows("question", "1", "votes");
+    let expected: BTreeMap<i64, Value> = (0..10)
+        .map(|s| (s, Value::Integer(if s == 0 { 76 } else { 0 })))
+        .collect();
+    assert_eq!(votes, expected);
+    let views = db.field_rows("question", "1", "views");
+    assert_eq!(views, BTreeMap::from([(0, Value::Integer(5))]));
+    assert_eq!(db.shard_rows("question").len(), 11);
+
+    let doc: serde_json::Value = serde_json::from_str(&db.documents("question")["1"]).unwrap();
+    assert_eq!(doc, serde_json::json!({ "title": "question 1" }));
+}
+
+fn insert_of_an_existing_id_fails_and_changes_nothing<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 76, 5)).unwrap();
+    let rows = db.shard_rows("question");
+    let docs = db.documents("question");
+
+    let mut other = Question::new(1, 1000, 1000);
+    other.title = "impostor".into();
+    let err = db.insert(&other).unwrap_err();
+    assert!(
+        matches!(&err, Error::AlreadyExists { kind: "Question", id } if id == "1"),
+        "{err:?}"
+    );
+    assert_eq!(db.shard_rows("question"), rows);
+    assert_eq!(db.documents("question"), docs);
+    let q: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!((q.title.as_str(), q.votes, q.views), ("question 1", 76, 5));
+}
+
+fn insert_resets_pending_so_nothing_is_counted_twice<S: TestStore>() {
+    let db = S::fresh();
+    let mut q = Question::new(1, 0, 0);
+    // Shard methods before the insert: the inserted aggregate already holds
+    // these changes, so the deltas must not be saved on top of it.
+    q.vote(3);
+    q.view();
+    db.insert(&q).unwrap();
+    let rows = db.shard_rows("question");
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    assert_eq!(db.shard_rows("question"), rows);
+
+    let loaded: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (3, 1));
+
+    // The inserted object stays usable: later changes are saved once.
+    q.vote(2);
+    assert_eq!(saved(db.save(&mut q).unwrap()), (1, false, 1));
+    let loaded: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (5, 1));
+}
+
+// --- load ----------------------------------------------------------------
+
+fn load_of_a_missing_id_is_none<S: TestStore>() {
+    let db = S::fresh();
+    assert!(db.load::<Question>(&1).unwrap().is_none());
+    db.insert(&Question::new(1, 0, 0)).unwrap();
+    assert!(db.load::<Question>(&2).unwrap().is_none());
+}
+
+// --- save ----------------------------------------------------------------
+
+fn static_save_folds_into_exactly_one_shard_within_range<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 0, 0)).unwrap();
+    let mut q: Question = db.load(&1).unwrap().unwrap();
+    let mut chosen = BTreeSet::new();
+    for i in 1..=60 {
+        let before = db.shard_rows("question");
+        q.vote(i);
+        assert_eq!(saved(db.save(&mut q).unwrap()), (1, false, 1));
+        let after = db.shard_rows("question");
+        let changed = diff(&before, &after);
+        assert_eq!(changed.len(), 1, "one save changed {changed:?}");
+        let (entity, field, shard) = changed[0].clone();
+        assert_eq!((entity.as_str(), field.as_str()), ("1", "votes"));
+        assert!((0..10).contains(&shard), "shard {shard} out of 0..10");
+        let key = &changed[0];
+        let (Value::Integer(old), Value::Integer(new)) = (&before[key], &after[key]) else {
+            panic!("non-integer votes")
+        };
+        assert_eq!(new - old, i);
+        chosen.insert(shard);
+    }
+    // 60 uniform picks out of 10 land on one shard with probability 1e-59.
+    assert!(chosen.len() > 1, "every save chose shard {chosen:?}");
+    assert_eq!(
+        int_sum(&db.field_rows("question", "1", "votes")),
+        (1..=60).sum::<i64>()
+    );
+}
+
+fn dynamic_save_appends_exactly_one_row<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 0, 2)).unwrap();
+    let mut q: Question = db.load(&1).unwrap().unwrap();
+    for _ in 1..=5 {
+        let before = db.shard_rows("question");
+        q.view();
+        q.view();
+        assert_eq!(saved(db.save(&mut q).unwrap()), (1, false, 1));
+        let after = db.shard_rows("question");
+        let changed = diff(&before, &after);
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        let key = &changed[0];
+        assert!(!before.contains_key(key));
+        assert_eq!((key.0.as_str(), key.1.as_str()), ("1", "views"));
+        assert_eq!(after[key], Value::Integer(2));
+        // Appended above every row the field had.
+        assert!(before.keys().all(|k| k.1 != "views" || k.2 < key.2));
+    }
+    assert_eq!(db.shard_count::<Question>(&1, "views").unwrap(), 6);
+    assert_eq!(db.load::<Question>(&1).unwrap().unwrap().views, 12);
+}
+
+fn saving_with_nothing_pending_writes_nothing<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 4, 4)).unwrap();
+    let rows = db.shard_rows("question");
+    let docs = db.documents("question");
+    let mut q: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    // A change undone by hand before the save is no change at all.
+    q.vote(5);
+    q.vote(-5);
+    q.title = "changed".into();
+    q.title = "question 1".into();
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    q.vote(1);
+    db.save(&mut q).unwrap();
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    assert_eq!(db.documents("question"), docs);
+    assert_eq!(diff(&rows, &db.shard_rows("question")).len(), 1);
+}
+
+#[derive(Shardable, Debug)]
+struct Pair {
+    #[shard(id)]
+    id: u64,
+    note: String,
+    #[shard(neutral = 0, shards = 1)]
+    plain: i64,
+    #[shard(neutral = 0, shards = 1, fold = autoshard::fold::checked_sum)]
+    checked: i64,
+    #[shard(neutral = 0)]
+    appended: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Pair {
+    #[shard_method]
+    fn add(&mut self, plain: i64, checked: i64, appended: i64) {
+        self.plain += plain;
+        self.checked = self.checked.saturating_add(checked);
+        self.appended += appended;
+    }
+    #[shard_fold]
+    fn fold_plain(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_appended(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// On PostgreSQL in locking mode `checked` is added in SQL, so this also
+/// checks that a `bigint` overflow there is the same typed error.
+fn several_sharded_fields_and_the_document_commit_together<S: TestStore>() {
+    let db = S::fresh();
+    let pair = Pair {
+        id: 1,
+        note: "a".into(),
+        plain: 0,
+        checked: i64::MAX - 10,
+        appended: 0,
+        pending: Pending::default(),
+    };
+    db.insert(&pair).unwrap();
+    let mut p: Pair = db.load(&1).unwrap().unwrap();
+    p.add(1, 1, 1);
+    p.note = "b".into();
+    assert_eq!(saved(db.save(&mut p).unwrap()), (1, true, 3));
+    let q: Pair = db.load(&1).unwrap().unwrap();
+    assert_eq!(
+        (q.note.as_str(), q.plain, q.checked, q.appended),
+        ("b", 1, i64::MAX - 9, 1)
+    );
+
+    // The checked field's fold fails after the document and the other
+    // fields were written in the same transaction: all of it rolls back.
+    let rows = db.shard_rows("pair");
+    let docs = db.documents("pair");
+    p.add(1, 100, 1);
+    p.note = "c".into();
+    let err = db.save(&mut p).unwrap_err();
+    match &err {
+        Error::Fold {
+            field: "checked",
+            source,
+            ..
+        } => assert!(
+            source.downcast_ref::<autoshard::fold::Overflow>().is_some(),
+            "{err:?}"
+        ),
+        _ => panic!("{err:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(db.shard_rows("pair"), rows);
+    assert_eq!(db.documents("pair"), docs);
+
+    // The kept deltas, compensated, land once.
+    p.add(0, -100, 0);
+    assert_eq!(saved(db.save(&mut p).unwrap()), (1, true, 2));
+    let q: Pair = db.load(&1).unwrap().unwrap();
+    assert_eq!(
+        (q.note.as_str(), q.plain, q.checked, q.appended),
+        ("c", 2, i64::MAX - 9, 2)
+    );
+}
+
+fn saving_a_never_inserted_entity_is_not_found_and_keeps_the_delta<S: TestStore>() {
+    let db = S::fresh();
+    let mut q = Question::new(1, 10, 0);
+    q.vote(1);
+    q.view();
+    let err = db.save(&mut q).unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { kind: "Question", id } if id == "1"),
+        "{err:?}"
+    );
+    assert!(db.shard_rows("question").is_empty());
+    assert!(db.documents("question").is_empty());
+
+    // Inserting it stores the aggregate, which already holds the delta...
+    db.insert(&q).unwrap();
+    // ...so the pending delta is gone and a save adds nothing.
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    let loaded: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (11, 1));
+}
+
+fn saving_a_deleted_entity_is_not_found_and_keeps_the_delta<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Question::new(1, 10, 10)).unwrap();
+    let mut q: Question = db.load(&1).unwrap().unwrap();
+    assert!(db.delete::<Question>(&1).unwrap());
+
+    // Only sharded fields changed, so the save goes straight to the shard
+    // rows: the foreign key, not the document update, must catch it.
+    q.vote(2);
+    let err = db.save(&mut q).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    q.view();
+    let err = db.save(&mut q).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    assert!(db.shard_rows("question").is_empty());
+    assert!(db.documents("question").is_empty());
+
+    // Someone re-creates the entity: the kept delta lands exactly once.
+    db.insert(&Question::new(1, 0, 0)).unwrap();
+    assert_eq!(saved(db.save(&mut q).unwrap()), (1, false, 2));
+    assert_eq!(saved(db.save(&mut q).unwrap()), NOTHING);
+    let loaded: Question = db.load(&1).unwrap().unwrap();
+    assert_eq!((loaded.votes, loaded.views), (2, 1));
+}
+
+// --- changing the shard count ----------------------------------------------
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Resized")]
+struct Wide {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 10)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Wide {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Resized")]
+struct Narrow {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 3)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Narrow {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn lowering_shards_loses_nothing_and_compaction_folds_the_surplus<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Wide {
+        id: 1,
+        votes: 5,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let mut w: Wide = db.load(&1).unwrap().unwrap();
+    for _ in 0..100 {
+        w.vote();
+        db.save(&mut w).unwrap();
+    }
+    let rows = db.field_rows("resized", "1", "votes");
+    assert_eq!(
+        rows.keys().copied().collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    // 100 saves over 10 shards leave shards 3..9 empty with probability 0.3^100.
+    assert!(rows.range(3..).any(|(_, v)| *v != Value::Integer(0)));
+
+    let mut n: Narrow = db.load(&1).unwrap().unwrap();
+    assert_eq!(n.votes, 105);
+    for _ in 0..50 {
+        let before = db.shard_rows("resized");
+        n.vote();
+        db.save(&mut n).unwrap();
+        let changed = diff(&before, &db.shard_rows("resized"));
+        assert_eq!(changed.len(), 1);
+        assert!((0..3).contains(&changed[0].2), "{changed:?}");
+    }
+    assert_eq!(db.load::<Narrow>(&1).unwrap().unwrap().votes, 155);
+
+    let before = db.field_rows("resized", "1", "votes");
+    let s = db.compact::<Narrow>().unwrap();
+    assert_eq!(stats(&s), (1, 1, 7, 1));
+    let after = db.field_rows("resized", "1", "votes");
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(after[&1], before[&1]);
+    assert_eq!(after[&2], before[&2]);
+    let surplus: BTreeMap<i64, Value> = before
+        .iter()
+        .filter(|(s, _)| **s == 0 || **s >= 3)
+        .map(|(s, v)| (*s, v.clone()))
+        .collect();
+    assert_eq!(after[&0], Value::Integer(int_sum(&surplus)));
+    assert_eq!(int_sum(&after), 155);
+    assert_eq!(db.load::<Narrow>(&1).unwrap().unwrap().votes, 155);
+    // Raising it back is just as safe: the wide struct sees the same total.
+    assert_eq!(db.load::<Wide>(&1).unwrap().unwrap().votes, 155);
+    assert_eq!(stats(&db.compact::<Narrow>().unwrap()), (1, 0, 0, 1));
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Switch")]
+struct StaticSwitch {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 4)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl StaticSwitch {
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Switch")]
+struct DynamicSwitch {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl DynamicSwitch {
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn hits<S>(db: &Fresh<S>) -> BTreeMap<i64, Value> {
+    db.field_rows("switch", "1", "hits")
+}
+
+fn static_to_dynamic_and_back<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&StaticSwitch {
+        id: 1,
+        hits: 3,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let mut s: StaticSwitch = db.load(&1).unwrap().unwrap();
+    for _ in 0..8 {
+        s.hit();
+        db.save(&mut s).unwrap();
+    }
+    assert_eq!(hits(&db).len(), 4);
+
+    let mut d: DynamicSwitch = db.load(&1).unwrap().unwrap();
+    assert_eq!(d.hits, 11);
+    d.hit();
+    db.save(&mut d).unwrap();
+    // Appended after the highest static shard, so no static row is touched.
+    let rows = hits(&db);
+    let keys: Vec<i64> = rows.keys().copied().collect();
+    assert_eq!((keys.len(), &keys[..4]), (5, &[0, 1, 2, 3][..]), "{keys:?}");
+    assert_eq!(rows[&keys[4]], Value::Integer(1));
+    assert_eq!(db.load::<DynamicSwitch>(&1).unwrap().unwrap().hits, 12);
+
+    assert_eq!(stats(&db.compact::<DynamicSwitch>().unwrap()), (1, 1, 4, 1));
+    assert_eq!(hits(&db), BTreeMap::from([(0, Value::Integer(12))]));
+
+    // Back to static: shards 1..3 are missing now, which save must handle.
+    let mut s: StaticSwitch = db.load(&1).unwrap().unwrap();
+    assert_eq!(s.hits, 12);
+    for _ in 0..20 {
+        s.hit();
+        db.save(&mut s).unwrap();
+    }
+    let rows = hits(&db);
+    assert!(rows.keys().all(|k| (0..4).contains(k)), "{rows:?}");
+    assert_eq!(int_sum(&rows), 32);
+    assert_eq!(db.load::<StaticSwitch>(&1).unwrap().unwrap().hits, 32);
+    // Nothing above shard 3, so static compaction has nothing to do.
+    assert_eq!(stats(&db.compact::<StaticSwitch>().unwrap()), (1, 0, 0, 1));
+}
+
+// --- delete --------------------------------------------------------------
+
+fn delete_removes_the_entity_and_all_its_shard_rows<S: TestStore>() {
+    let db = S::fresh();
+    for id in 1..=2 {
+        db.insert(&Question::new(id, 1, 1)).unwrap();
+        let mut q: Question = db.load(&id).unwrap().unwrap();
+        for _ in 0..3 {
+            q.view();
+            db.save(&mut q).unwrap();
+        }
+    }
+    assert_eq!(db.shard_rows("question").len(), 2 * (10 + 4));
+
+    assert!(db.delete::<Question>(&1).unwrap());
+    let rows = db.shard_rows("question");
+    assert_eq!(rows.len(), 14);
+    assert!(rows.keys().all(|(e, _, _)| e == "2"));
+    assert_eq!(db.documents("question").keys().collect::<Vec<_>>(), ["2"]);
+    assert!(db.load::<Question>(&1).unwrap().is_none());
+
+    assert!(!db.delete::<Question>(&1).unwrap());
+    assert!(!db.delete::<Question>(&3).unwrap());
+    assert_eq!(db.shard_rows("question").len(), 14);
+    let q: Question = db.load(&2).unwrap().unwrap();
+    assert_eq!((q.votes, q.views), (1, 4));
+}
+
+// --- compaction ----------------------------------------------------------
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Compacted")]
+struct Compacted {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 2)]
+    votes: i64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Compacted {
+    fn new(id: u64) -> Self {
+        Compacted {
+            id,
+            votes: 0,
+            views: 0,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn view(&mut self) {
+        self.views += 1;
+    }
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn views_saved<S: Store>(store: &S, id: u64, saves: usize) {
+    let mut c: Compacted = store.load(&id).unwrap().unwrap();
+    for _ in 0..saves {
+        c.view();
+        store.save(&mut c).unwrap();
+    }
+}
+
+fn compaction_stats_are_exact_on_a_known_layout<S: TestStore>() {
+    let db = S::fresh();
+    for (id, saves) in [(1, 3), (2, 0), (3, 1)] {
+        db.insert(&Compacted::new(id)).unwrap();
+        views_saved(&db.store, id, saves);
+    }
+    let s = db.compact::<Compacted>().unwrap();
+    assert_eq!(stats(&s), (3, 2, 3 + 1, 1));
+    // (2 votes + 4 views) + (2 + 1) + (2 + 2)
+    assert_eq!(s.rows_scanned, 13);
+
+    for (id, views) in [(1, 3), (2, 0), (3, 1)] {
+        assert_eq!(db.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+        assert_eq!(db.shard_count::<Compacted>(&id, "votes").unwrap(), 2);
+        let rows = db.field_rows("compacted", &id.to_string(), "views");
+        assert_eq!(rows, BTreeMap::from([(0, Value::Integer(views))]));
+    }
+    let again = db.compact::<Compacted>().unwrap();
+    assert_eq!(stats(&again), (3, 0, 0, 1));
+    assert_eq!(again.rows_scanned, 9);
+}
+
+fn compaction_in_small_batches_reports_growing_totals_once_per_batch<S: TestStore>() {
+    let db = S::fresh_with(Options {
+        compaction_batch_rows: Some(7),
+        ..Options::default()
+    });
+    for id in 1..=50 {
+        db.insert(&Compacted::new(id)).unwrap();
+        views_saved(&db.store, id, 1 + (id as usize % 2));
+    }
+    let mut seen = Vec::new();
+    let s = db
+        .compact_with::<Compacted>(&mut |p| seen.push(*p))
+        .unwrap();
+    // Odd ids hold 2 + 3 rows, even ids 2 + 2: a batch takes whole entities
+    // until it has read at least 7 rows, so always two of them.
+    assert_eq!(stats(&s), (50, 50, 75, 25));
+    assert_eq!(s.rows_scanned, 25 * 5 + 25 * 4);
+    assert_eq!(seen.len(), 25);
+    assert_eq!(seen.last(), Some(&s));
+    for (i, p) in seen.iter().enumerate() {
+        assert_eq!(p.batches, i as u64 + 1);
+        assert_eq!(p.entities_visited, 2 * (i as u64 + 1));
+    }
+    for pair in seen.windows(2) {
+        assert!(pair[1].rows_scanned > pair[0].rows_scanned);
+        assert!(pair[1].rows_merged > pair[0].rows_merged);
+    }
+    for id in 1..=50u64 {
+        let c: Compacted = db.load(&id).unwrap().unwrap();
+        assert_eq!(c.views, 1 + (id as i64 % 2));
+        assert_eq!(db.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+    }
+}
+
+fn a_group_larger_than_a_batch_is_folded_a_part_at_a_time<S: TestStore>() {
+    // Without splitting, one entity's 300 pending rows would be read and
+    // folded in a single transaction (the batch size would bound nothing).
+    // With it, every transaction reads about `compaction_batch_rows` rows,
+    // and the entity is still counted once.
+    let db = S::fresh_with(Options {
+        compaction_batch_rows: Some(50),
+        ..Options::default()
+    });
+    for id in 1..=2 {
+        db.insert(&Compacted::new(id)).unwrap();
+    }
+    views_saved(&db.store, 1, 300);
+    views_saved(&db.store, 2, 3);
+    let mut seen = Vec::new();
+    let s = db
+        .compact_with::<Compacted>(&mut |p| seen.push(*p))
+        .unwrap();
+    assert_eq!((s.entities_visited, s.entities_compacted), (2, 2));
+    assert_eq!(s.rows_merged, 300 + 3);
+    assert!(s.batches >= 6, "{s:?}");
+    let mut scanned = 0;
+    for p in &seen {
+        // A batch stops at the first row past the limit that lets it fold
+        // something, so it never reads more than limit + one group's start.
+        assert!(p.rows_scanned - scanned <= 50 + 3, "{p:?}");
+        scanned = p.rows_scanned;
+    }
+    for (id, views) in [(1u64, 300), (2, 3)] {
+        let c: Compacted = db.load(&id).unwrap().unwrap();
+        assert_eq!(c.views, views);
+        assert_eq!(db.shard_count::<Compacted>(&id, "views").unwrap(), 1);
+        assert_eq!(db.shard_count::<Compacted>(&id, "votes").unwrap(), 2);
+    }
+}
+
+fn compaction_of_an_empty_kind<S: TestStore>() {
+    let db = S::fresh();
+    let mut calls = 0;
+    let s = db.compact_with::<Compacted>(&mut |_| calls += 1).unwrap();
+    assert_eq!((stats(&s), s.rows_scanned), ((0, 0, 0, 1), 0));
+    assert_eq!(calls, 1);
+
+    // Emptied by deletes: same answer.
+    db.insert(&Compacted::new(1)).unwrap();
+    db.delete::<Compacted>(&1).unwrap();
+    let s = db.compact::<Compacted>().unwrap();
+    assert_eq!((stats(&s), s.rows_scanned), ((0, 0, 0, 1), 0));
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Legacy")]
+struct LegacyV1 {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(neutral = 0)]
+    abandoned: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl LegacyV1 {
+    #[shard_method]
+    fn touch(&mut self) {
+        self.views += 1;
+        self.abandoned += 10;
+    }
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_abandoned(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[derive(Shardable, Debug)]
+#[shard(kind = "Legacy")]
+struct LegacyV2 {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0)]
+    views: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl LegacyV2 {
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn compaction_leaves_rows_of_undeclared_fields_alone<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&LegacyV1 {
+        id: 1,
+        views: 0,
+        abandoned: 0,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let mut v1: LegacyV1 = db.load(&1).unwrap().unwrap();
+    for _ in 0..3 {
+        v1.touch();
+        db.save(&mut v1).unwrap();
+    }
+    let abandoned = db.field_rows("legacy", "1", "abandoned");
+    assert_eq!(abandoned.len(), 4);
+
+    let s = db.compact::<LegacyV2>().unwrap();
+    assert_eq!(stats(&s), (1, 1, 3, 1));
+    assert_eq!(db.field_rows("legacy", "1", "abandoned"), abandoned);
+    assert_eq!(db.field_rows("legacy", "1", "views").len(), 1);
+    assert_eq!(db.load::<LegacyV2>(&1).unwrap().unwrap().views, 3);
+    // The old struct still sees its field intact.
+    let v1: LegacyV1 = db.load(&1).unwrap().unwrap();
+    assert_eq!((v1.views, v1.abandoned), (3, 30));
+}
+
+// --- ids, handles -----------------------------------------------------------
+
+#[derive(Shardable, Debug)]
+struct Page {
+    #[shard(id)]
+    url: String,
+    #[shard(neutral = 0, shards = 3)]
+    hits: i64,
+    #[shard(neutral = 0)]
+    visits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Page {
+    fn new(url: &str) -> Self {
+        Page {
+            url: url.into(),
+            hits: 0,
+            visits: 0,
+            pending: Pending::default(),
+        }
+    }
+    #[shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+        self.visits += 1;
+    }
+    #[shard_fold]
+    fn fold_hits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+    #[shard_fold]
+    fn fold_visits(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn string_ids_work_end_to_end<S: TestStore>() {
+    let db = S::fresh();
+    // Ids that would be trouble if they were ever spliced into SQL.
+    let ids = [
+        "/",
+        "a'b",
+        "x\"); DROP TABLE as_shard_page; --",
+        "ünïcødé",
+        "",
+    ];
+    for id in ids {
+        db.insert(&Page::new(id)).unwrap();
+        let mut p: Page = db.load(&id.to_string()).unwrap().unwrap();
+        for _ in 0..3 {
+            p.hit();
+            db.save(&mut p).unwrap();
+        }
+    }
+    let err = db.insert(&Page::new("a'b")).unwrap_err();
+    assert!(
+        matches!(&err, Error::AlreadyExists { id, .. } if id == "\"a'b\""),
+        "{err:?}"
+    );
+    assert_eq!(stats(&db.compact::<Page>().unwrap()), (5, 5, 15, 1));
+    for id in ids {
+        let p: Page = db.load(&id.to_string()).unwrap().unwrap();
+        assert_eq!((p.url.as_str(), p.hits, p.visits), (id, 3, 3));
+        assert_eq!(
+            db.shard_count::<Page>(&id.to_string(), "visits").unwrap(),
+            1
+        );
+    }
+    assert!(db.delete::<Page>(&"a'b".to_string()).unwrap());
+    assert!(db.load::<Page>(&"a'b".to_string()).unwrap().is_none());
+    assert!(db.load::<Page>(&"A'B".to_string()).unwrap().is_none());
+    assert_eq!(db.shard_rows("page").len(), 4 * 4);
+}
+
+#[derive(Shardable, Debug)]
+struct Small {
+    #[shard(id)]
+    id: i8,
+    #[shard(neutral = 0, shards = 2)]
+    n: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Small {
+    #[shard_fold]
+    fn fold_n(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn integer_ids_of_any_width_and_sign<S: TestStore>() {
+    let db = S::fresh();
+    for id in [i8::MIN, -1, 0, i8::MAX] {
+        db.insert(&Small {
+            id,
+            n: i64::from(id),
+            pending: Pending::default(),
+        })
+        .unwrap();
+    }
+    for id in [i8::MIN, -1, 0, i8::MAX] {
+        assert_eq!(db.load::<Small>(&id).unwrap().unwrap().n, i64::from(id));
+    }
+    assert_eq!(
+        db.documents("small")
+            .keys()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        ["-128", "-1", "0", "127"].map(String::from).into()
+    );
+    for id in [u64::MAX >> 1, 0] {
+        let mut q = Question::new(id, 1, 1);
+        q.title = "big".into();
+        db.insert(&q).unwrap();
+        assert_eq!(db.load::<Question>(&id).unwrap().unwrap().title, "big");
+    }
+    let err = db.insert(&Question::new(u64::MAX, 0, 0)).unwrap_err();
+    assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
+}
+
+fn two_handles_on_one_database_see_each_others_writes<S: TestStore>() {
+    let db = S::fresh();
+    let other = db.open_another();
+    db.insert(&Question::new(1, 0, 0)).unwrap();
+
+    let mut a: Question = db.load(&1).unwrap().unwrap();
+    let mut b: Question = other.load(&1).unwrap().unwrap();
+    for _ in 0..10 {
+        a.vote(1);
+        db.save(&mut a).unwrap();
+        b.vote(2);
+        b.view();
+        other.save(&mut b).unwrap();
+    }
+    for store in [&db.store, &other] {
+        let q: Question = store.load(&1).unwrap().unwrap();
+        assert_eq!((q.votes, q.views), (30, 10));
+    }
+    assert_eq!(stats(&other.compact::<Question>().unwrap()), (1, 1, 10, 1));
+    assert_eq!(db.shard_count::<Question>(&1, "views").unwrap(), 1);
+    assert!(other.delete::<Question>(&1).unwrap());
+    assert!(db.load::<Question>(&1).unwrap().is_none());
+    a.vote(1);
+    let err = db.save(&mut a).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+}
