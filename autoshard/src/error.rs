@@ -165,15 +165,6 @@ pub enum Error {
         waited: std::time::Duration,
     },
 
-    /// The operation is not available on this store yet (for instance the
-    /// ranking queue on a PostgreSQL board). Checked before anything is
-    /// done: nothing was written. Not retryable.
-    #[error("{what} is not supported on this store")]
-    Unsupported {
-        /// The operation, e.g. `"the ranking queue on PostgreSQL"`.
-        what: &'static str,
-    },
-
     /// An error from SQLite that none of the variants above describes.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),

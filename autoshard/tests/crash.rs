@@ -47,18 +47,18 @@
 
 use autoshard::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store, Synchronous};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+#[path = "common/child.rs"]
+mod child;
+use child::{Child, Run};
 
-const SIGKILL: i32 = 9;
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const ENV_DB: &str = "AUTOSHARD_CRASH_DB";
 const ENV_MODE: &str = "AUTOSHARD_CRASH_MODE";
@@ -354,35 +354,6 @@ fn child_compact(path: &Path) {
 // The parent's side: spawning, killing, and the checks.
 // ---------------------------------------------------------------------------
 
-struct Spawned {
-    process: std::process::Child,
-    ready: mpsc::Receiver<()>,
-    output: Option<thread::JoinHandle<Vec<String>>>,
-}
-
-/// What a child printed and how it ended.
-struct Run {
-    lines: Vec<String>,
-    status: ExitStatus,
-}
-
-impl Run {
-    fn killed(&self) -> bool {
-        self.status.signal() == Some(SIGKILL)
-    }
-
-    fn acks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.lines.iter().filter_map(|l| {
-            l.strip_prefix("ack ")
-                .map(|op| op.parse().unwrap_or_else(|_| panic!("bad line {l:?}")))
-        })
-    }
-
-    fn said(&self, word: &str) -> bool {
-        self.lines.iter().any(|l| l == word)
-    }
-}
-
 /// Every other child uses the default, `Full`: its commit returns only
 /// after an fsync, so most kills land in that fsync, after the commit frame
 /// is already in the WAL; they exercise "committed, not acknowledged". The
@@ -397,71 +368,16 @@ fn sync_for(mode: Mode, child: u64) -> &'static str {
     }
 }
 
-fn spawn(db: &Path, mode: Mode, child: u64) -> Spawned {
-    let mut process = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "child_saver", "--ignored", "--nocapture"])
-        .arg("--test-threads=1")
-        .env(ENV_DB, db)
-        .env(ENV_MODE, mode.name())
-        .env(ENV_CHILD, child.to_string())
-        .env(ENV_SYNC, sync_for(mode, child))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let stdout = process.stdout.take().expect("piped stdout");
-    let (ready_tx, ready) = mpsc::channel();
-    // Read while the child runs: a full pipe would stall it on `say`.
-    let output = thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.expect("child stdout");
-            if line == "ready" {
-                let _ = ready_tx.send(());
-            }
-            lines.push(line);
-        }
-        lines
-    });
-    Spawned {
-        process,
-        ready,
-        output: Some(output),
-    }
-}
-
-impl Drop for Spawned {
-    /// A parent that panics must not leave its child running.
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-impl Spawned {
-    fn wait_ready(&self) {
-        if let Err(e) = self.ready.recv_timeout(Duration::from_secs(60)) {
-            panic!("the child exited or hung before it was ready ({e:?}); its stderr is above");
-        }
-    }
-
-    /// SIGKILL `delay` after the child said it is ready (`Child::kill` sends
-    /// SIGKILL on Unix), then reap it and collect its output.
-    fn kill_after(mut self, delay: Duration) -> Run {
-        self.wait_ready();
-        thread::sleep(delay);
-        // Fails only if the child is already reaped, which `wait` reports.
-        let _ = self.process.kill();
-        self.finish()
-    }
-
-    fn finish(mut self) -> Run {
-        let status = self.process.wait().expect("reap the child");
-        let output = self.output.take().expect("finished once");
-        let lines = output.join().expect("stdout reader");
-        Run { lines, status }
-    }
+fn spawn(db: &Path, mode: Mode, child: u64) -> Child {
+    Child::spawn(
+        Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "child_saver", "--ignored", "--nocapture"])
+            .arg("--test-threads=1")
+            .env(ENV_DB, db)
+            .env(ENV_MODE, mode.name())
+            .env(ENV_CHILD, child.to_string())
+            .env(ENV_SYNC, sync_for(mode, child)),
+    )
 }
 
 /// Everything the parent was promised so far.

@@ -21,15 +21,17 @@
 
 use autoshard::{shard_fold, shard_method, Concurrency, Pending, Postgres, Shardable, Store};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
-use std::sync::{mpsc, Barrier, Mutex};
+use std::io::Write;
+use std::process::Command;
+use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/stores.rs"]
 mod stores;
+use child::Child;
 use stores::pg;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -218,39 +220,20 @@ fn writer(schema: &str, mode: Mode, child: u64, thread: u64, ready: &Barrier) {
 
 /// Spawns a child, kills it `delay` after it is ready, returns its lines.
 fn run_child(schema: &str, mode: Mode, child: u64, delay: Duration) -> Vec<String> {
-    let mut process = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--ignored", "--nocapture"])
-        .env(ENV_SCHEMA, schema)
-        .env(ENV_MODE, mode.name())
-        .env(ENV_CHILD, child.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let stdout = process.stdout.take().unwrap();
-    let (ready_tx, ready) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.expect("child stdout");
-            if line == "ready" {
-                let _ = ready_tx.send(());
-            }
-            lines.push(line);
-        }
-        lines
-    });
-    let waited = ready.recv_timeout(Duration::from_secs(60));
-    if waited.is_ok() {
-        thread::sleep(delay);
-    }
-    let _ = process.kill();
-    let status = process.wait().unwrap();
-    let lines = reader.join().unwrap();
-    assert!(waited.is_ok(), "child {child} never got ready: {lines:?}");
-    assert_eq!(status.signal(), Some(9), "child {child} ended by itself");
-    lines
+    let run = Child::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child", "--ignored", "--nocapture"])
+            .env(ENV_SCHEMA, schema)
+            .env(ENV_MODE, mode.name())
+            .env(ENV_CHILD, child.to_string()),
+    )
+    .kill_after(delay);
+    assert!(
+        run.killed(),
+        "child {child} ended by itself: {:?}",
+        run.lines
+    );
+    run.lines
 }
 
 /// Acknowledged ops so far, per stream: always seqs `0..n`.

@@ -1,4 +1,7 @@
-//! The job-aggregation queue: `enqueue`, workers, `flush`.
+//! The job-aggregation queue on SQLite: `enqueue`, workers, `flush`. The
+//! store-neutral behaviour (mixed writers vs the oracle, bad input, flush,
+//! worker life cycle, several workers) and the PostgreSQL crash test are in
+//! `stores_ranking_queue.rs`; what needs SQLite files by hand is here.
 //!
 //! Real SQLite files, real threads, and real processes killed with SIGKILL.
 //! Child processes are this test binary run again with `--exact
@@ -20,15 +23,20 @@
 #![cfg(unix)]
 
 mod common;
+#[path = "common/queue_oracle.rs"]
+mod oracle;
+use oracle::{apply, assert_board, read_scores, write, Scores, RANGE};
+#[path = "common/child.rs"]
+mod child;
+use child::Child;
 
-use autoshard::ranking::{Ranking, RankingConfig, Tie};
+use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Sqlite, Synchronous};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Barrier, Mutex};
+use std::process::Command;
+use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,7 +44,6 @@ use std::time::{Duration, Instant};
 /// other of the 2 CI cores and make kills land mostly in process start-up.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const SIGKILL: i32 = 9;
 const ENV_DB: &str = "AUTOSHARD_RQ_DB";
 const ENV_MODE: &str = "AUTOSHARD_RQ_MODE";
 const ENV_CHILD: &str = "AUTOSHARD_RQ_CHILD";
@@ -46,10 +53,6 @@ const ENV_SEED: &str = "AUTOSHARD_RQ_SEED";
 const CHILD_LIFETIME: Duration = Duration::from_secs(30);
 
 const BOARD: &str = "crash";
-const RANGE: std::ops::Range<i64> = 0..10_000;
-
-/// Expected scores: player -> score; absent = not on the board.
-type Scores = BTreeMap<String, i64>;
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
@@ -67,261 +70,8 @@ fn seed() -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// Oracle.
-// ---------------------------------------------------------------------------
-
-/// Checks every query the queue tests rely on against a brute-force model of
-/// `expected`, over `players` (which may include players not on the board).
-fn assert_board(board: &Ranking, expected: &Scores, players: &BTreeSet<String>) {
-    board.check_integrity().expect("integrity");
-    assert_eq!(board.len().unwrap(), expected.len() as u64, "len");
-    let mut sorted: Vec<i64> = expected.values().copied().collect();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    let higher = |s: i64| sorted.iter().take_while(|&&x| x > s).count() as u64;
-    let distinct_higher = |s: i64| {
-        let set: BTreeSet<i64> = sorted.iter().copied().filter(|&x| x > s).collect();
-        set.len() as u64
-    };
-    let mut ordinals = BTreeSet::new();
-    for player in players {
-        let want = expected.get(player).copied();
-        assert_eq!(board.score(player).unwrap(), want, "score of {player}");
-        let Some(s) = want else {
-            assert_eq!(board.rank(player, Tie::Standard).unwrap(), None, "{player}");
-            continue;
-        };
-        let standard = board.rank(player, Tie::Standard).unwrap().unwrap();
-        assert_eq!(standard, 1 + higher(s), "standard rank of {player}");
-        let dense = board.rank(player, Tie::Dense).unwrap().unwrap();
-        assert_eq!(dense, 1 + distinct_higher(s), "dense rank of {player}");
-        let ordinal = board.rank(player, Tie::Ordinal).unwrap().unwrap();
-        let tied = sorted.iter().filter(|&&x| x == s).count() as u64;
-        assert!(
-            (standard..standard + tied).contains(&ordinal),
-            "ordinal rank {ordinal} of {player} outside {standard}..{}",
-            standard + tied
-        );
-        assert!(ordinals.insert(ordinal), "ordinal rank {ordinal} twice");
-    }
-    assert!(expected.keys().all(|p| players.contains(p)));
-    let n = expected.len() as u64;
-    assert_eq!(ordinals, (1..=n).collect(), "ordinal ranks are not 1..=n");
-    let top = board.top(10).unwrap();
-    let want: Vec<i64> = sorted.iter().take(10).copied().collect();
-    assert_eq!(
-        top.iter().map(|e| e.score).collect::<Vec<_>>(),
-        want,
-        "top 10"
-    );
-    for e in &top {
-        assert_eq!(expected.get(&e.player), Some(&e.score), "top entry {e:?}");
-    }
-    for s in [RANGE.start, 2_500, 5_000, RANGE.end - 1] {
-        assert_eq!(
-            board.rank_of_score(s).unwrap(),
-            1 + higher(s),
-            "rank_of_score({s})"
-        );
-    }
-}
-
-fn apply(scores: &mut Scores, player: &str, score: Option<i64>) {
-    match score {
-        Some(s) => scores.insert(player.to_owned(), s),
-        None => scores.remove(player),
-    };
-}
-
-/// The board as the public API reads it, for `players`.
-fn read_scores(board: &Ranking, players: &BTreeSet<String>) -> Scores {
-    players
-        .iter()
-        .filter_map(|p| board.score(p).unwrap().map(|s| (p.clone(), s)))
-        .collect()
-}
-
-// ---------------------------------------------------------------------------
-// Direct writers and queued writers at once.
-// ---------------------------------------------------------------------------
-
-/// 4 threads call `set_score`/`remove` while 4 threads `enqueue` and a
-/// worker drains in small batches. Each thread owns its players, so its own
-/// last write is the expected outcome; a shared set is written by both
-/// paths during the run, then given final scores through the queue after
-/// the direct writers stopped, so the queue's last write is the outcome.
-#[test]
-fn direct_and_queued_writers_at_once_match_the_oracle() {
-    const THREADS: usize = 4;
-    const OWN: usize = 120;
-    const SHARED: usize = 80;
-    const ROUNDS: usize = 4;
-    let db = common::db_with(|b| b.synchronous(Synchronous::Normal));
-    let config = RankingConfig::new(RANGE).branching(10).shards(4).queues(4);
-    let board = Ranking::create(&db.store, "mixed", config).unwrap();
-    let worker = board.worker().batch_size(64).spawn().unwrap();
-    let shared: Vec<String> = (0..SHARED).map(|i| format!("shared-{i}")).collect();
-    let start = Barrier::new(2 * THREADS);
-    let seed = seed();
-
-    let outcomes: Vec<Scores> = thread::scope(|s| {
-        let mut handles = Vec::new();
-        for t in 0..2 * THREADS {
-            let (board, shared, start) = (&board, &shared, &start);
-            handles.push(s.spawn(move || {
-                let queued = t >= THREADS;
-                let mut rng = fastrand::Rng::with_seed(seed ^ t as u64);
-                let prefix = if queued { "queued" } else { "direct" };
-                let mine: Vec<String> = (0..OWN).map(|i| format!("{prefix}-{t}-{i}")).collect();
-                let mut last = Scores::new();
-                start.wait();
-                for round in 0..ROUNDS {
-                    for player in &mine {
-                        // Some players end removed, some are removed and
-                        // come back: both paths must handle either.
-                        let score = if rng.u8(..10) == 0 && round > 0 {
-                            None
-                        } else {
-                            Some(rng.i64(RANGE))
-                        };
-                        write(board, queued, player, score);
-                        apply(&mut last, player, score);
-                        let other = &shared[rng.usize(..SHARED)];
-                        write(board, queued, other, Some(rng.i64(RANGE)));
-                    }
-                }
-                last
-            }));
-        }
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-
-    // The direct writers are done; the queue has the last word on the
-    // shared players.
-    let mut expected: Scores = outcomes.into_iter().flatten().collect();
-    let mut rng = fastrand::Rng::with_seed(seed);
-    for (i, player) in shared.iter().enumerate() {
-        let score = (i % 7 != 0).then(|| rng.i64(RANGE));
-        write(&board, true, player, score);
-        apply(&mut expected, player, score);
-    }
-    board.flush().unwrap();
-    assert_eq!(board.queued().unwrap(), 0);
-    let stats = worker.stop().unwrap();
-    let queued_writes = (THREADS * ROUNDS * OWN * 2 + SHARED) as u64;
-    assert_eq!(
-        stats.updates, queued_writes,
-        "every queued write applied once"
-    );
-    assert!(stats.batches > 1, "{stats:?}");
-
-    let mut players: BTreeSet<String> = shared.into_iter().collect();
-    for t in 0..2 * THREADS {
-        let prefix = if t >= THREADS { "queued" } else { "direct" };
-        players.extend((0..OWN).map(|i| format!("{prefix}-{t}-{i}")));
-    }
-    assert_board(&board, &expected, &players);
-}
-
-fn write(board: &Ranking, queued: bool, player: &str, score: Option<i64>) {
-    match (queued, score) {
-        (true, Some(s)) => board.enqueue(player, s).unwrap(),
-        (true, None) => board.enqueue_remove(player).unwrap(),
-        (false, Some(s)) => board.set_score(player, s).unwrap(),
-        (false, None) => {
-            board.remove(player).unwrap();
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Input, flush, worker life cycle.
 // ---------------------------------------------------------------------------
-
-#[test]
-fn bad_input_is_refused_before_anything_is_queued() {
-    let db = common::db();
-    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100)).unwrap();
-    let long = "x".repeat(257);
-    for (player, score) in [("", 5), ("nul\0", 5), (long.as_str(), 5)] {
-        let err = board.enqueue(player, score).unwrap_err();
-        assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
-        assert!(!err.is_retryable());
-    }
-    assert!(matches!(
-        board.enqueue_remove("").unwrap_err(),
-        Error::InvalidName { .. }
-    ));
-    for score in [-1, 100, i64::MIN, i64::MAX] {
-        let err = board.enqueue("ok", score).unwrap_err();
-        assert!(
-            matches!(err, Error::ScoreOutOfRange { score: s, min: 0, max: 100 } if s == score),
-            "{err:?}"
-        );
-    }
-    assert_eq!(board.queued().unwrap(), 0);
-    // The boundaries are accepted.
-    board.enqueue("low", 0).unwrap();
-    board.enqueue("high", 99).unwrap();
-    assert_eq!(board.queued().unwrap(), 2);
-}
-
-/// Without a worker nothing drains, so `flush` gives up after its time
-/// limit with a typed error that says how much is still queued, and loses
-/// nothing; with a worker the same flush returns.
-#[test]
-fn flush_without_a_worker_times_out_and_keeps_the_updates() {
-    let db = common::db();
-    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100)).unwrap();
-    board.flush_within(Duration::ZERO).unwrap(); // nothing queued: nothing to wait for
-    for (i, player) in ["a", "b", "c"].into_iter().enumerate() {
-        board.enqueue(player, i as i64).unwrap();
-    }
-    let started = Instant::now();
-    let err = board.flush_within(Duration::from_millis(200)).unwrap_err();
-    assert!(started.elapsed() >= Duration::from_millis(200));
-    match &err {
-        Error::FlushTimeout { remaining, waited } => {
-            assert_eq!(*remaining, 3);
-            assert!(*waited >= Duration::from_millis(200));
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(err.to_string().contains("is a worker running?"), "{err}");
-    assert_eq!(board.queued().unwrap(), 3);
-    assert_eq!(board.len().unwrap(), 0);
-
-    let worker = board.worker().spawn().unwrap();
-    board.flush().unwrap();
-    assert_eq!(board.score("c").unwrap(), Some(2));
-    assert_eq!(board.len().unwrap(), 3);
-    worker.stop().unwrap();
-}
-
-/// A flush waits only for what was enqueued before it: updates arriving
-/// during the flush do not keep it waiting.
-#[test]
-fn flush_does_not_wait_for_later_updates() {
-    let db = common::db_with(|b| b.synchronous(Synchronous::Normal));
-    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..1_000)).unwrap();
-    board.enqueue("first", 1).unwrap();
-    let worker = board.worker().batch_size(10).spawn().unwrap();
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    thread::scope(|s| {
-        s.spawn(|| {
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                board
-                    .enqueue(&format!("later-{}", n % 50), n % 1_000)
-                    .unwrap();
-                n += 1;
-            }
-        });
-        board.flush_within(Duration::from_secs(30)).unwrap();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    });
-    assert_eq!(board.score("first").unwrap(), Some(1));
-    worker.stop().unwrap();
-}
 
 /// A queued update the board refuses (written behind the library's back)
 /// stops the worker with that error; nothing of its batch is applied and
@@ -350,39 +100,6 @@ fn a_worker_stops_at_an_update_it_cannot_apply() {
         0,
         "part of a failed batch was applied"
     );
-}
-
-#[test]
-fn worker_handles_stop_on_drop_and_report_what_they_did() {
-    let db = common::db();
-    let board = Ranking::create(&db.store, "b", RankingConfig::new(0..100).queues(3)).unwrap();
-    drop(board.worker().spawn().unwrap()); // returns: the drop stopped it
-    for n in 0..10 {
-        board.enqueue(&format!("p{n}"), n).unwrap();
-    }
-    let worker = board.worker().exit_when_idle(true).spawn().unwrap();
-    let stats = worker.join().unwrap();
-    assert_eq!((stats.updates, stats.busy), (10, 0));
-    assert_eq!(board.len().unwrap(), 10);
-    // An idle worker is woken by an enqueue, not only by its timeout.
-    let worker = board
-        .worker()
-        .idle_timeout(Duration::from_secs(3_600))
-        .spawn()
-        .unwrap();
-    thread::sleep(Duration::from_millis(50));
-    board.enqueue("woken", 7).unwrap();
-    // No flush here: a flush wakes the worker too.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while board.score("woken").unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the enqueue did not wake the worker"
-        );
-        thread::sleep(Duration::from_millis(5));
-    }
-    assert!(!worker.is_finished());
-    assert_eq!(worker.stop().unwrap().updates, 1);
 }
 
 #[test]
@@ -436,7 +153,7 @@ fn workers_in_several_processes_apply_every_update_once_in_order() {
     let total = (PLAYERS as i64 * EACH) as u64;
     assert_eq!(board.queued().unwrap(), total);
 
-    let children: Vec<Spawned> = (0..2)
+    let children: Vec<Child> = (0..2)
         .map(|c| spawn(&path, Mode::Drain, c, "normal"))
         .collect();
     let updates: u64 = thread::scope(|s| {
@@ -639,78 +356,16 @@ fn say(line: &str) {
     out.flush().expect("parent closed the pipe");
 }
 
-struct Spawned {
-    process: std::process::Child,
-    ready: mpsc::Receiver<()>,
-    output: Option<thread::JoinHandle<Vec<String>>>,
-}
-
-struct Run {
-    lines: Vec<String>,
-    status: ExitStatus,
-}
-
-impl Run {
-    fn killed(&self) -> bool {
-        self.status.signal() == Some(SIGKILL)
-    }
-}
-
-fn spawn(db: &Path, mode: Mode, child: u64, sync: &str) -> Spawned {
-    let mut process = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process", "--ignored", "--nocapture"])
-        .arg("--test-threads=1")
-        .env(ENV_DB, db)
-        .env(ENV_MODE, mode.name())
-        .env(ENV_CHILD, child.to_string())
-        .env(ENV_SYNC, sync)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let stdout = process.stdout.take().unwrap();
-    let (ready_tx, ready) = mpsc::channel();
-    let output = thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.expect("child stdout");
-            if line == "ready" {
-                let _ = ready_tx.send(());
-            }
-            lines.push(line);
-        }
-        lines
-    });
-    Spawned {
-        process,
-        ready,
-        output: Some(output),
-    }
-}
-
-impl Spawned {
-    fn kill_after(mut self, delay: Duration) -> Run {
-        if let Err(e) = self.ready.recv_timeout(Duration::from_secs(60)) {
-            panic!("the child exited or hung before it was ready ({e:?})");
-        }
-        thread::sleep(delay);
-        let _ = self.process.kill();
-        self.finish()
-    }
-
-    fn finish(mut self) -> Run {
-        let status = self.process.wait().unwrap();
-        let lines = self.output.take().unwrap().join().unwrap();
-        Run { lines, status }
-    }
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
+fn spawn(db: &Path, mode: Mode, child: u64, sync: &str) -> Child {
+    Child::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_process", "--ignored", "--nocapture"])
+            .arg("--test-threads=1")
+            .env(ENV_DB, db)
+            .env(ENV_MODE, mode.name())
+            .env(ENV_CHILD, child.to_string())
+            .env(ENV_SYNC, sync),
+    )
 }
 
 /// Every other child runs under `Full` (kills land mostly in the fsync,

@@ -557,30 +557,24 @@ impl Ranking {
     }
 
     /// Applies `updates` in slice order inside the caller's write
-    /// transaction: each player's absolute score is stored with the tree, so
-    /// applying the same updates twice changes nothing. Every update is
-    /// validated before anything is written. Inner-node deltas go to shard
-    /// 0: the queue worker is the only writer there, so it need not spread.
-    pub(crate) fn apply_in(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        updates: &[Update],
-    ) -> Result<()> {
+    /// transaction `st` (any backend): each player's absolute score is
+    /// stored with the tree, so applying the same updates twice changes
+    /// nothing. Every update is validated before anything is written.
+    /// Inner-node deltas go to shard 0: the queue worker writes in big
+    /// batches, so it need not spread.
+    pub(crate) fn apply_in(&self, st: &dyn Storage, updates: &[Update]) -> Result<()> {
         for u in updates {
             self.check_update(&u.player, u.score)?;
         }
-        let st = SqliteTx::new(tx, self.inner.id, &self.inner.name);
         let updates: Vec<_> = updates
             .iter()
             .map(|u| (u.player.as_str(), u.score))
             .collect();
-        apply_updates(&st, self.geometry(), 0, &updates).map(drop)
+        apply_updates(st, self.geometry(), 0, &updates).map(drop)
     }
 
-    /// Checks one queued update (player name, score range, and that the
-    /// board's store has the queue) without writing.
+    /// Checks one queued update (player name, score range) without writing.
     pub(crate) fn check_update(&self, player: &str, score: Option<i64>) -> Result<()> {
-        self.sqlite_store()?;
         self.check_input(player, score)
     }
 
@@ -596,28 +590,6 @@ impl Ranking {
     /// The board's row id.
     pub(crate) fn board_id(&self) -> i64 {
         self.inner.id
-    }
-
-    /// The SQLite store the board lives in. The queue is SQLite-only so
-    /// far: queue code must call [`sqlite_store`](Self::sqlite_store) first,
-    /// which refuses other boards with a typed error.
-    pub(crate) fn store(&self) -> &Sqlite {
-        match self.sqlite_store() {
-            Ok(db) => db,
-            Err(e) => panic!("{e}: call Ranking::sqlite_store before Ranking::store"),
-        }
-    }
-
-    /// The SQLite store the board lives in, or [`Error::Unsupported`] for a
-    /// board elsewhere (the queue is SQLite-only so far).
-    pub(crate) fn sqlite_store(&self) -> Result<&Sqlite> {
-        match &self.inner.backend {
-            Backend::Sqlite(db) => Ok(db),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => Err(Error::Unsupported {
-                what: "the ranking queue (enqueue, worker, flush) on PostgreSQL",
-            }),
-        }
     }
 
     /// Queue shards (`RankingConfig::queues`).

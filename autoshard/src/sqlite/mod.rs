@@ -72,6 +72,7 @@ pub struct SqliteBuilder {
     pool_size: usize,
     compaction_batch_rows: usize,
     mmap_size: u64,
+    cache_size: u64,
 }
 
 impl SqliteBuilder {
@@ -117,6 +118,16 @@ impl SqliteBuilder {
     /// on by default.
     pub fn mmap_size(mut self, bytes: u64) -> Self {
         self.mmap_size = bytes;
+        self
+    }
+
+    /// Bytes of page cache each connection keeps (`PRAGMA cache_size`;
+    /// default 2,000 KiB, SQLite's default). A write transaction that dirties
+    /// more pages than fit spills them to the WAL before it commits, so a
+    /// large batch on a large file (a queue worker applying 1,000 updates to
+    /// a million-player board) writes each page several times.
+    pub fn cache_size(mut self, bytes: u64) -> Self {
+        self.cache_size = bytes;
         self
     }
 
@@ -167,9 +178,12 @@ impl SqliteBuilder {
             // journal_mode answers with a row, so it cannot go through execute.
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             conn.execute_batch(&format!(
-                "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA mmap_size = {};",
+                "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA mmap_size = {}; \
+                 PRAGMA cache_size = -{};",
                 self.synchronous.pragma(),
-                self.mmap_size
+                self.mmap_size,
+                // A negative cache_size is in KiB.
+                self.cache_size.div_ceil(1024)
             ))
         })();
         LOCK_DEADLINE.set(outer);
@@ -234,6 +248,7 @@ impl Sqlite {
             pool_size: 4,
             compaction_batch_rows: 10_000,
             mmap_size: 0,
+            cache_size: 2_048_000,
         }
     }
 

@@ -2,16 +2,22 @@
 //! batches by one writer.
 //!
 //! [`Ranking::enqueue`] stores an update in a queue table of the board's own
-//! database file and returns once that row is committed. A [`Worker`] takes
-//! the oldest rows, applies them to the tree with `Ranking::apply_in` and
-//! deletes them, all in one write transaction.
+//! database (the SQLite file, or the PostgreSQL schema) and returns once
+//! that row is committed. A [`Worker`] takes the oldest rows, applies them
+//! to the tree with `Ranking::apply_in` (the code direct writes use, over
+//! the backend's `Storage`) and deletes them, all in one write transaction.
+//!
+//! This module is the backend-neutral part: group commit, workers, flush.
+//! The SQL lives in `sqlite.rs` and `postgres.rs`, one function per queue
+//! operation, called through `on_backend!`.
 //!
 //! **Exactly once.** A batch's apply and its delete commit together or not
 //! at all, so after a crash at any point the batch is either applied and
 //! gone from the queue, or untouched and still queued for the next worker.
-//! Workers (in any process) take turns on the store's write lock, and each
-//! reads the queue inside its own transaction, after the previous batch's
-//! delete committed, so no two workers apply the same rows. Scores are
+//! No two workers (in any process) apply the same rows: on SQLite they take
+//! turns on the file's write lock, on PostgreSQL each queue shard is taken
+//! by one transaction at a time (see `postgres.rs`); either way a worker
+//! reads a shard after the previous batch's delete committed. Scores are
 //! absolute besides, so even a batch applied twice would change nothing.
 //!
 //! Two places batch work:
@@ -36,40 +42,24 @@
 //! order they were acknowledged. On SQLite the shards share the file's one
 //! write lock, so they add no write parallelism (and each shard's tail is one
 //! more page per group commit); they keep the per-player order explicit and
-//! let the worker rotate between shards fairly.
+//! let the worker rotate between shards fairly. On PostgreSQL group commits
+//! of different processes lock only their shards' sequence rows, and
+//! workers drain different shards at once.
 //!
 //! [`RankingConfig::queues`]: super::RankingConfig::queues
 
-use super::{Inner, Ranking, Update};
+#[cfg(feature = "postgres")]
+mod postgres;
+mod sqlite;
+
+use super::storage::Backend;
+use super::{Inner, Ranking};
 use crate::error::{Error, Result};
-use rusqlite::{params, Transaction};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
-
-/// `autoshard_rank_queue` holds the updates; `autoshard_rank_queue_heads`
-/// the next sequence number of each queue shard, so numbers are never reused
-/// when a shard runs empty (a `flush` compares them with a mark taken
-/// earlier).
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
-    board INTEGER NOT NULL,
-    queue INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    player TEXT NOT NULL,
-    score INTEGER,
-    PRIMARY KEY (board, queue, seq)
-) STRICT, WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
-    board INTEGER NOT NULL,
-    queue INTEGER NOT NULL,
-    next INTEGER NOT NULL,
-    PRIMARY KEY (board, queue)
-) STRICT, WITHOUT ROWID;
-";
 
 /// How long [`Ranking::flush`] waits before it gives up.
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -88,11 +78,34 @@ const BUSY_PAUSE: Duration = Duration::from_millis(5);
 /// signals progress: a worker in another process cannot signal.
 const FLUSH_POLL: Duration = Duration::from_millis(5);
 
+/// Calls the backend's version of a queue operation: `sqlite::$f` or
+/// `postgres::$f`, with the board and its store first.
+macro_rules! on_backend {
+    ($ranking:expr, $f:ident($($arg:expr),* $(,)?)) => {{
+        let ranking: &Ranking = $ranking;
+        match &ranking.inner.backend {
+            Backend::Sqlite(db) => sqlite::$f(ranking, db, $($arg),*),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pg) => postgres::$f(ranking, pg, $($arg),*),
+        }
+    }};
+}
+
+/// What one worker transaction did.
+pub(super) struct Drained {
+    /// Updates applied (and deleted from the queue).
+    applied: usize,
+    /// Whether a queue shard was skipped because another worker held it:
+    /// the queue may not be empty although nothing was applied.
+    contended: bool,
+}
+
 impl Ranking {
     /// Queues `player`'s new absolute score for a [`Worker`] to apply, and
     /// returns once the update is durably stored in the queue: committed with
-    /// the store's `synchronous` setting, so under the default
-    /// [`Synchronous::Full`](crate::Synchronous::Full) it survives power loss.
+    /// the store's durability settings (on SQLite its `synchronous`; under
+    /// the default [`Synchronous::Full`](crate::Synchronous::Full) it
+    /// survives power loss; on PostgreSQL the server's `synchronous_commit`).
     ///
     /// The input is checked as [`set_score`](Ranking::set_score) checks it;
     /// a refused update is not queued. Concurrent calls in this process are
@@ -143,12 +156,7 @@ impl Ranking {
     /// Updates queued and not yet applied, in all queue shards.
     pub fn queued(&self) -> Result<u64> {
         self.queue_state()?;
-        self.store().read(|tx| {
-            let n: i64 = tx
-                .prepare_cached("SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1")?
-                .query_row([self.board_id()], |r| r.get(0))?;
-            Ok(n as u64)
-        })
+        on_backend!(self, queued())
     }
 
     /// A [`Worker`] for this board, with default options.
@@ -176,106 +184,27 @@ impl Ranking {
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         let state = self.queue_state()?;
-        let marks = self.store().read(|tx| self.queue_marks(tx))?;
+        let marks = on_backend!(self, marks())?;
         let _urgent = state.urgent();
         loop {
             let seen = state.applied_batches();
-            let behind = self.store().read(|tx| self.behind(tx, &marks, false))?;
+            let behind = on_backend!(self, behind(&marks, false))?;
             if behind == 0 {
                 return Ok(());
             }
             let waited = started.elapsed();
             if waited >= timeout {
-                let remaining = self.store().read(|tx| self.behind(tx, &marks, true))?;
+                let remaining = on_backend!(self, behind(&marks, true))?;
                 return Err(Error::FlushTimeout { remaining, waited });
             }
             state.wait_applied(seen, FLUSH_POLL.min(timeout - waited));
         }
     }
 
-    /// `(queue shard, next sequence number)`: every update committed so far
-    /// is below its shard's mark.
-    fn queue_marks(&self, tx: &Transaction<'_>) -> Result<Vec<(u32, i64)>> {
-        let mut stmt = tx.prepare_cached(
-            "SELECT queue, next FROM autoshard_rank_queue_heads WHERE board = ?1",
-        )?;
-        let rows = stmt.query_map([self.board_id()], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Updates below the marks that are still queued; with `count` false,
-    /// only whether there is any (one index seek per shard).
-    fn behind(&self, tx: &Transaction<'_>, marks: &[(u32, i64)], count: bool) -> Result<u64> {
-        let sql = if count {
-            "SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq < ?3"
-        } else {
-            "SELECT EXISTS (SELECT 1 FROM autoshard_rank_queue \
-             WHERE board = ?1 AND queue = ?2 AND seq < ?3)"
-        };
-        let mut stmt = tx.prepare_cached(sql)?;
-        let mut total = 0;
-        for &(queue, mark) in marks {
-            let n: i64 = stmt.query_row(params![self.board_id(), queue, mark], |r| r.get(0))?;
-            total += n as u64;
-            if n > 0 && !count {
-                break;
-            }
-        }
-        Ok(total)
-    }
-
-    /// One worker transaction: the oldest queued updates (up to `max`,
-    /// taking the shards in turn from `first`), applied in queue order, then
-    /// deleted. Returns how many were applied.
-    fn drain_batch(&self, max: usize, first: u32) -> Result<usize> {
-        let queues = self.queues().max(1);
-        let (applied, _) = self.store().write(|tx| {
-            let mut updates = Vec::new();
-            let mut taken = Vec::new();
-            let mut select = tx.prepare_cached(
-                "SELECT seq, player, score FROM autoshard_rank_queue \
-                 WHERE board = ?1 AND queue = ?2 ORDER BY seq LIMIT ?3",
-            )?;
-            for k in 0..queues {
-                let room = max - updates.len();
-                if room == 0 {
-                    break;
-                }
-                let queue = (first + k) % queues;
-                let mut rows = select.query(params![self.board_id(), queue, room as i64])?;
-                let mut last = None;
-                while let Some(row) = rows.next()? {
-                    last = Some(row.get::<_, i64>(0)?);
-                    updates.push(Update {
-                        player: row.get(1)?,
-                        score: row.get(2)?,
-                    });
-                }
-                if let Some(last) = last {
-                    taken.push((queue, last));
-                }
-            }
-            if updates.is_empty() {
-                return Ok(0);
-            }
-            self.apply_in(tx, &updates)?;
-            let mut delete = tx.prepare_cached(
-                "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
-            )?;
-            for &(queue, last) in &taken {
-                delete.execute(params![self.board_id(), queue, last])?;
-            }
-            Ok(updates.len())
-        })?;
-        Ok(applied)
-    }
-
     /// This process's queue coordination for the board, creating the queue
     /// tables on first use. Every public queue call goes through here
-    /// before it touches the store, so a board on another store gets
-    /// [`Error::Unsupported`] instead of reaching `store()`.
+    /// before it touches the queue tables.
     fn queue_state(&self) -> Result<Arc<QueueState>> {
-        self.sqlite_store()?;
         registry::state_for(self)
     }
 }
@@ -290,6 +219,15 @@ fn queue_of(player: &str, queues: u32) -> u32 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     (hash % u64::from(queues.max(1))) as u32
+}
+
+/// The queue shards `items` go to, ascending: the order a group commit
+/// takes them in.
+fn shards_of(items: &[Item]) -> Vec<u32> {
+    let mut shards: Vec<u32> = items.iter().map(|i| i.queue).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    shards
 }
 
 /// An update waiting in memory for the next group commit.
@@ -457,7 +395,7 @@ impl QueueState {
             members: items.len(),
             outcome: None,
         };
-        let outcome = write_items(ranking, &items);
+        let outcome = on_backend!(ranking, write_items(&items));
         self.commits.fetch_add(1, Ordering::Relaxed);
         guard.outcome = Some(outcome.as_ref().map(|_| ()).map_err(copy_error));
         drop(guard);
@@ -550,48 +488,32 @@ impl Drop for Urgent<'_> {
     }
 }
 
-/// One transaction appending `items` to their queue shards, each shard's
-/// items numbered in order from the shard's head.
-fn write_items(ranking: &Ranking, items: &[Item]) -> Result<()> {
-    let mut shards: Vec<u32> = items.iter().map(|i| i.queue).collect();
-    shards.sort_unstable();
-    shards.dedup();
-    ranking.store().write(|tx| {
-        let mut head = tx.prepare_cached(
-            "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (board, queue) DO UPDATE SET next = next + excluded.next \
-             RETURNING next - ?3",
-        )?;
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for &queue in &shards {
-            let mine = || items.iter().filter(|i| i.queue == queue);
-            let n = mine().count() as i64;
-            let first: i64 = head.query_row(params![ranking.board_id(), queue, n], |r| r.get(0))?;
-            for (seq, item) in (first..).zip(mine()) {
-                insert.execute(params![
-                    ranking.board_id(),
-                    queue,
-                    seq,
-                    item.player,
-                    item.score
-                ])?;
-            }
-        }
-        Ok(())
-    })?;
-    Ok(())
-}
-
 /// The same error again, for every caller of a failed group commit. The
-/// errors a queue insert can meet (a busy store, an SQLite failure) are
-/// copied exactly; anything else keeps its message.
+/// errors a queue insert can meet (a busy store, an SQLite failure, a
+/// conflict, an unreachable server, a commit in doubt) keep their variant,
+/// so retryable stays retryable; anything else keeps its message.
 fn copy_error(error: &Error) -> Error {
+    type Source = Box<dyn std::error::Error + Send + Sync>;
+    let message = |e: &Source| -> Source { e.to_string().into() };
     match error {
         Error::Busy { attempts } => Error::Busy {
             attempts: *attempts,
+        },
+        Error::Conflict { attempts } => Error::Conflict {
+            attempts: *attempts,
+        },
+        Error::Unavailable { attempts, source } => Error::Unavailable {
+            attempts: *attempts,
+            source: message(source),
+        },
+        Error::InDoubt {
+            writer,
+            seq,
+            source,
+        } => Error::InDoubt {
+            writer: *writer,
+            seq: *seq,
+            source: message(source),
         },
         Error::Sqlite(rusqlite::Error::SqliteFailure(code, message)) => {
             Error::Sqlite(rusqlite::Error::SqliteFailure(*code, message.clone()))
@@ -608,8 +530,10 @@ fn copy_error(error: &Error) -> Error {
 /// Made by [`Ranking::worker`]; [`spawn`](Worker::spawn) runs it on its own
 /// thread, [`drain`](Worker::drain) on the caller's until the queue is
 /// empty. Any number of workers, in any number of processes, may drain one
-/// board at once: each batch is one write transaction, so they take turns,
-/// and a batch's rows are gone before the next worker reads.
+/// board at once: each batch is one write transaction, and a queue shard is
+/// read by one batch at a time (on SQLite the workers take turns on the
+/// file's write lock; on PostgreSQL they drain different shards at once),
+/// so a batch's rows are gone before the next worker reads that shard.
 #[derive(Debug, Clone)]
 pub struct Worker {
     ranking: Ranking,
@@ -707,8 +631,19 @@ impl Worker {
                 let signal = state.signal();
                 (signal.enqueued, signal.flushes, signal.items)
             };
-            let applied = match self.ranking.drain_batch(self.batch_size, first) {
-                Ok(n) => n,
+            let drained = on_backend!(&self.ranking, drain_batch(self.batch_size, first));
+            let applied = match drained {
+                // Nothing for us, but other workers hold shards that may
+                // still have rows: not idle, only waiting our turn.
+                Ok(Drained {
+                    applied: 0,
+                    contended: true,
+                }) => {
+                    stats.busy += 1;
+                    std::thread::sleep(BUSY_PAUSE);
+                    continue;
+                }
+                Ok(drained) => drained.applied,
                 Err(e) if e.is_retryable() => {
                     stats.busy += 1;
                     std::thread::sleep(BUSY_PAUSE);
@@ -842,12 +777,13 @@ impl std::fmt::Debug for QueueState {
 ///
 /// The state belongs on the board handle (a field of `ranking::Inner`),
 /// but that struct is another module's; until it grows one, this registry
-/// maps each handle to its state. Handles of one database file and board
+/// maps each handle to its state. Handles of one SQLite file and board
 /// share one state, so enqueues from any of them are committed together
 /// and wake any of their workers. An in-memory database has no name to
-/// share by, so each of its handles keeps its own (that costs group-commit
-/// sharing between handles, never correctness: the store serialises all
-/// writes anyway).
+/// share by, and a PostgreSQL handle none that is certain (see
+/// `postgres::prepare`), so each such handle keeps its own (that costs
+/// group-commit sharing between handles, never correctness: the database
+/// orders all commits anyway).
 mod registry {
     use super::*;
 
@@ -856,8 +792,8 @@ mod registry {
         /// By the address of a handle's `Inner`. The `Weak` pins that
         /// allocation, so a live handle at the same address is that handle.
         handles: HashMap<usize, (Weak<Inner>, Arc<QueueState>)>,
-        /// By (database file, board row id).
-        boards: HashMap<(PathBuf, i64), Weak<QueueState>>,
+        /// By (database, board row id).
+        boards: HashMap<(String, i64), Weak<QueueState>>,
     }
 
     // Read on every enqueue by every producer thread, written once per
@@ -874,14 +810,8 @@ mod registry {
             return Ok(state);
         }
         // First use by this handle: make sure the tables exist, then find
-        // the file's state.
-        ranking.store().write(|tx| Ok(tx.execute_batch(SCHEMA)?))?;
-        let file = ranking.store().with_conn(|conn| {
-            Ok(conn
-                .path()
-                .filter(|p| !p.is_empty())
-                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p))))
-        })?;
+        // the database's state.
+        let database = on_backend!(ranking, prepare())?;
         let mut guard = REGISTRY.write();
         let registry = guard.get_or_insert_with(Registry::default);
         registry
@@ -891,9 +821,9 @@ mod registry {
         if let Some((_, state)) = registry.handles.get(&key) {
             return Ok(state.clone());
         }
-        let state = match file {
-            Some(file) => {
-                let key = (file, ranking.board_id());
+        let state = match database {
+            Some(database) => {
+                let key = (database, ranking.board_id());
                 let found = registry.boards.get(&key).and_then(Weak::upgrade);
                 found.unwrap_or_else(|| {
                     let state = Arc::new(QueueState::new());

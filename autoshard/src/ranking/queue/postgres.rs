@@ -1,0 +1,274 @@
+//! The queue's tables and statements on PostgreSQL.
+//!
+//! The tables are SQLite's, in the store's schema. Unlike SQLite, writers
+//! run at once here, so the queue orders them itself:
+//!
+//! - **Sequence numbers.** A group commit upserts its shards' rows of
+//!   `autoshard_rank_queue_heads` (in shard order, so two commits never
+//!   wait for each other in a cycle) and numbers its updates from there. The
+//!   row stays locked until the commit, so the next commit of that shard
+//!   numbers after it and becomes visible after it: a shard's rows appear in
+//!   sequence order, with no later row visible before an earlier one.
+//! - **Workers.** A batch takes each queue shard it reads with
+//!   `pg_try_advisory_xact_lock` and skips a shard another worker holds, so
+//!   one shard is drained by one transaction at a time, oldest first (row
+//!   locks with `SKIP LOCKED` would let a second worker apply a player's
+//!   later rows before the first commits the earlier ones). After the lock,
+//!   at `READ COMMITTED`, it sees the previous holder's delete. It applies
+//!   the rows through the same code as direct writes (the tree's own
+//!   advisory locks, in their canonical order; the try-locks never wait, so
+//!   they cannot close a deadlock cycle) and deletes them before `COMMIT`:
+//!   applied and dequeued together, or neither. A transaction rolled back
+//!   by a conflict (40001, 40P01) or a lost connection is run again whole.
+
+use super::{Drained, Item};
+use crate::error::Result;
+use crate::postgres::Tx;
+use crate::ranking::postgres::PgBoards;
+use crate::ranking::{Ranking, Update};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Every statement, with the schema's table names filled in.
+pub(super) struct Sql {
+    probe: String,
+    create: String,
+    append: String,
+    queued: String,
+    marks: String,
+    behind_any: String,
+    behind_count: String,
+    try_lock: String,
+    select: String,
+    delete: String,
+    /// Seeds the shard lock keys: advisory locks are per database, queues
+    /// per schema.
+    seed: u64,
+}
+
+impl Sql {
+    fn new(schema: &str) -> Self {
+        let queue = format!("{schema}.autoshard_rank_queue");
+        let heads = format!("{schema}.autoshard_rank_queue_heads");
+        Sql {
+            probe: heads.clone(),
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {queue} (
+                     board bigint NOT NULL,
+                     queue integer NOT NULL,
+                     seq bigint NOT NULL,
+                     player text COLLATE \"C\" NOT NULL,
+                     score bigint,
+                     PRIMARY KEY (board, queue, seq)
+                 );
+                 CREATE TABLE IF NOT EXISTS {heads} (
+                     board bigint NOT NULL,
+                     queue integer NOT NULL,
+                     next bigint NOT NULL,
+                     PRIMARY KEY (board, queue)
+                 );"
+            ),
+            // One statement per shard, whatever the number of updates: the
+            // head's upsert numbers them, the insert takes the numbers.
+            append: format!(
+                "WITH h AS ( \
+                     INSERT INTO {heads} AS h (board, queue, next) VALUES ($1, $2, $3) \
+                     ON CONFLICT (board, queue) DO UPDATE SET next = h.next + EXCLUDED.next \
+                     RETURNING h.next - $3 AS first) \
+                 INSERT INTO {queue} (board, queue, seq, player, score) \
+                 SELECT $1, $2, h.first + t.n - 1, t.p, t.s \
+                 FROM h, unnest($4::text[], $5::int8[]) WITH ORDINALITY AS t(p, s, n)"
+            ),
+            queued: format!("SELECT count(*) FROM {queue} WHERE board = $1"),
+            marks: format!("SELECT queue, next FROM {heads} WHERE board = $1"),
+            behind_any: format!(
+                "SELECT EXISTS (SELECT 1 FROM unnest($2::int4[], $3::int8[]) AS m(q, mark) \
+                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark)"
+            ),
+            behind_count: format!(
+                "SELECT count(*) FROM unnest($2::int4[], $3::int8[]) AS m(q, mark) \
+                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark"
+            ),
+            try_lock: "SELECT pg_try_advisory_xact_lock($1)".into(),
+            select: format!(
+                "SELECT seq, player, score FROM {queue} \
+                 WHERE board = $1 AND queue = $2 ORDER BY seq LIMIT $3"
+            ),
+            delete: format!("DELETE FROM {queue} WHERE board = $1 AND queue = $2 AND seq <= $3"),
+            seed: fnv(FNV_OFFSET, schema.as_bytes()),
+        }
+    }
+
+    /// The advisory lock key of queue shard `queue` of board `board`.
+    fn shard_key(&self, board: i64, queue: u32) -> i64 {
+        let hash = fnv(fnv(self.seed, b"queue"), &board.to_le_bytes());
+        fnv(hash, &queue.to_le_bytes()) as i64
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a: lock keys must agree across processes and builds.
+fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The statements of a schema, built once per process.
+fn sql(pg: &PgBoards) -> Arc<Sql> {
+    static BY_SCHEMA: Mutex<Option<HashMap<String, Arc<Sql>>>> = Mutex::new(None);
+    let schema = pg.db.quoted_schema();
+    let mut cache = BY_SCHEMA.lock().unwrap_or_else(|p| p.into_inner());
+    cache
+        .get_or_insert_with(HashMap::new)
+        .entry(schema.to_owned())
+        .or_insert_with(|| Arc::new(Sql::new(schema)))
+        .clone()
+}
+
+fn small(value: u32) -> i32 {
+    i32::try_from(value).expect("validated small counts")
+}
+
+/// Creates the queue tables if needed. Handles do not share queue state
+/// by database (`None`): two handles may name one database differently, and
+/// a shared state writes every handle's updates through one of them. Only
+/// group-commit sharing between handles is lost; the database orders every
+/// commit anyway.
+pub(super) fn prepare(_: &Ranking, pg: &PgBoards) -> Result<Option<String>> {
+    let sql = sql(pg);
+    pg.db.write_read_committed(|tx| {
+        let row = tx.query_opt("SELECT to_regclass($1)::text", &[&sql.probe])?;
+        if row.and_then(|r| r.get::<_, Option<String>>(0)).is_none() {
+            tx.batch(&format!("{}; {}", pg.db.ddl_lock(), sql.create))?;
+        }
+        Ok(())
+    })?;
+    Ok(None)
+}
+
+/// One transaction appending `items` to their queue shards, each shard's
+/// items numbered in order from the shard's head.
+pub(super) fn write_items(ranking: &Ranking, pg: &PgBoards, items: &[Item]) -> Result<()> {
+    let sql = sql(pg);
+    let shards = super::shards_of(items);
+    let board = ranking.board_id();
+    pg.db.write_read_committed(|tx| {
+        for &queue in &shards {
+            let mine = || items.iter().filter(|i| i.queue == queue);
+            let players: Vec<&str> = mine().map(|i| i.player.as_str()).collect();
+            let scores: Vec<Option<i64>> = mine().map(|i| i.score).collect();
+            let n = players.len() as i64;
+            tx.execute(&sql.append, &[&board, &small(queue), &n, &players, &scores])?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+pub(super) fn queued(ranking: &Ranking, pg: &PgBoards) -> Result<u64> {
+    let sql = sql(pg);
+    pg.db.read(|tx| {
+        let n: i64 = tx
+            .query_opt(&sql.queued, &[&ranking.board_id()])?
+            .expect("count returns a row")
+            .try_get(0)?;
+        Ok(n as u64)
+    })
+}
+
+pub(super) fn marks(ranking: &Ranking, pg: &PgBoards) -> Result<Vec<(u32, i64)>> {
+    let sql = sql(pg);
+    pg.db.read(|tx| {
+        let rows = tx.query(&sql.marks, &[&ranking.board_id()])?;
+        rows.iter()
+            .map(|r| {
+                let queue: i32 = r.try_get(0)?;
+                Ok((u32::try_from(queue).unwrap_or(u32::MAX), r.try_get(1)?))
+            })
+            .collect()
+    })
+}
+
+pub(super) fn behind(
+    ranking: &Ranking,
+    pg: &PgBoards,
+    marks: &[(u32, i64)],
+    count: bool,
+) -> Result<u64> {
+    let sql = sql(pg);
+    let queues: Vec<i32> = marks.iter().map(|&(q, _)| small(q)).collect();
+    let seqs: Vec<i64> = marks.iter().map(|&(_, m)| m).collect();
+    let params: [&(dyn ::postgres::types::ToSql + Sync); 3] = [&ranking.board_id(), &queues, &seqs];
+    pg.db.read(|tx| {
+        let n = if count {
+            let row = tx.query_opt(&sql.behind_count, &params)?;
+            row.expect("count returns a row").try_get::<_, i64>(0)? as u64
+        } else {
+            let row = tx.query_opt(&sql.behind_any, &params)?;
+            u64::from(row.expect("exists returns a row").try_get::<_, bool>(0)?)
+        };
+        Ok(n)
+    })
+}
+
+/// One worker transaction: the oldest queued updates (up to `max`) of the
+/// shards no other worker holds, taken in turn from `first`, applied in
+/// queue order, then deleted.
+pub(super) fn drain_batch(
+    ranking: &Ranking,
+    pg: &PgBoards,
+    max: usize,
+    first: u32,
+) -> Result<Drained> {
+    let sql = sql(pg);
+    let queues = ranking.queues().max(1);
+    let board = ranking.board_id();
+    let (drained, _) = pg.db.write_read_committed(|tx| {
+        let mut updates = Vec::new();
+        let mut taken = Vec::new();
+        let mut contended = false;
+        for k in 0..queues {
+            let room = max - updates.len();
+            if room == 0 {
+                break;
+            }
+            let queue = (first + k) % queues;
+            if !try_lock(tx, &sql, sql.shard_key(board, queue))? {
+                contended = true;
+                continue;
+            }
+            let rows = tx.query(&sql.select, &[&board, &small(queue), &(room as i64)])?;
+            let mut last = None;
+            for row in &rows {
+                last = Some(row.try_get::<_, i64>(0)?);
+                updates.push(Update {
+                    player: row.try_get(1)?,
+                    score: row.try_get(2)?,
+                });
+            }
+            if let Some(last) = last {
+                taken.push((queue, last));
+            }
+        }
+        if !updates.is_empty() {
+            ranking.apply_in(&pg.tx(tx, board, ranking.name()), &updates)?;
+            for &(queue, last) in &taken {
+                tx.execute(&sql.delete, &[&board, &small(queue), &last])?;
+            }
+        }
+        Ok(Drained {
+            applied: updates.len(),
+            contended,
+        })
+    })?;
+    Ok(drained)
+}
+
+fn try_lock(tx: &mut Tx<'_>, sql: &Sql, key: i64) -> Result<bool> {
+    let row = tx.query_opt(&sql.try_lock, &[&key])?;
+    Ok(row.expect("a function call returns a row").try_get(0)?)
+}
