@@ -78,6 +78,30 @@ pub(crate) enum Resume<E> {
     At(E),
 }
 
+/// The compaction job's driver, the same for every store: runs `batch` (one
+/// committed transaction from where the last one stopped) until the scan is
+/// done, adding up the batches' counts and reporting after each.
+pub(crate) fn run_batches<E>(
+    progress: &mut dyn FnMut(&CompactionStats),
+    mut batch: impl FnMut(&Resume<E>) -> Result<BatchPlan<E>>,
+) -> Result<CompactionStats> {
+    let mut stats = CompactionStats::default();
+    let mut from = Resume::Done;
+    loop {
+        let done = batch(&from)?;
+        stats.entities_visited += done.stats.entities_visited;
+        stats.entities_compacted += done.stats.entities_compacted;
+        stats.rows_scanned += done.stats.rows_scanned;
+        stats.rows_merged += done.stats.rows_merged;
+        stats.batches += 1;
+        progress(&stats);
+        match done.resume {
+            Resume::Done => return Ok(stats),
+            resume => from = resume,
+        }
+    }
+}
+
 /// One batch's reading of the shard table, fed rows in key order
 /// `(entity, field, shard)`: decides where the batch stops and what it
 /// rewrites. Stores only run the scan and the resulting statements, so every

@@ -71,6 +71,17 @@ pub enum KeyKind {
     Text,
 }
 
+impl KeyKind {
+    /// The name every store records for the kind in its registry, so a
+    /// changed id type is caught on open.
+    pub(crate) fn registry_name(self) -> &'static str {
+        match self {
+            KeyKind::Int => "integer",
+            KeyKind::Text => "text",
+        }
+    }
+}
+
 impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

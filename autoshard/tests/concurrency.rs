@@ -11,12 +11,16 @@
 //! timings they print.
 
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store, Synchronous};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 const ID: u64 = 42;
 const INITIAL: i64 = 76;
+
+#[path = "common/hammer.rs"]
+mod hammer;
+use hammer::{assert_clean, hammer, Tally};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -55,88 +59,6 @@ fn insert_question(db: &Sqlite) {
 
 fn load(db: &Sqlite) -> Question {
     db.load(&ID).expect("load").expect("the question exists")
-}
-
-/// What the writers observed, summed over all of them.
-#[derive(Debug, Default)]
-struct Tally {
-    saves: u64,
-    retried: u64,
-    max_attempts: u32,
-    errors: Vec<String>,
-}
-
-/// Runs `threads` writers, each with the handle `handle(i)` returns, each
-/// loading the question once and then calling `view` and `save` `saves`
-/// times. Every save result is checked, none is unwrapped, so a
-/// single failure anywhere shows up in the tally instead of a lost thread.
-fn hammer(threads: usize, saves: usize, handle: impl Fn(usize) -> Sqlite) -> (Tally, Duration) {
-    let start = Arc::new(Barrier::new(threads + 1));
-    let workers: Vec<_> = (0..threads)
-        .map(|i| {
-            let db = handle(i);
-            let start = start.clone();
-            thread::spawn(move || {
-                let loaded = db.load::<Question>(&ID);
-                let mut tally = Tally::default();
-                // Reached even if the load failed: a writer that panicked
-                // before it would leave the others waiting forever.
-                start.wait();
-                let mut q = match loaded {
-                    Ok(Some(q)) => q,
-                    other => {
-                        tally.errors.push(format!("load: {other:?}"));
-                        return tally;
-                    }
-                };
-                for _ in 0..saves {
-                    q.view();
-                    match db.save(&mut q) {
-                        Ok(saved) => {
-                            tally.saves += 1;
-                            tally.retried += u64::from(saved.attempts > 1);
-                            tally.max_attempts = tally.max_attempts.max(saved.attempts);
-                            if saved.attempts < 1
-                                || saved.shard_writes != 1
-                                || saved.document_written
-                            {
-                                tally.errors.push(format!("unexpected {saved:?}"));
-                            }
-                        }
-                        Err(e) => {
-                            tally.errors.push(format!("{e} ({e:?})"));
-                            // The pending delta survives a failed save, so
-                            // the next iteration's save would carry two
-                            // increments: stop rather than blur the count.
-                            break;
-                        }
-                    }
-                }
-                tally
-            })
-        })
-        .collect();
-    start.wait();
-    let began = Instant::now();
-    let mut total = Tally::default();
-    for worker in workers {
-        let tally = worker.join().expect("writer thread panicked");
-        total.saves += tally.saves;
-        total.retried += tally.retried;
-        total.max_attempts = total.max_attempts.max(tally.max_attempts);
-        total.errors.extend(tally.errors);
-    }
-    (total, began.elapsed())
-}
-
-fn assert_clean(tally: &Tally, expected_saves: usize) {
-    assert!(
-        tally.errors.is_empty(),
-        "{} writer errors, first: {}",
-        tally.errors.len(),
-        tally.errors[0]
-    );
-    assert_eq!(tally.saves, expected_saves as u64);
 }
 
 const ENV_DB: &str = "AUTOSHARD_CONTENTION_DB";
@@ -241,9 +163,14 @@ fn child_process_writer() {
     if let Ok(wait) = start_at.duration_since(std::time::SystemTime::now()) {
         thread::sleep(wait);
     }
-    let (tally, _) = hammer(THREADS_PER_PROCESS, SAVES_PER_WRITER, |_| {
-        Sqlite::open(&path).unwrap()
-    });
+    let (tally, _) = hammer(
+        THREADS_PER_PROCESS,
+        SAVES_PER_WRITER,
+        ID,
+        Question::view,
+        1,
+        |_| Sqlite::open(&path).unwrap(),
+    );
     // The harness printed `test child_process_writer ... ` without a newline.
     let mut out = std::io::stdout().lock();
     writeln!(out).unwrap();

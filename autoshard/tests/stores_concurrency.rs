@@ -14,12 +14,14 @@
 
 use autoshard::{shard_fold, shard_method, Pending, Shardable, Store};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
 
+#[path = "common/hammer.rs"]
+mod hammer;
 #[path = "common/stores.rs"]
 mod stores;
+use hammer::{assert_clean, hammer};
 use stores::{Options, TestStore};
 
 store_tests!(
@@ -127,93 +129,6 @@ fn load<S: Store>(db: &S) -> Question {
     db.load(&ID).expect("load").expect("the question exists")
 }
 
-/// What the writers observed, summed over all of them.
-#[derive(Debug, Default)]
-struct Tally {
-    saves: u64,
-    retried: u64,
-    max_attempts: u32,
-    errors: Vec<String>,
-}
-
-/// Runs `threads` writers, each with the handle `handle(i)` returns, each
-/// loading the question once and then calling the shard method and `save`
-/// `saves` times. Every save result is checked, none is unwrapped, so a
-/// single failure anywhere shows up in the tally instead of a lost thread.
-fn hammer<S: TestStore>(
-    threads: usize,
-    saves: usize,
-    hot: Hot,
-    handle: impl Fn(usize) -> S,
-) -> (Tally, Duration) {
-    let start = Arc::new(Barrier::new(threads + 1));
-    let workers: Vec<_> = (0..threads)
-        .map(|i| {
-            let db = handle(i);
-            let start = start.clone();
-            thread::spawn(move || {
-                let loaded = db.load::<Question>(&ID);
-                let mut tally = Tally::default();
-                // Reached even if the load failed: a writer that panicked
-                // before it would leave the others waiting forever.
-                start.wait();
-                let mut q = match loaded {
-                    Ok(Some(q)) => q,
-                    other => {
-                        tally.errors.push(format!("load: {other:?}"));
-                        return tally;
-                    }
-                };
-                for _ in 0..saves {
-                    hot.apply(&mut q);
-                    match db.save(&mut q) {
-                        Ok(saved) => {
-                            tally.saves += 1;
-                            tally.retried += u64::from(saved.attempts > 1);
-                            tally.max_attempts = tally.max_attempts.max(saved.attempts);
-                            if saved.attempts < 1
-                                || saved.shard_writes != hot.shard_writes()
-                                || saved.document_written
-                            {
-                                tally.errors.push(format!("unexpected {saved:?}"));
-                            }
-                        }
-                        Err(e) => {
-                            tally.errors.push(format!("{e} ({e:?})"));
-                            // The pending delta survives a failed save, so
-                            // the next iteration's save would carry two
-                            // increments: stop rather than blur the count.
-                            break;
-                        }
-                    }
-                }
-                tally
-            })
-        })
-        .collect();
-    start.wait();
-    let began = Instant::now();
-    let mut total = Tally::default();
-    for worker in workers {
-        let tally = worker.join().expect("writer thread panicked");
-        total.saves += tally.saves;
-        total.retried += tally.retried;
-        total.max_attempts = total.max_attempts.max(tally.max_attempts);
-        total.errors.extend(tally.errors);
-    }
-    (total, began.elapsed())
-}
-
-fn assert_clean(tally: &Tally, expected_saves: usize) {
-    assert!(
-        tally.errors.is_empty(),
-        "{} writer errors, first: {}",
-        tally.errors.len(),
-        tally.errors[0]
-    );
-    assert_eq!(tally.saves, expected_saves as u64);
-}
-
 /// A save that read the chosen shard in one transaction and wrote it in
 /// another (or, on PostgreSQL, read and wrote under `READ COMMITTED`
 /// without a lock) would lose an increment whenever two writers picked the
@@ -224,7 +139,14 @@ fn eight_handles_static_field_count_exactly<S: TestStore>() {
     insert_question(&db.store);
     let saves = saves_per_thread::<S>();
 
-    let (tally, took) = hammer(THREADS, saves, Hot::Static, |_| db.open_another());
+    let (tally, took) = hammer(
+        THREADS,
+        saves,
+        ID,
+        move |q: &mut Question| Hot::Static.apply(q),
+        Hot::Static.shard_writes(),
+        |_| db.open_another(),
+    );
     assert_clean(&tally, THREADS * saves);
 
     let q = load(&db.store);
@@ -263,7 +185,14 @@ fn eight_handles_dynamic_field_count_exactly_while_compacting<S: TestStore>() {
         })
     };
 
-    let (tally, took) = hammer(THREADS, saves, Hot::Dynamic, |_| db.open_another());
+    let (tally, took) = hammer(
+        THREADS,
+        saves,
+        ID,
+        move |q: &mut Question| Hot::Dynamic.apply(q),
+        Hot::Dynamic.shard_writes(),
+        |_| db.open_another(),
+    );
     writers_done.store(true, Ordering::Release);
     let runs = compactor.join().expect("compaction thread panicked");
     assert_clean(&tally, THREADS * saves);
@@ -298,7 +227,14 @@ fn eight_threads_sharing_one_pooled_handle_count_exactly<S: TestStore>() {
     insert_question(&db.store);
     let saves = saves_per_thread::<S>();
 
-    let (tally, took) = hammer(THREADS, saves, Hot::Both, |_| db.store.clone());
+    let (tally, took) = hammer(
+        THREADS,
+        saves,
+        ID,
+        move |q: &mut Question| Hot::Both.apply(q),
+        Hot::Both.shard_writes(),
+        |_| db.store.clone(),
+    );
     assert_clean(&tally, THREADS * saves);
 
     let q = load(&db.store);

@@ -317,8 +317,8 @@ impl KindTables {
             kind: self.kind.to_owned(),
             reason: format!(
                 "ids are stored as {}, the struct's id is {}",
-                id_type(self.key_kind),
-                id_type(T::Id::KEY_KIND)
+                self.key_kind.registry_name(),
+                T::Id::KEY_KIND.registry_name()
             ),
         })
     }
@@ -327,7 +327,7 @@ impl KindTables {
     /// table names another kind already owns or whose id type changed.
     pub fn ensure(&self, tx: &mut Tx<'_>, names: &Names) -> Result<()> {
         tx.batch(&names.ddl_lock())?;
-        let id_type = id_type(self.key_kind);
+        let id_type = self.key_kind.registry_name();
         let owner = tx.query_opt(
             &format!("SELECT kind, id_type FROM {} WHERE base = $1", names.kinds),
             &[&self.base],
@@ -360,13 +360,6 @@ impl KindTables {
         }
         tx.batch(&self.create)?;
         Ok(())
-    }
-}
-
-fn id_type(kind: KeyKind) -> &'static str {
-    match kind {
-        KeyKind::Int => "integer",
-        KeyKind::Text => "text",
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`Store`] for [`Sqlite`]: the paper's load / save / compaction on SQL.
 
 use super::{KindTables, Sqlite};
-use crate::compaction::{BatchPlan, BatchScan, Resume};
+use crate::compaction::{self, BatchPlan, BatchScan, Resume};
 use crate::entity::{EntityId, Key, Shardable};
 use crate::error::{Error, Result};
 use crate::mapper::{self, Assembly, Delta};
@@ -99,22 +99,11 @@ impl Store for Sqlite {
         progress: &mut dyn FnMut(&CompactionStats),
     ) -> Result<CompactionStats> {
         let tables = self.tables::<T>()?;
-        let mut stats = CompactionStats::default();
-        let mut from = Resume::Done;
-        loop {
-            let batch_rows = self.compaction_batch_rows();
-            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, &from, batch_rows))?;
-            stats.entities_visited += batch.stats.entities_visited;
-            stats.entities_compacted += batch.stats.entities_compacted;
-            stats.rows_scanned += batch.stats.rows_scanned;
-            stats.rows_merged += batch.stats.rows_merged;
-            stats.batches += 1;
-            progress(&stats);
-            match batch.resume {
-                Resume::Done => return Ok(stats),
-                resume => from = resume,
-            }
-        }
+        let batch_rows = self.compaction_batch_rows();
+        compaction::run_batches(progress, |from| {
+            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, from, batch_rows))?;
+            Ok(batch)
+        })
     }
 
     fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {

@@ -104,8 +104,8 @@ impl KindTables {
             kind: self.kind.to_owned(),
             reason: format!(
                 "ids are stored as {}, the struct's id is {}",
-                id_type(self.key_kind),
-                id_type(T::Id::KEY_KIND)
+                self.key_kind.registry_name(),
+                T::Id::KEY_KIND.registry_name()
             ),
         })
     }
@@ -120,7 +120,7 @@ impl KindTables {
                  id_type TEXT NOT NULL
              ) STRICT;",
         )?;
-        let id_type = id_type(self.key_kind);
+        let id_type = self.key_kind.registry_name();
         let owner: Option<(String, String)> = tx
             .query_row(
                 "SELECT kind, id_type FROM autoshard_kinds WHERE base = ?1",
@@ -154,12 +154,5 @@ impl KindTables {
         }
         tx.execute_batch(&self.create)?;
         Ok(())
-    }
-}
-
-fn id_type(kind: KeyKind) -> &'static str {
-    match kind {
-        KeyKind::Int => "integer",
-        KeyKind::Text => "text",
     }
 }
