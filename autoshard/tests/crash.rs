@@ -45,7 +45,7 @@
 //! make kills land mostly during process start-up.
 #![cfg(unix)]
 
-use autoshard::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store, Synchronous};
+use autoshard::{Sqlite, Store, Synchronous};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -57,6 +57,9 @@ use std::time::{Duration, Instant};
 #[path = "common/child.rs"]
 mod child;
 use child::{Child, Run};
+#[path = "common/ledger.rs"]
+mod ledger;
+use ledger::{op_id, seq_of, stream_of, Ledger};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -73,86 +76,6 @@ const HOT: u64 = 1;
 const CHILD_LIFETIME: Duration = Duration::from_secs(20);
 /// Writer threads of the mixed child.
 const MIXED_WRITERS: u64 = 3;
-
-#[derive(Shardable, Debug)]
-struct Ledger {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0, shards = 8)]
-    fixed: i64,
-    #[shard(neutral = 0)]
-    grown: i64,
-    #[shard(neutral = BTreeSet::new())]
-    ops: BTreeSet<u64>,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl Ledger {
-    fn new(id: u64) -> Self {
-        Ledger {
-            id,
-            fixed: 0,
-            grown: 0,
-            ops: BTreeSet::new(),
-            pending: Pending::default(),
-        }
-    }
-
-    #[shard_method]
-    fn count_static(&mut self, op: u64) {
-        self.fixed += 1;
-        self.ops.insert(op);
-    }
-
-    #[shard_method]
-    fn count_dynamic(&mut self, op: u64) {
-        self.grown += 1;
-        self.ops.insert(op);
-    }
-
-    /// Half of `count_dynamic`, for the split-save control.
-    #[shard_method]
-    fn count_only(&mut self) {
-        self.grown += 1;
-    }
-
-    /// The other half.
-    #[shard_method]
-    fn record_only(&mut self, op: u64) {
-        self.ops.insert(op);
-    }
-
-    #[shard_fold]
-    fn fold_fixed(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_grown(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_ops(mut a: BTreeSet<u64>, b: BTreeSet<u64>) -> BTreeSet<u64> {
-        a.extend(b);
-        a
-    }
-}
-
-/// Op ids: child number, writer thread within the child, sequence number.
-/// A (child, thread) pair is a *stream*; a stream's ops are saved in order.
-fn op_id(child: u64, thread: u64, seq: u64) -> u64 {
-    (child << 32) | (thread << 24) | seq
-}
-
-fn stream_of(op: u64) -> u64 {
-    op >> 24
-}
-
-fn seq_of(op: u64) -> u64 {
-    op & 0xFF_FFFF
-}
 
 // ---------------------------------------------------------------------------
 // The child.

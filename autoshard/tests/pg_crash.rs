@@ -19,7 +19,7 @@
 //! Children alternate between the locking and the optimistic mode.
 #![cfg(all(unix, feature = "postgres"))]
 
-use autoshard::{shard_fold, shard_method, Concurrency, Pending, Postgres, Shardable, Store};
+use autoshard::{Concurrency, Pending, Postgres, Store};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::Command;
@@ -32,6 +32,9 @@ mod child;
 #[path = "common/stores.rs"]
 mod stores;
 use child::Child;
+#[path = "common/ledger.rs"]
+mod ledger;
+use ledger::{op_id, seq_of, stream_of, Ledger};
 use stores::pg;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -43,63 +46,6 @@ const HOT: u64 = 1;
 const CHILD_LIFETIME: Duration = Duration::from_secs(20);
 const MIXED_WRITERS: u64 = 3;
 const KILLS: u64 = 15;
-
-#[derive(Shardable, Debug)]
-struct Ledger {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0, shards = 8)]
-    fixed: i64,
-    #[shard(neutral = 0)]
-    grown: i64,
-    #[shard(neutral = BTreeSet::new())]
-    ops: BTreeSet<u64>,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl Ledger {
-    #[shard_method]
-    fn count_static(&mut self, op: u64) {
-        self.fixed += 1;
-        self.ops.insert(op);
-    }
-
-    #[shard_method]
-    fn count_dynamic(&mut self, op: u64) {
-        self.grown += 1;
-        self.ops.insert(op);
-    }
-
-    #[shard_fold]
-    fn fold_fixed(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_grown(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_ops(mut a: BTreeSet<u64>, b: BTreeSet<u64>) -> BTreeSet<u64> {
-        a.extend(b);
-        a
-    }
-}
-
-/// Op ids: child, writer thread, sequence number; (child, thread) is a stream.
-fn op_id(child: u64, thread: u64, seq: u64) -> u64 {
-    (child << 32) | (thread << 24) | seq
-}
-
-fn stream_of(op: u64) -> u64 {
-    op >> 24
-}
-
-fn seq_of(op: u64) -> u64 {
-    op & 0xFF_FFFF
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
