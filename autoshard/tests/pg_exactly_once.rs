@@ -70,11 +70,11 @@ struct Run {
     views: i64,
 }
 
-/// `SAVES` saves through the proxy; every other write commit gets the next
-/// fault of `kinds`, cyclically.
-fn run(concurrency: Concurrency, exactly_once: bool, kinds: &'static [Fault]) -> Run {
+/// A fresh schema (dropped with the guard) holding counter 1 at zero, and a
+/// direct handle on it.
+fn counter_schema() -> (pg::DropSchema, Postgres) {
     let schema = pg::new_schema();
-    let _drop = pg::DropSchema(schema.clone());
+    let guard = pg::DropSchema(schema.clone());
     let direct = pg::builder(&schema, &Default::default()).open().unwrap();
     direct
         .insert(&Counter {
@@ -84,6 +84,14 @@ fn run(concurrency: Concurrency, exactly_once: bool, kinds: &'static [Fault]) ->
             pending: Pending::default(),
         })
         .unwrap();
+    (guard, direct)
+}
+
+/// `SAVES` saves through the proxy; every other write commit gets the next
+/// fault of `kinds`, cyclically.
+fn run(concurrency: Concurrency, exactly_once: bool, kinds: &'static [Fault]) -> Run {
+    let (guard, direct) = counter_schema();
+    let schema = &guard.0;
 
     let armed = Arc::new(AtomicBool::new(false));
     let proxy = {
@@ -101,7 +109,7 @@ fn run(concurrency: Concurrency, exactly_once: bool, kinds: &'static [Fault]) ->
         })
     };
     let store = Postgres::builder(&proxy::via(&pg::url(), &proxy))
-        .schema(&schema)
+        .schema(schema)
         .concurrency(concurrency)
         .exactly_once(exactly_once)
         .pool_size(2)
@@ -211,17 +219,8 @@ fn control_without_operation_ids_counts_unanswered_commits_twice() {
 /// (a blind retry could count twice), and the commit did in fact happen.
 #[test]
 fn an_unresolvable_commit_is_in_doubt_not_retried() {
-    let schema = pg::new_schema();
-    let _drop = pg::DropSchema(schema.clone());
-    let direct = pg::builder(&schema, &Default::default()).open().unwrap();
-    direct
-        .insert(&Counter {
-            id: 1,
-            votes: 0,
-            views: 0,
-            pending: Pending::default(),
-        })
-        .unwrap();
+    let (guard, direct) = counter_schema();
+    let schema = &guard.0;
     let armed = Arc::new(AtomicBool::new(false));
     let proxy = {
         let armed = armed.clone();
@@ -239,7 +238,7 @@ fn an_unresolvable_commit_is_in_doubt_not_retried() {
         )
     };
     let store = Postgres::builder(&proxy::via(&pg::url(), &proxy))
-        .schema(&schema)
+        .schema(schema)
         .in_doubt_timeout(Duration::from_millis(300))
         .open()
         .unwrap();
@@ -265,20 +264,11 @@ fn an_unresolvable_commit_is_in_doubt_not_retried() {
 /// nothing written, and the kept delta lands once when it is back.
 #[test]
 fn a_lost_server_is_a_retryable_error_and_nothing_is_lost() {
-    let schema = pg::new_schema();
-    let _drop = pg::DropSchema(schema.clone());
-    let direct = pg::builder(&schema, &Default::default()).open().unwrap();
-    direct
-        .insert(&Counter {
-            id: 1,
-            votes: 0,
-            views: 0,
-            pending: Pending::default(),
-        })
-        .unwrap();
+    let (guard, direct) = counter_schema();
+    let schema = &guard.0;
     let proxy = Proxy::start(proxy::upstream(&pg::url()), &pg::url(), |_, _| Fault::None);
     let store = Postgres::builder(&proxy::via(&pg::url(), &proxy))
-        .schema(&schema)
+        .schema(schema)
         .max_attempts(3)
         .open()
         .unwrap();
