@@ -53,15 +53,9 @@ pub fn derive(input: &Input) -> TokenStream {
             Some(n) => quote!(::core::option::Option::Some(#n)),
             None => quote!(::core::option::Option::None),
         };
-        let checked_sum = s.fold.as_ref().is_some_and(|path| {
-            path.segments
-                .last()
-                .is_some_and(|segment| segment.ident == "checked_sum")
-        });
         quote!(::autoshard::__private::FieldSpec {
             name: #name,
             shards: #shards,
-            checked_sum: #checked_sum,
         })
     });
     let swap = swap_fields(&sharded, &pending);

@@ -1,21 +1,73 @@
 //! Choosing the store by configuration: [`open`] takes a URL and returns
-//! an [`AnyStore`], which is a [`Store`] whichever backend it wraps.
+//! an [`AnyStore`], which is a [`Store`] whichever store it wraps.
 
-use crate::entity::Shardable;
 use crate::error::{Error, Result};
-use crate::store::{CompactionStats, Saved, Store};
-use crate::Sqlite;
+use crate::seam::{Backend, BoardStore, Boards, Entities, EntityStore};
+#[cfg(doc)]
+use crate::store::Store;
+use crate::stores;
+use std::fmt;
+use std::sync::Arc;
 
-/// A store chosen at run time; see [`open`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum AnyStore {
-    /// An embedded SQLite database.
-    Sqlite(Sqlite),
-    /// A PostgreSQL database.
-    #[cfg(feature = "postgres")]
-    Postgres(crate::Postgres),
+/// A store chosen at run time; see [`open`]. It is a [`Store`] and a
+/// [`RankingStore`](crate::ranking::RankingStore) whichever store it wraps.
+/// Cloning is cheap and shares the store.
+#[derive(Clone)]
+pub struct AnyStore {
+    store: Arc<dyn AnyBackend>,
+    scheme: &'static str,
 }
+
+/// What [`AnyStore`] needs of the store it wraps.
+trait AnyBackend: EntityStore + BoardStore + fmt::Debug {}
+impl<S: EntityStore + BoardStore + fmt::Debug> AnyBackend for S {}
+
+impl AnyStore {
+    fn new(
+        store: impl EntityStore + BoardStore + fmt::Debug + 'static,
+        scheme: &'static str,
+    ) -> Self {
+        AnyStore {
+            store: Arc::new(store),
+            scheme,
+        }
+    }
+
+    /// The URL scheme the store was opened with (`"sqlite"`, `"postgres"`,
+    /// ...): which store this is.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+}
+
+impl fmt::Debug for AnyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.store.fmt(f)
+    }
+}
+
+impl Backend for AnyStore {
+    fn __entities(&self) -> Entities<'_> {
+        Entities(&*self.store)
+    }
+
+    fn __boards(&self) -> Boards {
+        Boards(self.store.clone())
+    }
+}
+
+/// A store's URL schemes and how to open it: the one line a store adds here.
+type Opener = fn(&str) -> Result<AnyStore>;
+const STORES: &[(&[&str], Opener)] = &[
+    #[cfg(feature = "sqlite")]
+    (stores::sqlite::SCHEMES, |url| {
+        stores::sqlite::open_url(url).map(|s| AnyStore::new(s, "sqlite"))
+    }),
+    #[cfg(feature = "postgres")]
+    (stores::postgres::SCHEMES, |url| {
+        stores::postgres::open_url(url).map(|s| AnyStore::new(s, "postgres"))
+    }),
+];
 
 /// Opens the store a URL names, with default options, so an application
 /// switches store by configuration rather than code:
@@ -49,114 +101,25 @@ pub enum AnyStore {
 /// # Ok::<(), autoshard::Error>(())
 /// ```
 pub fn open(url: &str) -> Result<AnyStore> {
-    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-    match scheme {
-        "sqlite" => {
-            let rest = &url["sqlite:".len()..];
-            if rest == ":memory:" {
-                return Sqlite::memory().map(AnyStore::Sqlite);
-            }
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(Error::InvalidUrl {
-                    reason: "a sqlite URL needs a path (`sqlite://app.db`) or `sqlite::memory:`"
-                        .into(),
-                });
-            }
-            Sqlite::open(path).map(AnyStore::Sqlite)
-        }
-        "postgres" | "postgresql" => open_postgres(url),
-        "" => Err(Error::InvalidUrl {
+    let Some((scheme, _)) = url.split_once(':') else {
+        return Err(Error::InvalidUrl {
             reason: "no scheme: expected `sqlite://PATH`, `sqlite::memory:` or `postgres://...`"
                 .into(),
-        }),
-        other => Err(Error::InvalidUrl {
+        });
+    };
+    match STORES.iter().find(|(schemes, _)| schemes.contains(&scheme)) {
+        Some((_, open)) => open(url),
+        None => Err(Error::InvalidUrl {
             reason: format!(
-                "unknown scheme `{other}`: expected `sqlite` or `postgres`/`postgresql`"
+                "unknown scheme `{scheme}`: this build knows {}",
+                STORES
+                    .iter()
+                    .flat_map(|(schemes, _)| schemes.iter())
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }),
-    }
-}
-
-#[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> Result<AnyStore> {
-    let (url, schema) = take_query_param(url, "schema");
-    let mut builder = crate::Postgres::builder(&url);
-    if let Some(schema) = schema {
-        builder = builder.schema(schema);
-    }
-    builder.open().map(AnyStore::Postgres)
-}
-
-#[cfg(not(feature = "postgres"))]
-fn open_postgres(_url: &str) -> Result<AnyStore> {
-    Err(Error::InvalidUrl {
-        reason: "autoshard was built without its `postgres` feature".into(),
-    })
-}
-
-/// Removes `name=value` from the URL's query string (the `postgres` crate
-/// refuses parameters it does not know).
-#[cfg(feature = "postgres")]
-fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut value = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| match pair.split_once('=') {
-            Some((key, v)) if key == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => true,
-        })
-        .collect();
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    (url, value)
-}
-
-macro_rules! delegate {
-    ($self:ident, $store:ident => $call:expr) => {
-        match $self {
-            AnyStore::Sqlite($store) => $call,
-            #[cfg(feature = "postgres")]
-            AnyStore::Postgres($store) => $call,
-        }
-    };
-}
-
-impl Store for AnyStore {
-    fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
-        delegate!(self, s => s.insert(entity))
-    }
-
-    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
-        delegate!(self, s => s.load(id))
-    }
-
-    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        delegate!(self, s => s.save(entity))
-    }
-
-    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
-        delegate!(self, s => s.delete::<T>(id))
-    }
-
-    fn compact_with<T: Shardable>(
-        &self,
-        progress: &mut dyn FnMut(&CompactionStats),
-    ) -> Result<CompactionStats> {
-        delegate!(self, s => s.compact_with::<T>(progress))
-    }
-
-    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
-        delegate!(self, s => s.shard_count::<T>(id, field))
     }
 }
 
@@ -178,36 +141,22 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_urls() {
-        assert!(matches!(open("sqlite::memory:"), Ok(AnyStore::Sqlite(_))));
+        assert_eq!(open("sqlite::memory:").unwrap().scheme(), "sqlite");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
         let url = format!("sqlite://{}", path.display());
-        assert!(matches!(open(&url), Ok(AnyStore::Sqlite(_))));
+        assert_eq!(open(&url).unwrap().scheme(), "sqlite");
         assert!(path.exists());
         let other = dir.path().join("b.db");
-        assert!(matches!(
-            open(&format!("sqlite:{}", other.display())),
-            Ok(AnyStore::Sqlite(_))
-        ));
+        assert_eq!(
+            open(&format!("sqlite:{}", other.display()))
+                .unwrap()
+                .scheme(),
+            "sqlite"
+        );
         assert!(other.exists());
-    }
-
-    #[cfg(feature = "postgres")]
-    #[test]
-    fn the_schema_parameter_is_taken_out() {
-        assert_eq!(
-            take_query_param("postgres://h/db?schema=s1&sslmode=disable", "schema"),
-            ("postgres://h/db?sslmode=disable".into(), Some("s1".into()))
-        );
-        assert_eq!(
-            take_query_param("postgres://h/db?schema=s1", "schema"),
-            ("postgres://h/db".into(), Some("s1".into()))
-        );
-        assert_eq!(
-            take_query_param("postgres://h/db", "schema"),
-            ("postgres://h/db".into(), None)
-        );
     }
 }

@@ -7,11 +7,10 @@
 //! compaction must keep.
 
 use crate::__private::{FieldSpec, FoldError};
-use crate::entity::Shardable;
 use crate::error::{Error, Result};
+use crate::seam::{Kind, StoredKey};
 use crate::store::CompactionStats;
 use crate::value::Value;
-use std::fmt::Display;
 
 /// The rewrite of one (entity, field) group.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,25 +64,25 @@ pub(crate) fn plan(
     }))
 }
 
-/// Where the next compaction batch starts; `E` is the store's entity key.
+/// Where the next compaction batch starts.
 #[derive(Debug, Clone)]
-pub(crate) enum Resume<E> {
+pub(crate) enum Resume {
     /// From the first entity (before the first batch), or nothing left
     /// (after the last one).
     Done,
     /// After this entity: every row up to it was read.
-    After(E),
+    After(StoredKey),
     /// At this entity again: one of its groups was too large for one batch
     /// and was folded only partly.
-    At(E),
+    At(StoredKey),
 }
 
 /// The compaction job's driver, the same for every store: runs `batch` (one
 /// committed transaction from where the last one stopped) until the scan is
 /// done, adding up the batches' counts and reporting after each.
-pub(crate) fn run_batches<E>(
+pub(crate) fn run_batches(
     progress: &mut dyn FnMut(&CompactionStats),
-    mut batch: impl FnMut(&Resume<E>) -> Result<BatchPlan<E>>,
+    mut batch: impl FnMut(&Resume) -> Result<BatchPlan>,
 ) -> Result<CompactionStats> {
     let mut stats = CompactionStats::default();
     let mut from = Resume::Done;
@@ -106,30 +105,31 @@ pub(crate) fn run_batches<E>(
 /// `(entity, field, shard)`: decides where the batch stops and what it
 /// rewrites. Stores only run the scan and the resulting statements, so every
 /// store batches (and splits oversized groups) the same way.
-pub(crate) struct BatchScan<T, E> {
+pub(crate) struct BatchScan<'k> {
+    kind: &'k Kind,
     max_rows: usize,
     /// A partly folded entity the previous batch already counted.
-    revisited: Option<E>,
+    revisited: Option<StoredKey>,
     stats: CompactionStats,
-    plans: Vec<(E, usize, Plan)>,
-    current: Option<E>,
+    plans: Vec<(StoredKey, usize, Plan)>,
+    current: Option<StoredKey>,
     group: Option<Group>,
-    resume: Resume<E>,
-    _kind: std::marker::PhantomData<fn() -> T>,
+    resume: Resume,
 }
 
 /// What one batch rewrites.
-pub(crate) struct BatchPlan<E> {
+pub(crate) struct BatchPlan {
     /// This batch's counts (`batches` left at 0 for the caller).
     pub stats: CompactionStats,
     /// `(entity, field index, plan)` in scan order.
-    pub plans: Vec<(E, usize, Plan)>,
-    pub resume: Resume<E>,
+    pub plans: Vec<(StoredKey, usize, Plan)>,
+    pub resume: Resume,
 }
 
-impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
-    pub fn new(from: &Resume<E>, max_rows: usize) -> Self {
+impl<'k> BatchScan<'k> {
+    pub fn new(kind: &'k Kind, from: &Resume, max_rows: usize) -> Self {
         BatchScan {
+            kind,
             max_rows,
             revisited: match from {
                 Resume::At(entity) => Some(entity.clone()),
@@ -140,7 +140,6 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
             current: None,
             group: None,
             resume: Resume::Done,
-            _kind: std::marker::PhantomData,
         }
     }
 
@@ -149,13 +148,13 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
     /// `value` is only decoded for declared fields.
     pub fn push(
         &mut self,
-        entity: E,
+        entity: StoredKey,
         field: &str,
         shard: i64,
         value: impl FnOnce() -> Result<Value, String>,
     ) -> Result<bool> {
         let full = self.stats.rows_scanned as usize >= self.max_rows;
-        let index = T::__FIELDS.iter().position(|f| f.name == field);
+        let index = self.kind.field_index(field);
         if self.current.as_ref() != Some(&entity) {
             if let (true, Some(current)) = (full, &self.current) {
                 self.resume = Resume::After(current.clone());
@@ -170,7 +169,7 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
             && self
                 .group
                 .as_ref()
-                .is_some_and(|g| Some(g.index) == index && g.makes_progress::<T>())
+                .is_some_and(|g| Some(g.index) == index && g.makes_progress(self.kind))
         {
             self.resume = Resume::At(entity);
             return Ok(false);
@@ -180,7 +179,7 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
             return Ok(true);
         };
         let value = value().map_err(|reason| Error::Corrupt {
-            kind: T::KIND,
+            kind: self.kind.name,
             id: self.current_label(),
             field: field.to_owned(),
             reason,
@@ -198,9 +197,9 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
         Ok(true)
     }
 
-    pub fn finish(mut self) -> Result<BatchPlan<E>> {
+    pub fn finish(mut self) -> Result<BatchPlan> {
         self.flush_group()?;
-        let mut compacted: Vec<&E> = Vec::new();
+        let mut compacted: Vec<&StoredKey> = Vec::new();
         for (entity, _, plan) in &self.plans {
             self.stats.rows_merged += plan.removed.len() as u64;
             if compacted.last() != Some(&entity) && self.revisited.as_ref() != Some(entity) {
@@ -225,9 +224,9 @@ impl<T: Shardable, E: Clone + PartialEq + Display> BatchScan<T, E> {
         let Some(Group { index, rows }) = self.group.take() else {
             return Ok(());
         };
-        let spec = &T::__FIELDS[index];
-        let plan = plan(spec, rows, |values| T::__fold(index, values))
-            .map_err(|e| e.into_error(T::KIND, &self.current_label(), spec.name))?;
+        let spec = &self.kind.fields[index];
+        let plan = plan(spec, rows, |values| self.kind.raw_fold(index, values))
+            .map_err(|e| e.into_error(self.kind.name, &self.current_label(), spec.name))?;
         if let (Some(plan), Some(entity)) = (plan, &self.current) {
             self.plans.push((entity.clone(), index, plan));
         }
@@ -245,8 +244,8 @@ impl Group {
     /// Whether folding the rows read so far would remove at least one row;
     /// a batch only stops inside a group once it does, so every batch
     /// makes progress.
-    fn makes_progress<T: Shardable>(&self) -> bool {
-        match T::__FIELDS[self.index].shards {
+    fn makes_progress(&self, kind: &Kind) -> bool {
+        match kind.fields[self.index].shards {
             None => self.rows.len() > 1,
             Some(n) => self.rows.iter().any(|(shard, _)| *shard >= i64::from(n)),
         }
@@ -275,12 +274,10 @@ mod tests {
     const DYNAMIC: FieldSpec = FieldSpec {
         name: "f",
         shards: None,
-        checked_sum: false,
     };
     const STATIC3: FieldSpec = FieldSpec {
         name: "f",
         shards: Some(3),
-        checked_sum: false,
     };
 
     #[test]

@@ -166,8 +166,9 @@ pub enum Error {
     },
 
     /// An error from SQLite that none of the variants above describes.
+    #[cfg(feature = "sqlite")]
     #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
 
     /// Concurrent transactions kept changing the same rows: every attempt
     /// ended in a serialization failure (SQLSTATE 40001, the optimistic
@@ -221,10 +222,30 @@ pub enum Error {
         reason: String,
     },
 
+    /// A group commit of concurrent
+    /// [`Ranking::enqueue`](crate::ranking::Ranking::enqueue) calls failed,
+    /// and its error is not one of the variants that can be copied to every
+    /// caller in the group (the caller that ran the transaction got the
+    /// original). Nothing of that group was queued.
+    #[error("the group commit this call was part of failed: {reason}")]
+    GroupCommit {
+        /// The original error, rendered.
+        reason: String,
+        /// Whether the original error was retryable.
+        retryable: bool,
+    },
+
     /// An error from PostgreSQL that none of the variants above describes.
     #[cfg(feature = "postgres")]
     #[error(transparent)]
-    Postgres(#[from] postgres::Error),
+    Postgres(postgres::Error),
+}
+
+/// Store driver errors that may go away when the call is made again (lock
+/// contention, a lost connection); each store implements it for its
+/// driver's error type, so this module names no store.
+pub(crate) trait Retryable {
+    fn is_retryable(&self) -> bool;
 }
 
 fn busy_detail(attempts: u32) -> String {
@@ -241,9 +262,11 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Busy { .. } | Error::Conflict { .. } | Error::Unavailable { .. } => true,
-            Error::Sqlite(e) => crate::sqlite::is_busy(e),
+            Error::GroupCommit { retryable, .. } => *retryable,
+            #[cfg(feature = "sqlite")]
+            Error::Sqlite(e) => Retryable::is_retryable(e),
             #[cfg(feature = "postgres")]
-            Error::Postgres(e) => crate::postgres::is_retryable(e),
+            Error::Postgres(e) => Retryable::is_retryable(e),
             _ => false,
         }
     }

@@ -80,13 +80,13 @@ mod compaction;
 mod entity;
 mod error;
 pub mod fold;
+mod hash;
 mod mapper;
 mod naming;
-#[cfg(feature = "postgres")]
-mod postgres;
 pub mod ranking;
-mod sqlite;
+mod seam;
 mod store;
+mod stores;
 mod value;
 
 #[doc(hidden)]
@@ -97,10 +97,11 @@ pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
 pub use crate::error::{Error, Result};
-#[cfg(feature = "postgres")]
-pub use crate::postgres::{Concurrency, Postgres, PostgresBuilder};
-pub use crate::sqlite::{Sqlite, SqliteBuilder, Synchronous};
 pub use crate::store::{CompactionStats, Saved, Store};
+#[cfg(feature = "postgres")]
+pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};
+#[cfg(feature = "sqlite")]
+pub use crate::stores::sqlite::{Sqlite, SqliteBuilder, Synchronous};
 pub use crate::value::{Value, ValueError};
 
 /// Derives [`Shardable`] for a struct with named fields.

@@ -1,10 +1,11 @@
 //! The store-independent half of the object mapper: what an insert, a load
-//! and a save read and write, computed from the entity. A backend only runs
+//! and a save read and write, computed from the entity. A store only runs
 //! the statements; it never decides what to write.
 
 use crate::__private::{FieldSpec, Parts};
 use crate::entity::{EntityId, Key, Mode, Shardable};
 use crate::error::{Error, Result};
+use crate::seam::Stored;
 use crate::store::Saved;
 use crate::value::Value;
 
@@ -100,53 +101,26 @@ pub(crate) fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32)
     saved
 }
 
-/// The new value of a static shard: the stored value folded with the delta
-/// (a missing row counts as neutral, the fold's identity).
-pub(crate) fn fold_delta<T: Shardable>(
-    key: Key<'_>,
-    delta: &Delta,
-    stored: Option<Value>,
-) -> Result<Value> {
-    match stored {
-        Some(stored) => T::__fold(delta.index, &mut [stored, delta.value.clone()].into_iter())
-            .map_err(|e| e.into_error(T::KIND, &key.to_string(), delta.spec.name)),
-        None => Ok(delta.value.clone()),
-    }
+/// The static shard a save folds its delta into: one of `0..shards`, at
+/// random, chosen anew by every attempt of a retried transaction so that
+/// two conflicting writers do not meet again.
+pub(crate) fn pick_shard(shards: u32) -> i64 {
+    i64::from(fastrand::u32(..shards))
 }
 
-/// Builds a loaded entity from its document and shard rows.
-pub(crate) struct Assembly<T: Shardable> {
-    id: T::Id,
-    parts: Parts,
-}
-
-impl<T: Shardable> Assembly<T> {
-    pub fn new(id: &T::Id, key: Key<'_>, document: String) -> Result<Self> {
-        Ok(Assembly {
-            id: id.clone(),
-            parts: Parts::new::<T>(key.to_string(), document)?,
-        })
-    }
-
-    /// Adds one shard row; rows of fields the struct no longer declares are
-    /// skipped (and stay in the store).
-    pub fn row(&mut self, field: &str, value: Result<Value, String>) -> Result<()> {
-        let Some(index) = T::__FIELDS.iter().position(|f| f.name == field) else {
-            return Ok(());
-        };
+/// Builds a loaded entity from what the store read.
+pub(crate) fn assemble<T: Shardable>(id: &T::Id, key: Key<'_>, stored: Stored) -> Result<T> {
+    let mut parts = Parts::new::<T>(key.to_string(), stored.document)?;
+    for (index, value) in stored.rows {
         let value = value.map_err(|reason| Error::Corrupt {
             kind: T::KIND,
-            id: self.parts.id().to_owned(),
-            field: field.to_owned(),
+            id: parts.id().to_owned(),
+            field: T::__FIELDS[index].name.to_owned(),
             reason,
         })?;
-        self.parts.push(index, value);
-        Ok(())
+        parts.push(index, value);
     }
-
-    pub fn finish(mut self) -> Result<T> {
-        T::__from_parts(self.id, &mut self.parts)
-    }
+    T::__from_parts(id.clone(), &mut parts)
 }
 
 /// Index of a declared sharded field, for `shard_count`.

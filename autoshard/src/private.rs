@@ -11,6 +11,10 @@ use serde::Serialize;
 
 pub use serde;
 
+/// The seam's public face, for a wrapper type that delegates to a store
+/// (the shared test suites run the PostgreSQL store twice this way).
+pub use crate::seam::{Backend, Boards, Entities};
+
 /// One sharded field as declared: its name and `shards = N` (None: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldSpec {
@@ -18,11 +22,6 @@ pub struct FieldSpec {
     pub name: &'static str,
     /// Static shard count, or `None` for dynamic sharding.
     pub shards: Option<u32>,
-    /// The fold is named `checked_sum` (`fold = autoshard::fold::checked_sum`):
-    /// a hint that a store may add in SQL instead of folding in Rust. Stores
-    /// confirm it by probing the fold (see `postgres::schema::sql_sum`), so a
-    /// look-alike that behaves differently is folded in Rust as usual.
-    pub checked_sum: bool,
 }
 
 /// Bound on unsharded field types.

@@ -1,25 +1,54 @@
-//! The [`Store`] trait: what every backend offers.
+//! The [`Store`] trait: what every store offers, implemented once for all
+//! of them over the seam (`crate::seam`).
 
-use crate::entity::Shardable;
+use crate::compaction;
+use crate::entity::{EntityId, Shardable};
 use crate::error::Result;
+use crate::mapper;
+use crate::seam::{Backend, Kind};
 
-/// A database that persists [`Shardable`] entities with property sharding.
+/// A database that persists [`Shardable`] entities with property sharding:
+/// [`Sqlite`](crate::Sqlite), [`Postgres`](crate::Postgres) and
+/// [`AnyStore`](crate::AnyStore).
 ///
 /// The semantics are the AutoShard paper's and are the same for every
-/// backend; `docs/design.md` states them in full.
-pub trait Store {
+/// store; `docs/design.md` states them in full. The methods are provided:
+/// a store implements the crate's internal seam, so the trait is sealed.
+pub trait Store: Backend {
     /// Writes a new entity: its document, and for each sharded field either
     /// `shards` rows (static: the first holds the current value, the rest the
     /// neutral element) or one row (dynamic). Resets the entity's pending
     /// deltas, since the stored rows now include them.
     ///
-    /// Fails with [`Error::AlreadyExists`](crate::Error::AlreadyExists) if the
-    /// id is taken; nothing is written then.
-    fn insert<T: Shardable>(&self, entity: &T) -> Result<()>;
+    /// # Errors
+    ///
+    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists); [`Error::Poisoned`](crate::Error::Poisoned)
+    /// for an entity whose shard method panicked; [`Error::InvalidValue`](crate::Error::InvalidValue)
+    /// or [`Error::InvalidName`](crate::Error::InvalidName) for values or ids
+    /// the store cannot hold; a store error. Nothing is written on error.
+    fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
+        let plan = mapper::plan_insert(entity)?;
+        let key = entity.id().key()?;
+        self.__entities().0.insert(&Kind::of::<T>(), key, &plan)?;
+        mapper::inserted(entity, plan);
+        Ok(())
+    }
 
     /// Reads an entity and folds each sharded field over all its shard rows.
     /// `Ok(None)` if no entity has this id.
-    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>>;
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`](crate::Error::Corrupt) for a stored value that
+    /// does not decode into its field, [`Error::Fold`](crate::Error::Fold)
+    /// when the fold refuses the stored rows, or a store error.
+    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
+        let key = id.key()?;
+        match self.__entities().0.load(&Kind::of::<T>(), key)? {
+            Some(stored) => mapper::assemble(id, key, stored).map(Some),
+            None => Ok(None),
+        }
+    }
 
     /// Writes what changed since the entity was loaded, inserted or last
     /// saved, in one short transaction: the document only if an unsharded
@@ -29,10 +58,31 @@ pub trait Store {
     /// The pending deltas are reset only after the commit, so after an error
     /// the same entity can be saved again and nothing is lost or counted
     /// twice. An entity with nothing to write costs no transaction.
-    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved>;
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`](crate::Error::NotFound) if the entity was
+    /// deleted, [`Error::Poisoned`](crate::Error::Poisoned),
+    /// [`Error::Fold`](crate::Error::Fold), or a store error; retryable ones
+    /// ([`Error::is_retryable`](crate::Error::is_retryable)) can simply be
+    /// retried with the same object.
+    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
+        let Some(plan) = mapper::plan_save(entity)? else {
+            return Ok(Saved::default());
+        };
+        let key = entity.id().key()?;
+        let attempts = self.__entities().0.save(&Kind::of::<T>(), key, &plan)?;
+        Ok(mapper::saved(entity, plan, attempts))
+    }
 
     /// Removes an entity and all its shard rows. Returns whether it existed.
-    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool>;
+    ///
+    /// # Errors
+    ///
+    /// A store error; nothing is deleted then.
+    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
+        self.__entities().0.delete(&Kind::of::<T>(), id.key()?)
+    }
 
     /// The compaction job: folds the shard rows of every entity of kind `T`
     /// so that each dynamic field keeps one row and each static field keeps
@@ -44,14 +94,36 @@ pub trait Store {
 
     /// [`compact`](Store::compact), calling `progress` after every committed
     /// batch with the totals so far.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`](crate::Error::Corrupt) or
+    /// [`Error::Fold`](crate::Error::Fold) for an entity whose rows cannot
+    /// be folded, or a store error. Batches committed before the error
+    /// stay committed.
     fn compact_with<T: Shardable>(
         &self,
         progress: &mut dyn FnMut(&CompactionStats),
-    ) -> Result<CompactionStats>;
+    ) -> Result<CompactionStats> {
+        let kind = Kind::of::<T>();
+        let entities = self.__entities().0;
+        compaction::run_batches(progress, |from| entities.compact_batch(&kind, from))
+    }
 
     /// How many shard rows `field` of entity `id` has now: operators use it to
     /// watch dynamic shards pile up and compaction catch up.
-    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64>;
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) if `T` has no
+    /// sharded field `field`, [`Error::NotFound`](crate::Error::NotFound)
+    /// if the entity is not stored, or a store error.
+    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
+        mapper::field_index::<T>(field)?;
+        self.__entities()
+            .0
+            .shard_count(&Kind::of::<T>(), id.key()?, field)
+    }
 }
 
 /// What one [`Store::save`] did.
@@ -82,3 +154,5 @@ pub struct CompactionStats {
     /// Transactions committed.
     pub batches: u64,
 }
+
+impl<S: Backend + ?Sized> Store for S {}

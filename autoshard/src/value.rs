@@ -1,9 +1,8 @@
 //! How sharded field values are stored.
 //!
-//! Scalars are stored natively (SQLite `INTEGER` / `REAL`) so that SQL can
+//! Scalars are stored natively (an SQL `INTEGER` / `REAL`) so that SQL can
 //! read and aggregate them; everything else is stored as JSON text.
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use serde::de::{self, DeserializeOwned, IntoDeserializer, Visitor};
 use serde::ser::{self, Serialize};
 
@@ -80,27 +79,6 @@ pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, ValueError> {
         Value::Integer(i) => T::deserialize(Scalar(i.into_deserializer())),
         Value::Real(f) => T::deserialize(Scalar(f.into_deserializer())),
         Value::Text(s) => Ok(serde_json::from_str(s)?),
-    }
-}
-
-impl ToSql for Value {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(match self {
-            Value::Integer(i) => ValueRef::Integer(*i),
-            Value::Real(f) => ValueRef::Real(*f),
-            Value::Text(s) => ValueRef::Text(s.as_bytes()),
-        }))
-    }
-}
-
-impl FromSql for Value {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value {
-            ValueRef::Integer(i) => Ok(Value::Integer(i)),
-            ValueRef::Real(f) => Ok(Value::Real(f)),
-            ValueRef::Text(_) => Ok(Value::Text(value.as_str()?.to_owned())),
-            ValueRef::Null | ValueRef::Blob(_) => Err(FromSqlError::InvalidType),
-        }
     }
 }
 
@@ -539,50 +517,6 @@ mod tests {
         assert_eq!(decode::<Ratio>(&Value::Integer(3)).unwrap(), Ratio(3.0));
         assert_eq!(decode::<Option<i64>>(&Value::Integer(3)).unwrap(), Some(3));
         assert_eq!(decode::<f32>(&Value::Real(0.5)).unwrap(), 0.5);
-    }
-
-    #[test]
-    fn sqlite_round_trip() {
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v ANY) STRICT")
-            .unwrap();
-        let values = [
-            (Value::Integer(i64::MIN), "integer"),
-            (Value::Real(-0.0), "real"),
-            (Value::Real(f64::MAX), "real"),
-            (encode(&HashSet::from(["a".to_string()])).unwrap(), "text"),
-            (encode(&u64::MAX).unwrap(), "text"),
-        ];
-        for (value, sql_type) in &values {
-            conn.execute("DELETE FROM t", []).unwrap();
-            conn.execute("INSERT INTO t(v) VALUES (?1)", [value])
-                .unwrap();
-            let (read, read_type): (Value, String) = conn
-                .query_row("SELECT v, typeof(v) FROM t", [], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .unwrap();
-            // Debug output tells -0.0 from 0.0, which `==` does not.
-            assert_eq!(format!("{read:?}"), format!("{value:?}"));
-            assert_eq!(read_type, *sql_type);
-        }
-        assert_eq!(decode::<u64>(&values[4].0).unwrap(), u64::MAX);
-
-        // SQL arithmetic on a stored integer still decodes.
-        conn.execute("UPDATE t SET v = 41", []).unwrap();
-        conn.execute("UPDATE t SET v = v + 1", []).unwrap();
-        let read: Value = conn.query_row("SELECT v FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(decode::<Score>(&read).unwrap(), Score(42));
-
-        for sql in ["SELECT NULL", "SELECT x'00'"] {
-            let err = conn
-                .query_row(sql, [], |r| r.get::<_, Value>(0))
-                .unwrap_err();
-            assert!(
-                matches!(err, rusqlite::Error::InvalidColumnType(..)),
-                "{sql}: {err:?}"
-            );
-        }
     }
 
     proptest! {

@@ -4,7 +4,7 @@
 //! behaviour it shares with SQLite is in the `stores_*` suites.
 #![cfg(feature = "postgres")]
 
-use autoshard::{shard_fold, shard_method, AnyStore, Concurrency, Error, Pending, Postgres};
+use autoshard::{shard_fold, shard_method, Concurrency, Error, Pending, Postgres};
 use autoshard::{Shardable, Store};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -329,7 +329,7 @@ fn open_picks_postgres_from_the_url_and_its_schema() {
     let url = pg::url();
     let separator = if url.contains('?') { '&' } else { '?' };
     let store = autoshard::open(&format!("{url}{separator}schema={schema}")).unwrap();
-    assert!(matches!(store, AnyStore::Postgres(_)), "{store:?}");
+    assert_eq!(store.scheme(), "postgres", "{store:?}");
     store.insert(&Hot::new(7)).unwrap();
     let mut hot: Hot = store.load(&7).unwrap().unwrap();
     hot.vote();

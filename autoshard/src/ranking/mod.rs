@@ -40,29 +40,25 @@
 //! ```
 
 mod apply;
+mod config;
 mod integrity;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod query;
 mod queue;
-mod sqlite;
 mod storage;
 mod tree;
 
-// The queue's public types (worker, its handle and stats, ...), whichever
-// queue.rs declares `pub`.
-pub use self::queue::*;
+pub use self::config::RankingConfig;
+pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 
 use self::apply::Batch;
 use self::query::Want;
-use self::sqlite::SqliteTx;
-use self::storage::{Backend, Storage};
+use self::queue::QueueState;
+use self::storage::Storage;
 use self::tree::Geometry;
 use crate::error::{Error, Result};
-use crate::sqlite::Sqlite;
+use crate::seam::{Backend, Board, BoardStore, QueuedUpdate};
 use std::collections::HashMap;
-use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Longest board name, in bytes.
 pub const MAX_BOARD_NAME_LEN: usize = 128;
@@ -109,134 +105,14 @@ pub struct Entry {
     pub position: u64,
 }
 
-/// The shape of a new board, for [`Ranking::create`].
-///
-/// Scores are integers in `[min, max)`; any range inside `i64` works, up to
-/// `i64::MIN..i64::MAX`. The tree has `ceil(log_B(max - min))` levels, so
-/// branching trades node size (`16 * B` bytes a row) against depth (reads
-/// per query): the default 100 answers a 0..10,000 board in 2 reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankingConfig {
-    min: i64,
-    max: i64,
-    branching: u32,
-    shards: u32,
-    queues: u32,
-}
-
-impl RankingConfig {
-    /// A board for scores in `range` (`[min, max)`), branching 100, one
-    /// shard, one queue.
-    pub fn new(range: Range<i64>) -> Self {
-        RankingConfig {
-            min: range.start,
-            max: range.end,
-            branching: 100,
-            shards: 1,
-            queues: 1,
-        }
-    }
-
-    /// Children per tree node, 2 to 1000 (default 100).
-    pub fn branching(mut self, branching: u32) -> Self {
-        self.branching = branching;
-        self
-    }
-
-    /// Shard rows per inner tree node, 1 to [`MAX_SHARDS`] (default 1).
-    /// Each direct write adds to one random shard, so more shards mean
-    /// less contention between writers and more rows for readers to sum.
-    pub fn shards(mut self, shards: u32) -> Self {
-        self.shards = shards;
-        self
-    }
-
-    /// Queue shards for queued updates, 1 to [`MAX_QUEUES`] (default 1).
-    pub fn queues(mut self, queues: u32) -> Self {
-        self.queues = queues;
-        self
-    }
-
-    /// The score range `[min, max)`.
-    pub fn range(&self) -> Range<i64> {
-        self.min..self.max
-    }
-
-    /// Children per tree node.
-    pub fn branching_factor(&self) -> u32 {
-        self.branching
-    }
-
-    /// Shard rows per inner tree node.
-    pub fn shard_count(&self) -> u32 {
-        self.shards
-    }
-
-    /// Queue shards.
-    pub fn queue_count(&self) -> u32 {
-        self.queues
-    }
-
-    /// The tree this configuration describes, or why it has none.
-    fn geometry(&self) -> Result<Geometry> {
-        let geometry = Geometry::new(self.min, self.max, self.branching)?;
-        let invalid = |reason: String| Err(Error::InvalidRanking { reason });
-        if !(1..=MAX_SHARDS).contains(&self.shards) {
-            return invalid(format!(
-                "shards {} is outside 1..={MAX_SHARDS}",
-                self.shards
-            ));
-        }
-        if !(1..=MAX_QUEUES).contains(&self.queues) {
-            return invalid(format!(
-                "queues {} is outside 1..={MAX_QUEUES}",
-                self.queues
-            ));
-        }
-        Ok(geometry)
-    }
-}
-
-mod sealed {
-    /// Keeps [`RankingStore`](super::RankingStore) implementable only here.
-    pub trait Sealed {
-        fn ranking_backend(&self) -> super::Backend;
-    }
-}
-
-/// A store that can hold ranking boards: [`Sqlite`],
+/// A store that can hold ranking boards: [`Sqlite`](crate::Sqlite),
 /// [`Postgres`](crate::Postgres) and [`AnyStore`](crate::AnyStore).
 ///
-/// Sealed: it names the backends this crate implements boards for, so more
-/// can follow without changing any signature.
-pub trait RankingStore: sealed::Sealed {}
+/// Sealed: implemented for every store of this crate, through its internal
+/// seam, so more stores can follow without changing any signature.
+pub trait RankingStore: Backend {}
 
-impl sealed::Sealed for Sqlite {
-    fn ranking_backend(&self) -> Backend {
-        Backend::Sqlite(self.clone())
-    }
-}
-impl RankingStore for Sqlite {}
-
-#[cfg(feature = "postgres")]
-impl sealed::Sealed for crate::Postgres {
-    fn ranking_backend(&self) -> Backend {
-        Backend::Postgres(postgres::PgBoards::new(self))
-    }
-}
-#[cfg(feature = "postgres")]
-impl RankingStore for crate::Postgres {}
-
-impl sealed::Sealed for crate::AnyStore {
-    fn ranking_backend(&self) -> Backend {
-        match self {
-            crate::AnyStore::Sqlite(db) => db.ranking_backend(),
-            #[cfg(feature = "postgres")]
-            crate::AnyStore::Postgres(db) => db.ranking_backend(),
-        }
-    }
-}
-impl RankingStore for crate::AnyStore {}
+impl<S: Backend + ?Sized> RankingStore for S {}
 
 /// A leaderboard stored in a database. See the [module docs](self).
 ///
@@ -249,11 +125,14 @@ pub struct Ranking {
 }
 
 struct Inner {
-    backend: Backend,
+    boards: Arc<dyn BoardStore>,
     name: String,
     id: i64,
     config: RankingConfig,
     geometry: Geometry,
+    /// This process's queue coordination for the board (group commit,
+    /// worker wake-ups), made on the first queue call: see `queue.rs`.
+    queue: OnceLock<Arc<QueueState>>,
 }
 
 impl std::fmt::Debug for Ranking {
@@ -263,14 +142,6 @@ impl std::fmt::Debug for Ranking {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
-}
-
-/// One update applied by [`Ranking::apply_in`]: a new absolute score, or a
-/// removal (`None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Update {
-    pub player: String,
-    pub score: Option<i64>,
 }
 
 fn check_board_name(name: &str) -> Result<()> {
@@ -306,45 +177,45 @@ impl Ranking {
     /// Creates the board `name` (1 to [`MAX_BOARD_NAME_LEN`] bytes, no
     /// control characters) in `db`, empty.
     ///
-    /// Errors: [`Error::RankingExists`] if the name is taken,
+    /// # Errors
+    ///
+    /// [`Error::RankingExists`] if the name is taken,
     /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
     /// an empty range, branching outside 2..=1000, or zero shards or queues.
     /// Nothing is written on error.
     pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
         check_board_name(name)?;
         let geometry = config.geometry()?;
-        let backend = db.ranking_backend();
-        let id = match &backend {
-            Backend::Sqlite(db) => sqlite::create_board(db, name, &config)?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => pg.create_board(name, &config)?,
-        };
-        Ok(Self::with(backend, name, id, config, geometry))
+        let boards = db.__boards().0;
+        let id = boards.create_board(name, &config.spec())?;
+        Ok(Self::with(boards, name, id, config, geometry))
     }
 
     /// Opens the board `name`, created earlier by any handle or process.
     ///
-    /// Errors: [`Error::RankingNotFound`] if there is none,
-    /// [`Error::InvalidName`] for a name `create` would refuse.
+    /// # Errors
+    ///
+    /// [`Error::RankingNotFound`] if there is none, [`Error::InvalidName`]
+    /// for a name `create` would refuse, [`Error::Corrupt`] for a stored
+    /// configuration that makes no tree.
     pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
         check_board_name(name)?;
-        let backend = db.ranking_backend();
-        let (id, config) = match &backend {
-            Backend::Sqlite(db) => sqlite::open_board(db, name)?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => pg.open_board(name)?,
-        };
+        let boards = db.__boards().0;
+        let (id, spec) = boards
+            .open_board(name)?
+            .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
+        let config = RankingConfig::from_spec(spec);
         let geometry = config.geometry().map_err(|e| Error::Corrupt {
             kind: "ranking",
             id: name.into(),
             field: "configuration".into(),
             reason: e.to_string(),
         })?;
-        Ok(Self::with(backend, name, id, config, geometry))
+        Ok(Self::with(boards, name, id, config, geometry))
     }
 
     fn with(
-        backend: Backend,
+        boards: Arc<dyn BoardStore>,
         name: &str,
         id: i64,
         config: RankingConfig,
@@ -352,11 +223,12 @@ impl Ranking {
     ) -> Self {
         Ranking {
             inner: Arc::new(Inner {
-                backend,
+                boards,
                 name: name.into(),
                 id,
                 config,
                 geometry,
+                queue: OnceLock::new(),
             }),
         }
     }
@@ -375,45 +247,48 @@ impl Ranking {
         &self.inner.geometry
     }
 
+    fn board(&self) -> Board<'_> {
+        Board {
+            id: self.inner.id,
+            name: &self.inner.name,
+        }
+    }
+
     /// Runs `f` in one read transaction (one snapshot).
     fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
-        let (id, name) = (self.inner.id, self.inner.name.as_str());
-        match &self.inner.backend {
-            Backend::Sqlite(db) => db.read(|tx| f(&SqliteTx::new(tx, id, name), self.geometry())),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => pg
-                .db
-                .read_snapshot(|tx| f(&pg.tx(tx, id, name), self.geometry())),
-        }
+        let mut out = None;
+        self.inner.boards.read_board(self.board(), &mut |st| {
+            out = Some(f(st, self.geometry())?);
+            Ok(())
+        })?;
+        Ok(out.expect("set by a successful transaction"))
+    }
+
+    /// Runs `f` in one write transaction (retried whole if the store must).
+    fn write_with<R>(&self, mut f: impl FnMut(&dyn Storage) -> Result<R>) -> Result<R> {
+        let mut out = None;
+        self.inner.boards.write_board(self.board(), &mut |st| {
+            out = Some(f(st)?);
+            Ok(())
+        })?;
+        Ok(out.expect("set by a successful transaction"))
     }
 
     /// Applies `updates` (validated) in one write transaction, inner-node
     /// deltas going to one random shard; whether each player was on the
     /// board before their update.
     fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
-        let shard = fastrand::u32(0..self.inner.config.shards);
-        let run = |st: &dyn Storage| apply_updates(st, self.geometry(), shard, updates);
-        let (id, name) = (self.inner.id, self.inner.name.as_str());
-        match &self.inner.backend {
-            Backend::Sqlite(db) => db
-                .write(|tx| run(&SqliteTx::new(tx, id, name)))
-                .map(|(had, _attempts)| had),
-            // READ COMMITTED whatever the store's mode: the writer locks
-            // what it reads and must then see the latest commit (see
-            // ranking/postgres.rs).
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => pg
-                .db
-                .write_read_committed(|tx| run(&pg.tx(tx, id, name)))
-                .map(|(had, _attempts)| had),
-        }
+        let shard = fastrand::u32(0..self.inner.config.shard_count());
+        self.write_with(|st| apply_updates(st, self.geometry(), shard, updates))
     }
 
     /// Sets `player`'s score to `score`, replacing any earlier one. Setting
     /// the score a player already has changes nothing (not even their place
     /// among ties), so a retried call is harmless.
     ///
-    /// Errors: [`Error::ScoreOutOfRange`], [`Error::InvalidName`] (player
+    /// # Errors
+    ///
+    /// [`Error::ScoreOutOfRange`], [`Error::InvalidName`] (player
     /// names are 1 to [`MAX_PLAYER_LEN`] bytes without NUL), or a store
     /// error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
@@ -449,7 +324,9 @@ impl Ranking {
     /// 1 + the number of players with a score strictly higher than `score`
     /// (whether or not anyone holds `score`). Reads: one node per tree level.
     ///
-    /// Errors: [`Error::ScoreOutOfRange`].
+    /// # Errors
+    ///
+    /// [`Error::ScoreOutOfRange`].
     pub fn rank_of_score(&self, score: i64) -> Result<u64> {
         let offset = self.geometry().checked_offset(score)?;
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
@@ -501,7 +378,9 @@ impl Ranking {
     /// The entries at ordinal ranks `from..=to` (1-based, inclusive; fewer
     /// or none past the end): "who is ranked 150 through 175?".
     ///
-    /// Errors: [`Error::InvalidRanking`] unless `1 <= from <= to`.
+    /// # Errors
+    ///
+    /// [`Error::InvalidRanking`] unless `1 <= from <= to`.
     pub fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
         if from == 0 || from > to {
             return Err(Error::InvalidRanking {
@@ -552,7 +431,7 @@ impl Ranking {
     /// first mismatch: a count that differs or is negative, a shard row out
     /// of place, an arrival tree that disagrees with its players.
     pub fn check_integrity(&self) -> Result<()> {
-        let shards = self.inner.config.shards;
+        let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
     }
 
@@ -562,7 +441,7 @@ impl Ranking {
     /// nothing. Every update is validated before anything is written.
     /// Inner-node deltas go to shard 0: the queue worker writes in big
     /// batches, so it need not spread.
-    pub(crate) fn apply_in(&self, st: &dyn Storage, updates: &[Update]) -> Result<()> {
+    pub(crate) fn apply_in(&self, st: &dyn Storage, updates: &[QueuedUpdate]) -> Result<()> {
         for u in updates {
             self.check_update(&u.player, u.score)?;
         }
@@ -587,14 +466,9 @@ impl Ranking {
         Ok(())
     }
 
-    /// The board's row id.
-    pub(crate) fn board_id(&self) -> i64 {
-        self.inner.id
-    }
-
     /// Queue shards (`RankingConfig::queues`).
     pub(crate) fn queues(&self) -> u32 {
-        self.inner.config.queues
+        self.inner.config.queue_count()
     }
 }
 

@@ -369,34 +369,13 @@ pub mod pg {
     #[derive(Clone, Debug)]
     pub struct Optimistic(pub Postgres);
 
-    impl Store for Optimistic {
-        fn insert<T: autoshard::Shardable>(&self, entity: &T) -> autoshard::Result<()> {
-            self.0.insert(entity)
+    /// Delegates to the wrapped store.
+    impl autoshard::__private::Backend for Optimistic {
+        fn __entities(&self) -> autoshard::__private::Entities<'_> {
+            self.0.__entities()
         }
-        fn load<T: autoshard::Shardable>(&self, id: &T::Id) -> autoshard::Result<Option<T>> {
-            self.0.load(id)
-        }
-        fn save<T: autoshard::Shardable>(
-            &self,
-            entity: &mut T,
-        ) -> autoshard::Result<autoshard::Saved> {
-            self.0.save(entity)
-        }
-        fn delete<T: autoshard::Shardable>(&self, id: &T::Id) -> autoshard::Result<bool> {
-            self.0.delete::<T>(id)
-        }
-        fn compact_with<T: autoshard::Shardable>(
-            &self,
-            progress: &mut dyn FnMut(&autoshard::CompactionStats),
-        ) -> autoshard::Result<autoshard::CompactionStats> {
-            self.0.compact_with::<T>(progress)
-        }
-        fn shard_count<T: autoshard::Shardable>(
-            &self,
-            id: &T::Id,
-            field: &str,
-        ) -> autoshard::Result<u64> {
-            self.0.shard_count::<T>(id, field)
+        fn __boards(&self) -> autoshard::__private::Boards {
+            self.0.__boards()
         }
     }
 

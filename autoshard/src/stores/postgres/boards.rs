@@ -1,51 +1,30 @@
 //! Ranking boards on PostgreSQL: the tables and [`Storage`] over one
-//! transaction.
+//! transaction. The tables are SQLite's (`stores/sqlite/boards.rs`) in the
+//! store's schema, with `bytea` vectors.
 //!
-//! The tables are SQLite's (see `sqlite.rs`), in the store's schema
-//! ([`PostgresBuilder::schema`](crate::PostgresBuilder::schema)), with
-//! `bytea` vectors: `autoshard_rank_boards`, `autoshard_rank_nodes (board,
-//! height, idx, part, shard, v)`, `autoshard_rank_arrivals (board, score,
-//! height, idx, v)` and `autoshard_rank_players (board, player, score,
-//! arrival)` with its ranking-order index.
-//!
-//! Concurrency. Many writers meet here, unlike on SQLite, and a writer
-//! decides from exact values (is a score empty, which arrival number is
-//! next), so it must read what no other writer is changing. `FOR UPDATE`
-//! cannot lock a row that does not exist yet (the first player at a score,
-//! a shard row created lazily), and two writers that both saw "absent" would
-//! both insert. So writers take transaction-scoped advisory locks on the
-//! keys they are about to read, present or not, and read after the lock
-//! under `READ COMMITTED` (each statement sees the latest commit): first
-//! every player of the batch, then every leaf it changes (covering the
-//! arrival trees of the leaf's scores), then each inner-node shard row it
-//! adds to. Keys are sorted within each step and the steps come in the same
-//! order in every transaction, so writers do not deadlock; a deadlock that
-//! a hash collision could still cause is retried (40P01) like any other.
-//! Inner nodes are sharded: two writers that picked different shards do not
-//! wait for each other even at the root.
-//!
-//! Readers run in one `REPEATABLE READ READ ONLY` transaction, so a rank or
-//! page is computed from one snapshot and never sees half of a batch.
+//! Writers decide from exact values, and `FOR UPDATE` cannot lock a row that
+//! does not exist yet, so a write transaction takes transaction-scoped
+//! advisory locks on the keys it is about to read, present or not, in the
+//! canonical order `Storage` announces (players, leaves, inner shard rows;
+//! sorted within each step), and reads after each lock at `READ COMMITTED`.
+//! Readers use one `REPEATABLE READ READ ONLY` transaction. `docs/design.md`
+//! ("Ranking tree", "On PostgreSQL") gives the reasons.
 
-use super::storage::{NodeRow, Part, ScannedArrival, ScannedNode, Storage};
-use super::RankingConfig;
+use super::queue::{self, QueueSql};
+use super::{Postgres, Tx};
 use crate::error::{Error, Result};
-use crate::postgres::{Postgres, Tx};
+use crate::hash::{fnv, FNV_OFFSET};
+use crate::seam::{
+    Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode, Storage,
+};
 use ::postgres::Row;
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::sync::Arc;
 
-/// A store together with the board statements for its schema, built once
-/// per board handle.
-#[derive(Clone)]
-pub struct PgBoards {
-    pub(crate) db: Postgres,
-    sql: Arc<Sql>,
-}
-
-/// Every statement, with the schema's table names filled in.
-struct Sql {
+/// Every board and queue statement, with the schema's table names filled
+/// in; built once per store handle.
+pub(super) struct Sql {
+    queue: QueueSql,
     /// Text for `to_regclass`: the table created last.
     probe: String,
     create: String,
@@ -73,12 +52,13 @@ struct Sql {
 }
 
 impl Sql {
-    fn new(schema: &str) -> Self {
+    pub(super) fn new(schema: &str) -> Self {
         let boards = format!("{schema}.autoshard_rank_boards");
         let nodes = format!("{schema}.autoshard_rank_nodes");
         let arrivals = format!("{schema}.autoshard_rank_arrivals");
         let players = format!("{schema}.autoshard_rank_players");
         Sql {
+            queue: QueueSql::new(schema),
             probe: players.clone(),
             // `bigint` positions: every idx and arrival is below 2^63 (see
             // `Storage`). Not UNIQUE on (score, arrival): see sqlite.rs.
@@ -195,62 +175,46 @@ impl Sql {
     }
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a: lock keys must agree across processes and builds, which std's
-/// hashers do not promise.
-fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-impl PgBoards {
-    pub(crate) fn new(db: &Postgres) -> Self {
-        PgBoards {
-            db: db.clone(),
-            sql: Arc::new(Sql::new(db.quoted_schema())),
-        }
+impl Postgres {
+    fn boards_sql(&self) -> &Sql {
+        self.inner
+            .boards
+            .get_or_init(|| Sql::new(self.quoted_schema()))
     }
 
-    /// [`Storage`] for board `board` over `tx`.
-    pub(crate) fn tx<'t, 'c>(
-        &'t self,
-        tx: &'t mut Tx<'c>,
-        board: i64,
-        name: &'t str,
-    ) -> PgTx<'t, 'c> {
+    /// [`Storage`] for `board` over `tx`.
+    fn board_tx<'t, 'c>(&'t self, tx: &'t mut Tx<'c>, board: Board<'t>) -> PgTx<'t, 'c> {
         PgTx {
             tx: RefCell::new(tx),
-            sql: &self.sql,
-            board,
-            name,
+            sql: self.boards_sql(),
+            board: board.id,
+            name: board.name,
             held: RefCell::new(HashSet::new()),
         }
     }
 
     fn tables_exist(&self, tx: &mut Tx<'_>) -> Result<bool> {
-        let row = tx.query_opt("SELECT to_regclass($1)::text", &[&self.sql.probe])?;
+        let row = tx.query_opt("SELECT to_regclass($1)::text", &[&self.boards_sql().probe])?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).is_some())
     }
+}
 
-    /// Creates board `name`; its id.
-    pub(crate) fn create_board(&self, name: &str, config: &RankingConfig) -> Result<i64> {
-        let (id, _) = self.db.write_read_committed(|tx| {
+impl BoardStore for Postgres {
+    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+        let sql = self.boards_sql();
+        let (id, _) = self.write_read_committed(|tx| {
             if !self.tables_exist(tx)? {
-                tx.batch(&format!("{}; {}", self.db.ddl_lock(), self.sql.create))?;
+                tx.batch(&format!("{}; {}", self.ddl_lock(), sql.create))?;
             }
             let row = tx.query_opt(
-                &self.sql.insert_board,
+                &sql.insert_board,
                 &[
                     &name,
-                    &config.min,
-                    &config.max,
-                    &small(config.branching),
-                    &small(config.shards),
-                    &small(config.queues),
+                    &spec.min,
+                    &spec.max,
+                    &small(spec.branching),
+                    &small(spec.shards),
+                    &small(spec.queues),
                 ],
             )?;
             match row {
@@ -261,30 +225,68 @@ impl PgBoards {
         Ok(id)
     }
 
-    /// Board `name`'s id and stored configuration (not yet validated).
-    pub(crate) fn open_board(&self, name: &str) -> Result<(i64, RankingConfig)> {
-        self.db.read_snapshot(|tx| {
-            let not_found = || Error::RankingNotFound { name: name.into() };
+    fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let sql = self.boards_sql();
+        self.read_snapshot(|tx| {
             if !self.tables_exist(tx)? {
-                return Err(not_found());
+                return Ok(None);
             }
-            let row = tx
-                .query_opt(&self.sql.select_board, &[&name])?
-                .ok_or_else(not_found)?;
-            // Out-of-range values become ones `RankingConfig` refuses, so
+            let Some(row) = tx.query_opt(&sql.select_board, &[&name])? else {
+                return Ok(None);
+            };
+            // Out-of-range values become ones the ranking layer refuses, so
             // `open` reports them as corruption.
             let count = |i| -> Result<u32> {
                 Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
             };
-            let config = RankingConfig {
+            let spec = BoardSpec {
                 min: row.try_get(1)?,
                 max: row.try_get(2)?,
                 branching: count(3)?,
                 shards: count(4)?,
                 queues: count(5)?,
             };
-            Ok((row.try_get(0)?, config))
+            Ok(Some((row.try_get(0)?, spec)))
         })
+    }
+
+    fn read_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.read_snapshot(|tx| f(&self.board_tx(tx, board)))
+    }
+
+    // READ COMMITTED whatever the store's mode: the writer locks what it
+    // reads and must then see the latest commit (see the module docs).
+    fn write_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.write_read_committed(|tx| f(&self.board_tx(tx, board)))
+            .map(drop)
+    }
+
+    fn prepare_queue(&self) -> Result<Option<String>> {
+        queue::prepare(self, &self.boards_sql().queue)
+    }
+
+    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+        queue::append(self, &self.boards_sql().queue, board, items)
+    }
+
+    fn queued(&self, board: i64) -> Result<u64> {
+        queue::queued(self, &self.boards_sql().queue, board)
+    }
+
+    fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>> {
+        queue::marks(self, &self.boards_sql().queue, board)
+    }
+
+    fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
+        queue::below(self, &self.boards_sql().queue, board, marks, count)
     }
 }
 
@@ -551,6 +553,41 @@ impl Storage for PgTx<'_, '_> {
             )?;
         }
         Ok(())
+    }
+
+    fn claim_queue(&self, queue: u32) -> Result<bool> {
+        let sql = &self.sql.queue;
+        queue::try_lock(
+            &mut self.tx.borrow_mut(),
+            sql,
+            sql.shard_key(self.board, queue),
+        )
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        limit: usize,
+        out: &mut Vec<QueuedUpdate>,
+    ) -> Result<Option<i64>> {
+        queue::take(
+            &mut self.tx.borrow_mut(),
+            &self.sql.queue,
+            self.board,
+            queue,
+            limit,
+            out,
+        )
+    }
+
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+        queue::delete(
+            &mut self.tx.borrow_mut(),
+            &self.sql.queue,
+            self.board,
+            queue,
+            through,
+        )
     }
 
     fn board_name(&self) -> &str {

@@ -1,69 +1,49 @@
-//! [`Store`] for [`Postgres`]: the same plans as SQLite's (`crate::mapper`,
-//! `crate::compaction`), run as PostgreSQL statements in the store's
-//! concurrency mode.
+//! The entity operations of the seam on PostgreSQL: the same plans as every
+//! store's (`crate::mapper`, `crate::compaction`), run as PostgreSQL
+//! statements in the store's concurrency mode.
 
-use super::schema::{sql_sum, KindTables};
+use super::schema::KindTables;
 use super::{Concurrency, Postgres, Tx};
-use crate::compaction::{self, BatchPlan, BatchScan, Resume};
-use crate::entity::{EntityId, Key, KeyKind, Shardable};
+use crate::compaction::{BatchPlan, BatchScan, Resume};
+use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
-use crate::fold::Overflow;
-use crate::mapper::{self, Assembly};
-use crate::store::{CompactionStats, Saved, Store};
+use crate::mapper::{self, InsertPlan, SavePlan};
+use crate::seam::{EntityStore, Kind, Stored, StoredKey};
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
-use std::fmt;
 
 /// Rows a compaction scan fetches per statement.
 const SCAN_CHUNK: i64 = 256;
 
-/// An entity key as a statement parameter or as read back by a scan.
-#[derive(Debug, Clone, PartialEq)]
-enum Entity {
-    Int(i64),
-    Text(String),
-}
-
-impl Entity {
-    fn of(key: Key<'_>) -> Result<Self> {
-        match key {
-            Key::Int(i) => Ok(Entity::Int(i)),
-            // PostgreSQL text cannot hold NUL; SQLite's can.
-            Key::Text(s) if s.contains('\0') => Err(Error::InvalidName {
-                name: s.to_owned(),
-                reason: "PostgreSQL cannot store a NUL character in a text id".into(),
-            }),
-            Key::Text(s) => Ok(Entity::Text(s.to_owned())),
-        }
-    }
-
-    fn read(row: &Row, column: usize, kind: KeyKind) -> Result<Self> {
-        Ok(match kind {
-            KeyKind::Int => Entity::Int(row.try_get(column)?),
-            KeyKind::Text => Entity::Text(row.try_get(column)?),
-        })
+/// A key as a statement parameter: PostgreSQL text cannot hold NUL (SQLite's
+/// can), so such an id is refused before any SQL.
+fn param(key: Key<'_>) -> Result<StoredKey> {
+    match key {
+        Key::Text(s) if s.contains('\0') => Err(Error::InvalidName {
+            name: s.to_owned(),
+            reason: "PostgreSQL cannot store a NUL character in a text id".into(),
+        }),
+        key => Ok(key.into()),
     }
 }
 
-impl fmt::Display for Entity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Entity::Int(i) => write!(f, "{i}"),
-            Entity::Text(s) => write!(f, "{s:?}"),
-        }
-    }
+fn read_key(row: &Row, column: usize, kind: KeyKind) -> Result<StoredKey> {
+    Ok(match kind {
+        KeyKind::Int => StoredKey::Int(row.try_get(column)?),
+        KeyKind::Text => StoredKey::Text(row.try_get(column)?),
+    })
 }
 
-impl ToSql for Entity {
+impl ToSql for StoredKey {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut postgres::types::private::BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match self {
-            Entity::Int(i) => i.to_sql(ty, out),
-            Entity::Text(s) => s.to_sql(ty, out),
+            StoredKey::Int(i) => i.to_sql(ty, out),
+            StoredKey::Text(s) => s.to_sql(ty, out),
         }
     }
 
@@ -105,18 +85,20 @@ fn sql_state(error: &postgres::Error) -> Option<&str> {
 }
 
 /// A shard write to an entity that is gone violates the foreign key.
-fn not_found_on_fk<T: Shardable>(entity: &Entity) -> impl Fn(postgres::Error) -> Error + '_ {
+fn not_found_on_fk<'a>(
+    kind: &'a Kind,
+    entity: &'a StoredKey,
+) -> impl Fn(postgres::Error) -> Error + 'a {
     move |e| match sql_state(&e) {
-        Some("23503") => Error::not_found(T::KIND, entity),
+        Some("23503") => kind.not_found(entity),
         _ => e.into(),
     }
 }
 
-impl Store for Postgres {
-    fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
-        let plan = mapper::plan_insert(entity)?;
-        let tables = self.tables::<T>()?;
-        let key = Entity::of(entity.id().key()?)?;
+impl EntityStore for Postgres {
+    fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
+        let key = param(key)?;
+        let tables = self.tables(kind)?;
         let mut fields = Vec::with_capacity(plan.rows.len());
         let mut shards = Vec::with_capacity(plan.rows.len());
         let (mut ints, mut reals, mut texts) = (Vec::new(), Vec::new(), Vec::new());
@@ -132,7 +114,7 @@ impl Store for Postgres {
             tx.execute(&tables.insert_entity, &[&key, &plan.document])
                 .map_err(|e| match sql_state(&e) {
                     Some("23505") => Error::AlreadyExists {
-                        kind: T::KIND,
+                        kind: kind.name,
                         id: key.to_string(),
                     },
                     _ => e.into(),
@@ -143,88 +125,78 @@ impl Store for Postgres {
             )?;
             Ok(())
         })?;
-        mapper::inserted(entity, plan);
         Ok(())
     }
 
-    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
-        let tables = self.tables::<T>()?;
-        let key = id.key()?;
-        let entity = Entity::of(key)?;
-        let rows = self.read(|tx| Ok(tx.query(&tables.load, &[&entity])?))?;
+    fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
+        let key = param(key)?;
+        let tables = self.tables(kind)?;
+        let rows = self.read(|tx| Ok(tx.query(&tables.load, &[&key])?))?;
         let Some(document) = rows.iter().find_map(|row| row.get::<_, Option<String>>(0)) else {
             return Ok(None);
         };
-        let mut assembly = Assembly::<T>::new(id, key, document)?;
-        for row in &rows {
-            if let Some(field) = row.get::<_, Option<String>>(1) {
-                assembly.row(&field, value_at(row, 2))?;
-            }
-        }
-        assembly.finish().map(Some)
+        let rows = rows
+            .iter()
+            .filter_map(|row| {
+                let field = row.get::<_, Option<&str>>(1)?;
+                Some((kind.field_index(field)?, value_at(row, 2)))
+            })
+            .collect();
+        Ok(Some(Stored { document, rows }))
     }
 
-    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        let Some(plan) = mapper::plan_save(entity)? else {
-            return Ok(Saved::default());
-        };
-        let tables = self.tables::<T>()?;
-        let key = Entity::of(entity.id().key()?)?;
+    fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
+        let key = param(key)?;
+        let tables = self.tables(kind)?;
         let ((), attempts) = self.write(|tx| {
             if plan.document_changed {
                 let updated = tx.execute(&tables.update_entity, &[&key, &plan.document])?;
                 if updated == 0 {
-                    return Err(Error::not_found(T::KIND, &key));
+                    return Err(kind.not_found(&key));
                 }
             }
             for delta in &plan.deltas {
                 match delta.spec.shards {
                     Some(shards) => {
-                        let shard = i64::from(fastrand::u32(..shards));
-                        fold_into::<T>(tx, &tables, &key, delta.index, shard, &delta.value)?;
+                        let shard = mapper::pick_shard(shards);
+                        fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
                     }
                     None => {
                         let (i, r, t) = columns(&delta.value);
                         tx.execute(&tables.append_shard, &[&key, &delta.spec.name, &i, &r, &t])
-                            .map_err(not_found_on_fk::<T>(&key))?;
+                            .map_err(not_found_on_fk(kind, &key))?;
                     }
                 }
             }
             Ok(())
         })?;
-        Ok(mapper::saved(entity, plan, attempts))
+        Ok(attempts)
     }
 
-    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
-        let tables = self.tables::<T>()?;
-        let key = Entity::of(id.key()?)?;
+    fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
+        let key = param(key)?;
+        let tables = self.tables(kind)?;
         let (deleted, _) = self.write(|tx| Ok(tx.execute(&tables.delete_entity, &[&key])? > 0))?;
         Ok(deleted)
     }
 
-    fn compact_with<T: Shardable>(
-        &self,
-        progress: &mut dyn FnMut(&CompactionStats),
-    ) -> Result<CompactionStats> {
-        let tables = self.tables::<T>()?;
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
+        let tables = self.tables(kind)?;
         let batch_rows = self.compaction_batch_rows();
-        compaction::run_batches(progress, |from| {
-            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, from, batch_rows))?;
-            Ok(batch)
-        })
+        let (batch, _) = self.write(|tx| compact_batch(tx, kind, &tables, from, batch_rows))?;
+        Ok(batch)
     }
 
-    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
-        mapper::field_index::<T>(field)?;
-        let tables = self.tables::<T>()?;
-        let key = Entity::of(id.key()?)?;
+    fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {
+        let key = param(key)?;
+        let tables = self.tables(kind)?;
         let row = self.read(|tx| {
             Ok(tx
                 .query_opt(&tables.count_shards, &[&key, &field])?
                 .expect("one row"))
         })?;
         if !row.get::<_, bool>(0) {
-            return Err(Error::not_found(T::KIND, &key));
+            return Err(kind.not_found(&key));
         }
         Ok(row.get::<_, i64>(1) as u64)
     }
@@ -233,67 +205,45 @@ impl Store for Postgres {
 /// Folds `value` into shard `shard` of field `index` (a missing row counts as
 /// neutral), in the transaction's concurrency mode. Used by static saves and
 /// by compaction when its target row was not among the rows it read.
-fn fold_into<T: Shardable>(
+fn fold_into(
     tx: &mut Tx<'_>,
+    kind: &Kind,
     tables: &KindTables,
-    entity: &Entity,
+    entity: &StoredKey,
     index: usize,
     shard: i64,
     value: &Value,
 ) -> Result<()> {
-    let field = T::__FIELDS[index].name;
-    let fold = |stored: Value| {
-        T::__fold(index, &mut [stored, value.clone()].into_iter())
-            .map_err(|e| e.into_error(T::KIND, &entity.to_string(), field))
-    };
+    let field = kind.fields[index].name;
     let read = |row: Option<Row>| -> Result<Option<Value>> {
-        row.map(|row| {
-            value_at(&row, 0).map_err(|reason| Error::Corrupt {
-                kind: T::KIND,
-                id: entity.to_string(),
-                field: field.to_owned(),
-                reason,
-            })
-        })
-        .transpose()
+        row.map(|row| value_at(&row, 0).map_err(|reason| kind.corrupt(entity, field, reason)))
+            .transpose()
     };
     match (tx.mode, value) {
         // Read, fold, write: under REPEATABLE READ the write fails (40001)
         // if anyone changed or created the row since the snapshot.
         (Concurrency::Optimistic, _) => {
             let stored = read(tx.query_opt(&tables.select_shard, &[entity, &field, &shard])?)?;
-            let new = match stored {
-                Some(stored) => fold(stored)?,
-                None => value.clone(),
-            };
+            let new = kind.fold_delta(entity, index, stored, value)?;
             let (i, r, t) = columns(&new);
             tx.execute(&tables.upsert_shard, &[entity, &field, &shard, &i, &r, &t])
-                .map_err(not_found_on_fk::<T>(entity))?;
+                .map_err(not_found_on_fk(kind, entity))?;
         }
-        (Concurrency::Locking, Value::Integer(delta)) if sql_sum::<T>(index) => {
-            tx.execute(&tables.add_to_shard, &[entity, &field, &shard, delta])
-                .map_err(|e| match sql_state(&e) {
-                    // bigint out of range: what `checked_sum` reports.
-                    Some("22003") => Error::Fold {
-                        kind: T::KIND,
-                        field,
-                        source: Box::new(Overflow),
-                    },
-                    Some("23514") => Error::Corrupt {
-                        kind: T::KIND,
-                        id: entity.to_string(),
-                        field: field.to_owned(),
-                        reason: "the stored value is not an integer".into(),
-                    },
-                    _ => not_found_on_fk::<T>(entity)(e),
-                })?;
-        }
+        // One statement, unless the sum would leave bigint's range (or the
+        // row holds no integer): then fold under the lock as below, which
+        // does whatever the user's fold does there.
+        (Concurrency::Locking, Value::Integer(delta))
+            if tables.sums[index]
+                && tx
+                    .execute(&tables.add_to_shard, &[entity, &field, &shard, delta])
+                    .map_err(not_found_on_fk(kind, entity))?
+                    == 1 => {}
         // Lock the row, fold under the lock. A missing row is created with
         // the value, unless another writer created it first: then lock that.
         (Concurrency::Locking, _) => loop {
             let locked = tx.query_opt(&tables.select_shard_locked, &[entity, &field, &shard])?;
             if let Some(stored) = read(locked)? {
-                let new = fold(stored)?;
+                let new = kind.fold_delta(entity, index, Some(stored), value)?;
                 let (i, r, t) = columns(&new);
                 tx.execute(&tables.update_shard, &[entity, &field, &shard, &i, &r, &t])?;
                 break;
@@ -304,7 +254,7 @@ fn fold_into<T: Shardable>(
                     &tables.insert_shard_if_absent,
                     &[entity, &field, &shard, &i, &r, &t],
                 )
-                .map_err(not_found_on_fk::<T>(entity))?;
+                .map_err(not_found_on_fk(kind, entity))?;
             if inserted == 1 {
                 break;
             }
@@ -318,14 +268,15 @@ fn fold_into<T: Shardable>(
 /// concurrent change to them fails the commit instead) until
 /// [`BatchScan`] says the batch is complete. Rows are deleted by number, never
 /// by range: appends may commit between the scan and the delete.
-fn compact_batch<T: Shardable>(
+fn compact_batch(
     tx: &mut Tx<'_>,
+    kind: &Kind,
     tables: &KindTables,
-    from: &Resume<Entity>,
+    from: &Resume,
     max_rows: usize,
-) -> Result<BatchPlan<Entity>> {
-    let mut scan = BatchScan::<T, Entity>::new(from, max_rows);
-    let mut last: Option<(Entity, String, i64)> = None;
+) -> Result<BatchPlan> {
+    let mut scan = BatchScan::new(kind, from, max_rows);
+    let mut last: Option<(StoredKey, String, i64)> = None;
     'scan: loop {
         let mode = tx.mode;
         let rows = match (&last, from) {
@@ -343,7 +294,7 @@ fn compact_batch<T: Shardable>(
         // that the table ended.
         let complete = rows.is_empty();
         for row in &rows {
-            let entity = Entity::read(row, 0, tables.key_kind)?;
+            let entity = read_key(row, 0, tables.key_kind)?;
             let field: String = row.try_get(1)?;
             let shard: i64 = row.try_get(2)?;
             if !scan.push(entity.clone(), &field, shard, || value_at(row, 3))? {
@@ -357,7 +308,7 @@ fn compact_batch<T: Shardable>(
     }
     let batch = scan.finish()?;
     for (entity, index, plan) in &batch.plans {
-        let field = T::__FIELDS[*index].name;
+        let field = kind.fields[*index].name;
         tx.execute(&tables.delete_shards, &[entity, &field, &plan.removed])?;
         if plan.target_read {
             let (i, r, t) = columns(&plan.value);
@@ -366,7 +317,7 @@ fn compact_batch<T: Shardable>(
                 &[entity, &field, &plan.target, &i, &r, &t],
             )?;
         } else {
-            fold_into::<T>(tx, tables, entity, *index, plan.target, &plan.value)?;
+            fold_into(tx, kind, tables, entity, *index, plan.target, &plan.value)?;
         }
     }
     Ok(batch)

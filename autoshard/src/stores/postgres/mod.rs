@@ -15,18 +15,28 @@
 //! whose `COMMIT` got no answer can find out whether it was applied instead
 //! of guessing: see `docs/design.md`, "Exactly once on PostgreSQL".
 
-mod mapper;
+mod boards;
+mod entities;
+mod error;
+mod queue;
 mod schema;
+mod tx;
 
 use crate::error::{Error, Result};
-use postgres::types::ToSql;
-use postgres::{Client, NoTls, Row, SimpleQueryMessage, Statement};
+use crate::seam::{Backend, Boards, Entities, Kind};
+use crate::stores::pool::{Checkout, Pool, Pooled};
+use crate::stores::registry::KindCache;
+use error::{classify, Class};
+use postgres::{Client, NoTls, Statement};
+use schema::KindTables;
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tx::Tx;
 
-pub(crate) use schema::KindTables;
+/// The URL schemes [`crate::open`] hands to this store.
+pub(crate) const SCHEMES: &[&str] = &["postgres", "postgresql"];
 
 /// How concurrent writers to one shard row are reconciled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -163,22 +173,17 @@ impl PostgresBuilder {
             e => e,
         })?;
         schema::ensure_base(&mut client, &names)?;
-        let store = Postgres {
+        let first = register(&names, self.exactly_once, client)?;
+        Ok(Postgres {
             inner: Arc::new(Inner {
                 config,
+                pool: Pool::new(self.pool_size, first),
+                kinds: KindCache::default(),
+                boards: OnceLock::new(),
                 names,
-                pool: Mutex::new(Pool {
-                    idle: Vec::new(),
-                    open: 1,
-                }),
-                returned: Condvar::new(),
-                kinds: Mutex::new(HashMap::new()),
                 options: self,
             }),
-        };
-        let first = store.register(client)?;
-        store.checkin(first);
-        Ok(store)
+        })
     }
 }
 
@@ -195,15 +200,11 @@ pub struct Postgres {
 struct Inner {
     config: postgres::Config,
     names: schema::Names,
-    pool: Mutex<Pool>,
-    returned: Condvar,
-    kinds: Mutex<HashMap<&'static str, Arc<KindTables>>>,
+    pool: Pool<Conn>,
+    kinds: KindCache<KindTables>,
+    /// The board and queue statements of the schema, built on first use.
+    boards: OnceLock<boards::Sql>,
     options: PostgresBuilder,
-}
-
-struct Pool {
-    idle: Vec<Conn>,
-    open: usize,
 }
 
 /// A pooled connection and what it keeps between transactions.
@@ -214,6 +215,14 @@ pub(crate) struct Conn {
     writer: i64,
     /// The last operation number used by this writer.
     seq: i64,
+}
+
+impl Pooled for Conn {
+    // A connection released by a panicking caller may be mid-transaction:
+    // closing it makes the server roll back.
+    fn reusable(&self) -> bool {
+        !std::thread::panicking() && !self.client.is_closed()
+    }
 }
 
 impl std::fmt::Debug for Postgres {
@@ -261,336 +270,17 @@ impl Postgres {
         self.inner.options.compaction_batch_rows
     }
 
-    fn checkout(&self) -> Result<Checkout<'_>> {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(conn) = pool.idle.pop() {
-                return Ok(Checkout {
-                    store: self,
-                    conn: Some(conn),
-                });
-            }
-            if pool.open < self.inner.options.pool_size {
-                pool.open += 1;
-                drop(pool);
-                let conn = connect(&self.inner.config).and_then(|client| self.register(client));
-                return match conn {
-                    Ok(conn) => Ok(Checkout {
-                        store: self,
-                        conn: Some(conn),
-                    }),
-                    Err(e) => {
-                        self.discard();
-                        Err(e)
-                    }
-                };
-            }
-            pool = self
-                .inner
-                .returned
-                .wait(pool)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+    /// A pooled connection, opened (and registered) if none is idle.
+    fn checkout(&self) -> Result<Checkout<'_, Conn>> {
+        self.inner.pool.checkout(|| {
+            let client = connect(&self.inner.config)?;
+            register(&self.inner.names, self.inner.options.exactly_once, client)
+        })
     }
 
-    fn checkin(&self, conn: Conn) {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.idle.push(conn);
-        self.inner.returned.notify_one();
-    }
-
-    /// A connection was lost or closed: make room for a new one.
-    fn discard(&self) {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.open -= 1;
-        self.inner.returned.notify_one();
-    }
-
-    /// After a lost connection the idle ones are probably dead too (the
-    /// server restarted): drop them rather than spend attempts finding out.
+    /// After a lost connection the idle ones are probably dead too.
     fn drop_idle(&self) {
-        let idle = {
-            let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-            let idle = std::mem::take(&mut pool.idle);
-            pool.open -= idle.len();
-            self.inner.returned.notify_all();
-            idle
-        };
-        drop(idle);
-    }
-
-    /// Gives a new connection its writer id (see the module docs).
-    fn register(&self, mut client: Client) -> Result<Conn> {
-        let writer = if self.inner.options.exactly_once {
-            let names = &self.inner.names;
-            // Rows of writers whose connection is long gone; locked ones
-            // belong to a check in progress, which needs them.
-            client.execute(&names.cleanup_writers, &[])?;
-            client.query_one(&names.register_writer, &[])?.get(0)
-        } else {
-            0
-        };
-        Ok(Conn {
-            client,
-            statements: HashMap::new(),
-            writer,
-            seq: 0,
-        })
-    }
-
-    /// Runs `body` in a write transaction, re-running the whole transaction
-    /// after a serialization failure, a deadlock or a lost connection.
-    /// Returns the result and the attempts made.
-    pub(crate) fn write<R>(&self, body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<(R, u32)> {
-        self.write_at(self.inner.options.concurrency.isolation(), body)
-    }
-
-    /// [`write`](Self::write) at `READ COMMITTED` whatever the store's
-    /// [`Concurrency`]: for callers that take their own locks and must read
-    /// the latest committed rows after each lock (the ranking tree), which a
-    /// `REPEATABLE READ` snapshot taken before the lock would not show.
-    pub(crate) fn write_read_committed<R>(
-        &self,
-        body: impl FnMut(&mut Tx<'_>) -> Result<R>,
-    ) -> Result<(R, u32)> {
-        self.write_at(Concurrency::Locking.isolation(), body)
-    }
-
-    fn write_at<R>(
-        &self,
-        isolation: &str,
-        mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
-    ) -> Result<(R, u32)> {
-        let max = self.inner.options.max_attempts;
-        for attempt in 1..=max {
-            let last = attempt == max;
-            match self.attempt(isolation, &mut body) {
-                Ok(r) => return Ok((r, attempt)),
-                Err(Failure::Fatal(e)) => return Err(e),
-                Err(Failure::Conflict) if last => {
-                    return Err(Error::Conflict { attempts: attempt })
-                }
-                Err(Failure::Conflict) => backoff_conflict(attempt),
-                Err(Failure::InDoubt {
-                    result,
-                    writer,
-                    seq,
-                }) => {
-                    if self.resolve(writer, seq)? {
-                        return Ok((result, attempt));
-                    }
-                    // Not applied: an ordinary failed attempt.
-                    if last {
-                        return Err(Error::Unavailable {
-                            attempts: attempt,
-                            source: "the connection was lost during COMMIT".into(),
-                        });
-                    }
-                    backoff_lost(attempt);
-                }
-                Err(Failure::Lost(e)) if last => {
-                    return Err(Error::Unavailable {
-                        attempts: attempt,
-                        source: Box::new(e),
-                    })
-                }
-                Err(Failure::Lost(_)) => backoff_lost(attempt),
-            }
-        }
-        unreachable!("the last attempt returns")
-    }
-
-    fn attempt<R>(
-        &self,
-        isolation: &str,
-        body: &mut dyn FnMut(&mut Tx<'_>) -> Result<R>,
-    ) -> Result<R, Failure<R>> {
-        let mut checkout = self.checkout().map_err(|e| self.failure(e))?;
-        let conn = checkout.conn.as_mut().expect("present until drop");
-        let options = &self.inner.options;
-        conn.seq += 1;
-        let (writer, seq) = (conn.writer, conn.seq);
-        let begin = format!("BEGIN ISOLATION LEVEL {isolation}");
-        let begun = if options.exactly_once {
-            // One round trip: the mark is written (and its row locked) before
-            // COMMIT is ever sent, which is what `resolve` relies on.
-            let sql = format!("{begin}; {}", self.inner.names.mark(writer, seq));
-            conn.client
-                .simple_query(&sql)
-                .map_err(Error::from)
-                .and_then(|messages| check_marked(&messages))
-        } else {
-            conn.client.batch_execute(&begin).map_err(Error::from)
-        };
-        if let Err(e) = begun {
-            return Err(self.rollback(checkout, e));
-        }
-        let mut tx = Tx {
-            client: &mut conn.client,
-            statements: &mut conn.statements,
-            mode: options.concurrency,
-        };
-        let result = match body(&mut tx) {
-            Ok(result) => result,
-            Err(e) => return Err(self.rollback(checkout, e)),
-        };
-        match conn.client.batch_execute("COMMIT") {
-            Ok(()) => Ok(result),
-            // The server answered: the transaction did not commit.
-            Err(e) if e.as_db_error().is_some() && classify(&e) != Class::Lost => {
-                Err(self.failure(Error::from(e)))
-            }
-            // No answer: it may or may not have committed.
-            Err(e) => {
-                checkout.broken();
-                self.drop_idle();
-                if options.exactly_once {
-                    Err(Failure::InDoubt {
-                        result,
-                        writer,
-                        seq,
-                    })
-                } else {
-                    Err(Failure::Lost(e))
-                }
-            }
-        }
-    }
-
-    /// Ends a failed transaction and classifies the failure.
-    fn rollback<R>(&self, mut checkout: Checkout<'_>, error: Error) -> Failure<R> {
-        let failure = self.failure(error);
-        if let Failure::Lost(_) = failure {
-            checkout.broken();
-            self.drop_idle();
-        } else if let Some(conn) = checkout.conn.as_mut() {
-            if conn.client.batch_execute("ROLLBACK").is_err() {
-                checkout.broken();
-            }
-        }
-        failure
-    }
-
-    fn failure<R>(&self, error: Error) -> Failure<R> {
-        match &error {
-            Error::Postgres(e) => match classify(e) {
-                Class::Conflict => Failure::Conflict,
-                Class::Lost => match error {
-                    Error::Postgres(e) => Failure::Lost(e),
-                    _ => unreachable!(),
-                },
-                Class::Other => Failure::Fatal(error),
-            },
-            _ => Failure::Fatal(error),
-        }
-    }
-
-    /// Whether the transaction that wrote operation `seq` of `writer`
-    /// committed. Its connection is gone, but its backend may still be
-    /// running it: terminate that backend, then wait on the writer row, which
-    /// the transaction locked before its COMMIT was sent, so the answer is
-    /// final once the lock is ours.
-    fn resolve(&self, writer: i64, seq: i64) -> Result<bool> {
-        let deadline = Instant::now() + self.inner.options.in_doubt_timeout;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let error = match self.check_applied(writer, seq) {
-                Ok(Some(applied)) => return Ok(applied),
-                Ok(None) => "the writer's row is missing".into(),
-                Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
-                    self.drop_idle();
-                    if Instant::now() < deadline {
-                        backoff_lost(tries);
-                        continue;
-                    }
-                    Box::new(e) as Box<dyn std::error::Error + Send + Sync>
-                }
-                Err(e) => Box::new(e),
-            };
-            return Err(Error::InDoubt {
-                writer,
-                seq,
-                source: error,
-            });
-        }
-    }
-
-    fn check_applied(&self, writer: i64, seq: i64) -> Result<Option<bool>> {
-        let mut checkout = self.checkout()?;
-        let conn = checkout.conn.as_mut().expect("present until drop");
-        let names = &self.inner.names;
-        let timeout = self.inner.options.in_doubt_timeout.as_millis().max(1);
-        let outcome = (|| {
-            conn.client.batch_execute(&format!(
-                "BEGIN; SET LOCAL lock_timeout = {timeout}; SET LOCAL statement_timeout = {timeout}"
-            ))?;
-            conn.client.query(&names.terminate_writer, &[&writer])?;
-            let stored = conn.client.query_opt(&names.lock_writer, &[&writer])?;
-            conn.client.batch_execute("COMMIT")?;
-            Ok::<_, postgres::Error>(stored.map(|row| row.get::<_, i64>(0) >= seq))
-        })();
-        if outcome.is_err() {
-            checkout.broken();
-        }
-        Ok(outcome?)
-    }
-
-    /// Runs `body` outside a transaction: every read is one statement, so
-    /// it sees one snapshot without `BEGIN`/`COMMIT` round trips. Retried
-    /// after a lost connection.
-    pub(crate) fn read<R>(&self, mut body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
-        let max = self.inner.options.max_attempts;
-        for attempt in 1..=max {
-            let outcome = self.checkout().and_then(|mut checkout| {
-                let conn = checkout.conn.as_mut().expect("present until drop");
-                let mut tx = Tx {
-                    client: &mut conn.client,
-                    statements: &mut conn.statements,
-                    mode: self.inner.options.concurrency,
-                };
-                let outcome = body(&mut tx);
-                if matches!(&outcome, Err(Error::Postgres(e)) if classify(e) == Class::Lost) {
-                    checkout.broken();
-                }
-                outcome
-            });
-            match outcome {
-                Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
-                    self.drop_idle();
-                    if attempt == max {
-                        return Err(Error::Unavailable {
-                            attempts: attempt,
-                            source: Box::new(e),
-                        });
-                    }
-                    backoff_lost(attempt);
-                }
-                other => return other,
-            }
-        }
-        unreachable!("the last attempt returns")
-    }
-
-    /// Runs `body` in one `REPEATABLE READ READ ONLY` transaction: several
-    /// statements that must agree with one another (a rank computed from a
-    /// path, an arrival tree and a player row) see one snapshot. Retried
-    /// after a lost connection.
-    pub(crate) fn read_snapshot<R>(
-        &self,
-        mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
-    ) -> Result<R> {
-        self.read(|tx| {
-            tx.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            let outcome = body(tx);
-            // A read-only transaction has nothing to commit: ROLLBACK ends
-            // it the same way, also after an error.
-            match (outcome, tx.batch("ROLLBACK")) {
-                (Err(e), _) => Err(e),
-                (Ok(_), Err(e)) => Err(e.into()),
-                (Ok(r), Ok(())) => Ok(r),
-            }
-        })
+        self.inner.pool.drop_idle();
     }
 
     /// The quoted schema name, for tables other modules keep in it.
@@ -604,56 +294,77 @@ impl Postgres {
         self.inner.names.ddl_lock()
     }
 
-    /// The tables of kind `T`, created on first use.
-    pub(crate) fn tables<T: crate::Shardable>(&self) -> Result<Arc<KindTables>> {
-        let cached = self
-            .inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(T::KIND)
-            .cloned();
-        if let Some(tables) = cached {
-            tables.check_key_kind::<T>()?;
-            return Ok(tables);
-        }
-        let tables = Arc::new(KindTables::new::<T>(&self.inner.names)?);
-        self.write(|tx| tables.ensure(tx, &self.inner.names))?;
-        self.inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(T::KIND, tables.clone());
-        Ok(tables)
+    /// The tables of `kind`, created on first use.
+    fn tables(&self, kind: &Kind) -> Result<Arc<KindTables>> {
+        self.inner.kinds.get(kind, || {
+            let tables = KindTables::new(kind, &self.inner.names)?;
+            self.write(|tx| tables.ensure(tx, kind, &self.inner.names))?;
+            Ok(tables)
+        })
     }
 }
 
-/// Why an attempt failed, and so what `write` does next.
-enum Failure<R> {
-    /// Serialization failure or deadlock: retry.
-    Conflict,
-    /// The connection broke before COMMIT was sent: nothing was applied.
-    Lost(postgres::Error),
-    /// The connection broke during COMMIT: `result` stands if the
-    /// transaction turns out to have committed.
-    InDoubt { result: R, writer: i64, seq: i64 },
-    /// Anything else: return it.
-    Fatal(Error),
+impl Backend for Postgres {
+    fn __entities(&self) -> Entities<'_> {
+        Entities(self)
+    }
+
+    fn __boards(&self) -> Boards {
+        Boards(Arc::new(self.clone()))
+    }
 }
 
-/// The `BEGIN; UPDATE autoshard_writers ...` batch must have updated the
-/// writer's row; without it there would be no evidence to check later.
-fn check_marked(messages: &[SimpleQueryMessage]) -> Result<()> {
-    let updated = messages.iter().rev().find_map(|m| match m {
-        SimpleQueryMessage::CommandComplete(n) => Some(*n),
-        _ => None,
-    });
-    if updated == Some(1) {
-        return Ok(());
+/// `postgres://…` or `postgresql://…`, with an optional `schema=NAME` query
+/// parameter (the rest of the URL goes to the `postgres` crate as is).
+pub(crate) fn open_url(url: &str) -> Result<Postgres> {
+    let (url, schema) = take_query_param(url, "schema");
+    let mut builder = Postgres::builder(&url);
+    if let Some(schema) = schema {
+        builder = builder.schema(schema);
     }
-    Err(Error::SchemaMismatch {
-        kind: "autoshard_writers".into(),
-        reason: "this connection's writer row is missing (deleted by hand?)".into(),
+    builder.open()
+}
+
+/// Removes `name=value` from the URL's query string (the `postgres` crate
+/// refuses parameters it does not know).
+fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.split_once('=') {
+            Some((key, v)) if key == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, value)
+}
+
+/// Gives a new connection its writer id (see the module docs).
+fn register(names: &schema::Names, exactly_once: bool, mut client: Client) -> Result<Conn> {
+    let writer = if exactly_once {
+        // Rows of writers whose connection is long gone; locked ones
+        // belong to a check in progress, which needs them.
+        client.execute(&names.cleanup_writers, &[])?;
+        client.query_one(&names.register_writer, &[])?.get(0)
+    } else {
+        0
+    };
+    Ok(Conn {
+        client,
+        statements: HashMap::new(),
+        writer,
+        seq: 0,
     })
 }
 
@@ -661,122 +372,23 @@ fn connect(config: &postgres::Config) -> Result<Client> {
     Ok(config.connect(NoTls)?)
 }
 
-/// Returns the connection to the pool, or discards it if it broke or the
-/// caller panicked (it may be mid-transaction; closing it makes the server
-/// roll back).
-struct Checkout<'a> {
-    store: &'a Postgres,
-    conn: Option<Conn>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Checkout<'_> {
-    fn broken(&mut self) {
-        if self.conn.take().is_some() {
-            self.store.discard();
-        }
+    #[test]
+    fn the_schema_parameter_is_taken_out() {
+        assert_eq!(
+            take_query_param("postgres://h/db?schema=s1&sslmode=disable", "schema"),
+            ("postgres://h/db?sslmode=disable".into(), Some("s1".into()))
+        );
+        assert_eq!(
+            take_query_param("postgres://h/db?schema=s1", "schema"),
+            ("postgres://h/db".into(), Some("s1".into()))
+        );
+        assert_eq!(
+            take_query_param("postgres://h/db", "schema"),
+            ("postgres://h/db".into(), None)
+        );
     }
-}
-
-impl Drop for Checkout<'_> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            if std::thread::panicking() || conn.client.is_closed() {
-                drop(conn);
-                self.store.discard();
-            } else {
-                self.store.checkin(conn);
-            }
-        }
-    }
-}
-
-/// One transaction's view of its connection: statements are prepared once
-/// per connection and cached.
-pub(crate) struct Tx<'a> {
-    client: &'a mut Client,
-    statements: &'a mut HashMap<String, Statement>,
-    pub(crate) mode: Concurrency,
-}
-
-type Params<'p> = [&'p (dyn ToSql + Sync)];
-
-impl Tx<'_> {
-    fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql)?;
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
-
-    pub fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, postgres::Error> {
-        let statement = self.prepare(sql)?;
-        self.client.query(&statement, params)
-    }
-
-    pub fn query_opt(
-        &mut self,
-        sql: &str,
-        params: &Params<'_>,
-    ) -> Result<Option<Row>, postgres::Error> {
-        let statement = self.prepare(sql)?;
-        self.client.query_opt(&statement, params)
-    }
-
-    pub fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, postgres::Error> {
-        let statement = self.prepare(sql)?;
-        self.client.execute(&statement, params)
-    }
-
-    /// Statements without parameters or results (DDL).
-    pub fn batch(&mut self, sql: &str) -> Result<(), postgres::Error> {
-        self.client.batch_execute(sql)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    /// Serialization failure (40001) or deadlock (40P01): the transaction
-    /// was rolled back and may succeed if run again.
-    Conflict,
-    /// The connection is gone (I/O error, closed, or the server ended the
-    /// session: SQLSTATE classes 08 and 57P).
-    Lost,
-    Other,
-}
-
-pub(crate) fn classify(error: &postgres::Error) -> Class {
-    if let Some(code) = error.code() {
-        return match code.code() {
-            "40001" | "40P01" => Class::Conflict,
-            c if c.starts_with("08") || c.starts_with("57P") => Class::Lost,
-            _ => Class::Other,
-        };
-    }
-    let io = std::error::Error::source(error).is_some_and(|s| s.is::<std::io::Error>());
-    if error.is_closed() || io {
-        Class::Lost
-    } else {
-        Class::Other
-    }
-}
-
-/// Whether a PostgreSQL error is worth retrying (see [`Error::is_retryable`]).
-pub(crate) fn is_retryable(error: &postgres::Error) -> bool {
-    classify(error) != Class::Other
-}
-
-/// Full jitter, 0.1 ms doubling to 100 ms: a conflict means another writer
-/// is in the row right now, so the retry should land at a random later
-/// moment, not in step with the other loser.
-fn backoff_conflict(attempt: u32) {
-    let cap = (100u64 << attempt.min(10)).min(100_000);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(0..=cap)));
-}
-
-/// A lost connection needs the server back: 10 ms doubling to 1 s.
-fn backoff_lost(attempt: u32) {
-    let cap = (10u64 << attempt.min(7)).min(1_000);
-    std::thread::sleep(Duration::from_millis(fastrand::u64(cap / 2..=cap)));
 }

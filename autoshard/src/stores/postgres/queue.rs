@@ -21,16 +21,13 @@
 //!   applied and dequeued together, or neither. A transaction rolled back
 //!   by a conflict (40001, 40P01) or a lost connection is run again whole.
 
-use super::{Drained, Item};
+use super::{Postgres, Tx};
 use crate::error::Result;
-use crate::postgres::Tx;
-use crate::ranking::postgres::PgBoards;
-use crate::ranking::{Ranking, Update};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use crate::hash::{fnv, FNV_OFFSET};
+use crate::seam::{queue_shards, QueuedUpdate};
 
-/// Every statement, with the schema's table names filled in.
-pub(super) struct Sql {
+/// Every queue statement, with the schema's table names filled in.
+pub(super) struct QueueSql {
     probe: String,
     create: String,
     append: String,
@@ -46,11 +43,11 @@ pub(super) struct Sql {
     seed: u64,
 }
 
-impl Sql {
-    fn new(schema: &str) -> Self {
+impl QueueSql {
+    pub(super) fn new(schema: &str) -> Self {
         let queue = format!("{schema}.autoshard_rank_queue");
         let heads = format!("{schema}.autoshard_rank_queue_heads");
-        Sql {
+        QueueSql {
             probe: heads.clone(),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {queue} (
@@ -100,33 +97,10 @@ impl Sql {
     }
 
     /// The advisory lock key of queue shard `queue` of board `board`.
-    fn shard_key(&self, board: i64, queue: u32) -> i64 {
+    pub(super) fn shard_key(&self, board: i64, queue: u32) -> i64 {
         let hash = fnv(fnv(self.seed, b"queue"), &board.to_le_bytes());
         fnv(hash, &queue.to_le_bytes()) as i64
     }
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a: lock keys must agree across processes and builds.
-fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-/// The statements of a schema, built once per process.
-fn sql(pg: &PgBoards) -> Arc<Sql> {
-    static BY_SCHEMA: Mutex<Option<HashMap<String, Arc<Sql>>>> = Mutex::new(None);
-    let schema = pg.db.quoted_schema();
-    let mut cache = BY_SCHEMA.lock().unwrap_or_else(|p| p.into_inner());
-    cache
-        .get_or_insert_with(HashMap::new)
-        .entry(schema.to_owned())
-        .or_insert_with(|| Arc::new(Sql::new(schema)))
-        .clone()
 }
 
 fn small(value: u32) -> i32 {
@@ -138,12 +112,11 @@ fn small(value: u32) -> i32 {
 /// a shared state writes every handle's updates through one of them. Only
 /// group-commit sharing between handles is lost; the database orders every
 /// commit anyway.
-pub(super) fn prepare(_: &Ranking, pg: &PgBoards) -> Result<Option<String>> {
-    let sql = sql(pg);
-    pg.db.write_read_committed(|tx| {
+pub(super) fn prepare(db: &Postgres, sql: &QueueSql) -> Result<Option<String>> {
+    db.write_read_committed(|tx| {
         let row = tx.query_opt("SELECT to_regclass($1)::text", &[&sql.probe])?;
         if row.and_then(|r| r.get::<_, Option<String>>(0)).is_none() {
-            tx.batch(&format!("{}; {}", pg.db.ddl_lock(), sql.create))?;
+            tx.batch(&format!("{}; {}", db.ddl_lock(), sql.create))?;
         }
         Ok(())
     })?;
@@ -152,11 +125,14 @@ pub(super) fn prepare(_: &Ranking, pg: &PgBoards) -> Result<Option<String>> {
 
 /// One transaction appending `items` to their queue shards, each shard's
 /// items numbered in order from the shard's head.
-pub(super) fn write_items(ranking: &Ranking, pg: &PgBoards, items: &[Item]) -> Result<()> {
-    let sql = sql(pg);
-    let shards = super::shards_of(items);
-    let board = ranking.board_id();
-    pg.db.write_read_committed(|tx| {
+pub(super) fn append(
+    db: &Postgres,
+    sql: &QueueSql,
+    board: i64,
+    items: &[QueuedUpdate],
+) -> Result<()> {
+    let shards = queue_shards(items);
+    db.write_read_committed(|tx| {
         for &queue in &shards {
             let mine = || items.iter().filter(|i| i.queue == queue);
             let players: Vec<&str> = mine().map(|i| i.player.as_str()).collect();
@@ -169,21 +145,19 @@ pub(super) fn write_items(ranking: &Ranking, pg: &PgBoards, items: &[Item]) -> R
     Ok(())
 }
 
-pub(super) fn queued(ranking: &Ranking, pg: &PgBoards) -> Result<u64> {
-    let sql = sql(pg);
-    pg.db.read(|tx| {
+pub(super) fn queued(db: &Postgres, sql: &QueueSql, board: i64) -> Result<u64> {
+    db.read(|tx| {
         let n: i64 = tx
-            .query_opt(&sql.queued, &[&ranking.board_id()])?
+            .query_opt(&sql.queued, &[&board])?
             .expect("count returns a row")
             .try_get(0)?;
         Ok(n as u64)
     })
 }
 
-pub(super) fn marks(ranking: &Ranking, pg: &PgBoards) -> Result<Vec<(u32, i64)>> {
-    let sql = sql(pg);
-    pg.db.read(|tx| {
-        let rows = tx.query(&sql.marks, &[&ranking.board_id()])?;
+pub(super) fn marks(db: &Postgres, sql: &QueueSql, board: i64) -> Result<Vec<(u32, i64)>> {
+    db.read(|tx| {
+        let rows = tx.query(&sql.marks, &[&board])?;
         rows.iter()
             .map(|r| {
                 let queue: i32 = r.try_get(0)?;
@@ -193,17 +167,17 @@ pub(super) fn marks(ranking: &Ranking, pg: &PgBoards) -> Result<Vec<(u32, i64)>>
     })
 }
 
-pub(super) fn behind(
-    ranking: &Ranking,
-    pg: &PgBoards,
+pub(super) fn below(
+    db: &Postgres,
+    sql: &QueueSql,
+    board: i64,
     marks: &[(u32, i64)],
     count: bool,
 ) -> Result<u64> {
-    let sql = sql(pg);
     let queues: Vec<i32> = marks.iter().map(|&(q, _)| small(q)).collect();
     let seqs: Vec<i64> = marks.iter().map(|&(_, m)| m).collect();
-    let params: [&(dyn ::postgres::types::ToSql + Sync); 3] = [&ranking.board_id(), &queues, &seqs];
-    pg.db.read(|tx| {
+    let params: [&(dyn ::postgres::types::ToSql + Sync); 3] = [&board, &queues, &seqs];
+    db.read(|tx| {
         let n = if count {
             let row = tx.query_opt(&sql.behind_count, &params)?;
             row.expect("count returns a row").try_get::<_, i64>(0)? as u64
@@ -215,60 +189,43 @@ pub(super) fn behind(
     })
 }
 
-/// One worker transaction: the oldest queued updates (up to `max`) of the
-/// shards no other worker holds, taken in turn from `first`, applied in
-/// queue order, then deleted.
-pub(super) fn drain_batch(
-    ranking: &Ranking,
-    pg: &PgBoards,
-    max: usize,
-    first: u32,
-) -> Result<Drained> {
-    let sql = sql(pg);
-    let queues = ranking.queues().max(1);
-    let board = ranking.board_id();
-    let (drained, _) = pg.db.write_read_committed(|tx| {
-        let mut updates = Vec::new();
-        let mut taken = Vec::new();
-        let mut contended = false;
-        for k in 0..queues {
-            let room = max - updates.len();
-            if room == 0 {
-                break;
-            }
-            let queue = (first + k) % queues;
-            if !try_lock(tx, &sql, sql.shard_key(board, queue))? {
-                contended = true;
-                continue;
-            }
-            let rows = tx.query(&sql.select, &[&board, &small(queue), &(room as i64)])?;
-            let mut last = None;
-            for row in &rows {
-                last = Some(row.try_get::<_, i64>(0)?);
-                updates.push(Update {
-                    player: row.try_get(1)?,
-                    score: row.try_get(2)?,
-                });
-            }
-            if let Some(last) = last {
-                taken.push((queue, last));
-            }
-        }
-        if !updates.is_empty() {
-            ranking.apply_in(&pg.tx(tx, board, ranking.name()), &updates)?;
-            for &(queue, last) in &taken {
-                tx.execute(&sql.delete, &[&board, &small(queue), &last])?;
-            }
-        }
-        Ok(Drained {
-            applied: updates.len(),
-            contended,
-        })
-    })?;
-    Ok(drained)
-}
-
-fn try_lock(tx: &mut Tx<'_>, sql: &Sql, key: i64) -> Result<bool> {
+/// Takes queue shard `queue` for this transaction if no other holds it.
+pub(super) fn try_lock(tx: &mut Tx<'_>, sql: &QueueSql, key: i64) -> Result<bool> {
     let row = tx.query_opt(&sql.try_lock, &[&key])?;
     Ok(row.expect("a function call returns a row").try_get(0)?)
+}
+
+/// Appends up to `limit` of shard `queue`'s oldest updates to `out`; the
+/// last sequence number taken.
+pub(super) fn take(
+    tx: &mut Tx<'_>,
+    sql: &QueueSql,
+    board: i64,
+    queue: u32,
+    limit: usize,
+    out: &mut Vec<QueuedUpdate>,
+) -> Result<Option<i64>> {
+    let rows = tx.query(&sql.select, &[&board, &small(queue), &(limit as i64)])?;
+    let mut last = None;
+    for row in &rows {
+        last = Some(row.try_get::<_, i64>(0)?);
+        out.push(QueuedUpdate {
+            queue,
+            player: row.try_get(1)?,
+            score: row.try_get(2)?,
+        });
+    }
+    Ok(last)
+}
+
+/// Deletes shard `queue`'s updates up to sequence `through`.
+pub(super) fn delete(
+    tx: &mut Tx<'_>,
+    sql: &QueueSql,
+    board: i64,
+    queue: u32,
+    through: i64,
+) -> Result<()> {
+    tx.execute(&sql.delete, &[&board, &small(queue), &through])?;
+    Ok(())
 }

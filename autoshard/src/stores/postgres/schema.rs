@@ -18,10 +18,11 @@
 //! through [`identifier`], which refuses such a name instead.
 
 use super::{Concurrency, Tx};
-use crate::entity::{EntityId, KeyKind, Shardable};
+use crate::entity::KeyKind;
 use crate::error::{Error, Result};
 use crate::naming::{quote, table_base};
-use crate::value::Value;
+use crate::seam::Kind;
+use crate::stores::registry;
 use postgres::Client;
 
 /// PostgreSQL's limit (`NAMEDATALEN - 1`).
@@ -166,9 +167,11 @@ pub(crate) fn ensure_base(client: &mut Client, names: &Names) -> Result<()> {
 }
 
 pub(crate) struct KindTables {
-    kind: &'static str,
     base: String,
     pub key_kind: KeyKind,
+    /// Per sharded field: whether its fold adds `i64`s
+    /// ([`Kind::adds_integers`]), so the locking mode may add in SQL.
+    pub sums: Vec<bool>,
     pub insert_entity: String,
     pub load: String,
     pub update_entity: String,
@@ -192,8 +195,8 @@ pub(crate) struct KindTables {
 pub(crate) const VALUES: &str = "int_value, real_value, text_value";
 
 impl KindTables {
-    pub fn new<T: Shardable>(names: &Names) -> Result<Self> {
-        let base = table_base(T::KIND)?;
+    pub fn new(kind: &Kind, names: &Names) -> Result<Self> {
+        let base = table_base(kind.name)?;
         let schema = &names.schema;
         let name = |prefix: &str| -> Result<String> {
             Ok(format!(
@@ -205,7 +208,7 @@ impl KindTables {
         let shard = name("as_shard_")?;
         let sequence = name("as_seq_")?;
         let constraint = |prefix: &str| identifier(&format!("{prefix}{base}"));
-        let key_type = match T::Id::KEY_KIND {
+        let key_type = match kind.key_kind {
             KeyKind::Int => "bigint",
             KeyKind::Text => "text COLLATE \"C\"",
         };
@@ -222,8 +225,10 @@ impl KindTables {
         });
         let one_shard = "entity = $1 AND field = $2 AND shard = $3";
         Ok(KindTables {
-            kind: T::KIND,
-            key_kind: T::Id::KEY_KIND,
+            key_kind: kind.key_kind,
+            sums: (0..kind.fields.len())
+                .map(|i| kind.adds_integers(i))
+                .collect(),
             insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES ($1, $2)"),
             // One statement, so one snapshot, without BEGIN and COMMIT.
             load: format!(
@@ -256,9 +261,14 @@ impl KindTables {
                 "UPDATE {shard} SET int_value = $4, real_value = $5, text_value = $6 \
                  WHERE {one_shard}"
             ),
+            // Adds unless the sum leaves bigint's range or the stored value
+            // is not an integer: then no row is written (the row is locked
+            // all the same) and the caller folds in Rust.
             add_to_shard: format!(
                 "INSERT INTO {shard} AS s ({row}, int_value) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT ({row}) DO UPDATE SET int_value = s.int_value + excluded.int_value"
+                 ON CONFLICT ({row}) DO UPDATE SET int_value = s.int_value + excluded.int_value \
+                 WHERE s.int_value::numeric + excluded.int_value \
+                       BETWEEN -9223372036854775808 AND 9223372036854775807"
             ),
             append_shard: format!(
                 "INSERT INTO {shard} ({row}, {VALUES}) \
@@ -309,85 +319,33 @@ impl KindTables {
         &self.scans[lock][which]
     }
 
-    pub fn check_key_kind<T: Shardable>(&self) -> Result<()> {
-        if T::Id::KEY_KIND == self.key_kind {
-            return Ok(());
-        }
-        Err(Error::SchemaMismatch {
-            kind: self.kind.to_owned(),
-            reason: format!(
-                "ids are stored as {}, the struct's id is {}",
-                self.key_kind.registry_name(),
-                T::Id::KEY_KIND.registry_name()
-            ),
-        })
-    }
-
     /// Registers the kind and creates its tables, refusing a kind whose
     /// table names another kind already owns or whose id type changed.
-    pub fn ensure(&self, tx: &mut Tx<'_>, names: &Names) -> Result<()> {
+    pub fn ensure(&self, tx: &mut Tx<'_>, kind: &Kind, names: &Names) -> Result<()> {
         tx.batch(&names.ddl_lock())?;
-        let id_type = self.key_kind.registry_name();
         let owner = tx.query_opt(
             &format!("SELECT kind, id_type FROM {} WHERE base = $1", names.kinds),
             &[&self.base],
         )?;
-        match owner.map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))) {
-            Some((kind, _)) if kind != self.kind => {
-                return Err(Error::InvalidName {
-                    name: self.kind.to_owned(),
-                    reason: format!(
-                        "kind `{kind}` already uses the same tables (table names ignore case)"
-                    ),
-                })
-            }
-            Some((_, stored)) if stored != id_type => {
-                return Err(Error::SchemaMismatch {
-                    kind: self.kind.to_owned(),
-                    reason: format!("ids are stored as {stored}, the struct's id is {id_type}"),
-                })
-            }
-            Some(_) => {}
-            None => {
-                tx.execute(
-                    &format!(
-                        "INSERT INTO {} (kind, base, id_type) VALUES ($1, $2, $3)",
-                        names.kinds
-                    ),
-                    &[&self.kind, &self.base, &id_type],
-                )?;
-            }
+        let owner = owner.map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)));
+        if registry::check_owner(kind, owner)? {
+            tx.execute(
+                &format!(
+                    "INSERT INTO {} (kind, base, id_type) VALUES ($1, $2, $3)",
+                    names.kinds
+                ),
+                &[&kind.name, &self.base, &kind.key_kind.registry_name()],
+            )?;
         }
         tx.batch(&self.create)?;
         Ok(())
     }
 }
 
-/// Whether field `index` of `T` may be folded by SQL `+` on `bigint`: the
-/// derive saw `fold = ...::checked_sum`, and the fold behaves exactly like
-/// PostgreSQL's checked `bigint` addition at the edges that matter. This
-/// rules out narrower types (whose checked sum overflows earlier), `u64`
-/// (which continues past `i64::MAX` as JSON) and any other function that
-/// merely shares the name.
-pub(crate) fn sql_sum<T: Shardable>(index: usize) -> bool {
-    if !T::__FIELDS[index].checked_sum {
-        return false;
+impl registry::KindTables for KindTables {
+    fn key_kind(&self) -> KeyKind {
+        self.key_kind
     }
-    let fold = |a: i64, b: i64| {
-        T::__fold(
-            index,
-            &mut [Value::Integer(a), Value::Integer(b)].into_iter(),
-        )
-    };
-    let sums = matches!(fold(2, 3), Ok(Value::Integer(5)))
-        && matches!(fold(-7, 3), Ok(Value::Integer(-4)))
-        && matches!(fold(i64::MAX - 1, 1), Ok(Value::Integer(i64::MAX)));
-    let overflows = fold(i64::MAX, 1).is_err() && fold(i64::MIN, -1).is_err();
-    let neutral = matches!(
-        T::__fold(index, &mut std::iter::empty()),
-        Ok(Value::Integer(0))
-    );
-    sums && overflows && neutral
 }
 
 #[cfg(test)]

@@ -23,10 +23,11 @@
 //! players' places, and no order of single-row writes would then keep a
 //! unique index satisfied in between. `check_integrity` checks uniqueness.
 
-use super::storage::{NodeRow, Part, ScannedArrival, ScannedNode, Storage};
-use super::RankingConfig;
+use super::{queue, Sqlite};
 use crate::error::{Error, Result};
-use crate::sqlite::Sqlite;
+use crate::seam::{
+    Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode, Storage,
+};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::sync::OnceLock;
@@ -69,67 +70,98 @@ CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
     ON autoshard_rank_players (board, score DESC, arrival);
 ";
 
-/// Creates board `name`; its row id.
-pub(crate) fn create_board(db: &Sqlite, name: &str, config: &RankingConfig) -> Result<i64> {
-    let (id, _) = db.write(|tx| {
-        tx.execute_batch(SCHEMA)?;
-        let taken = tx
-            .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
-            .exists([name])?;
-        if taken {
-            return Err(Error::RankingExists { name: name.into() });
-        }
-        tx.prepare_cached(
-            "INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            name,
-            config.min,
-            config.max,
-            config.branching,
-            config.shards,
-            config.queues
-        ])?;
-        Ok(tx.last_insert_rowid())
-    })?;
-    Ok(id)
-}
+impl BoardStore for Sqlite {
+    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+        let (id, _) = self.write(|tx| {
+            tx.execute_batch(SCHEMA)?;
+            let taken = tx
+                .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
+                .exists([name])?;
+            if taken {
+                return Err(Error::RankingExists { name: name.into() });
+            }
+            tx.prepare_cached(
+                "INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                name,
+                spec.min,
+                spec.max,
+                spec.branching,
+                spec.shards,
+                spec.queues
+            ])?;
+            Ok(tx.last_insert_rowid())
+        })?;
+        Ok(id)
+    }
 
-/// Board `name`'s row id and stored configuration (not yet validated).
-pub(crate) fn open_board(db: &Sqlite, name: &str) -> Result<(i64, RankingConfig)> {
-    db.read(|tx| {
-        let exists = tx
-            .prepare_cached(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
-            )?
-            .exists([])?;
-        if !exists {
-            return Err(Error::RankingNotFound { name: name.into() });
-        }
-        let row = tx
-            .prepare_cached(
-                "SELECT id, min, max, branching, shards, queues FROM autoshard_rank_boards \
-                 WHERE name = ?1",
-            )?
-            .query_row([name], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
-                ))
-            })
-            .optional()?;
-        let (id, (min, max, branching, shards, queues)) =
-            row.ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
-        let config = RankingConfig {
-            min,
-            max,
-            branching,
-            shards,
-            queues,
-        };
-        Ok((id, config))
-    })
+    fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        self.read(|tx| {
+            let exists = tx
+                .prepare_cached(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+                )?
+                .exists([])?;
+            if !exists {
+                return Ok(None);
+            }
+            let row = tx
+                .prepare_cached(
+                    "SELECT id, min, max, branching, shards, queues FROM autoshard_rank_boards \
+                     WHERE name = ?1",
+                )?
+                .query_row([name], |r| {
+                    let spec = BoardSpec {
+                        min: r.get(1)?,
+                        max: r.get(2)?,
+                        branching: r.get(3)?,
+                        shards: r.get(4)?,
+                        queues: r.get(5)?,
+                    };
+                    Ok((r.get::<_, i64>(0)?, spec))
+                })
+                .optional()?;
+            Ok(row)
+        })
+    }
+
+    fn read_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.read(|tx| f(&SqliteTx::new(tx, board)))
+    }
+
+    fn write_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.write(|tx| f(&SqliteTx::new(tx, board))).map(drop)
+    }
+
+    fn prepare_queue(&self) -> Result<Option<String>> {
+        queue::prepare(self)
+    }
+
+    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+        queue::append(self, board, items)
+    }
+
+    fn queued(&self, board: i64) -> Result<u64> {
+        queue::queued(self, board)
+    }
+
+    fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>> {
+        queue::marks(self, board)
+    }
+
+    fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
+        queue::below(self, board, marks, count)
+    }
 }
 
 /// [`Storage`] over one SQLite transaction.
@@ -140,8 +172,12 @@ pub(crate) struct SqliteTx<'a> {
 }
 
 impl<'a> SqliteTx<'a> {
-    pub fn new(tx: &'a Transaction<'a>, board: i64, name: &'a str) -> Self {
-        SqliteTx { tx, board, name }
+    fn new(tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
+        SqliteTx {
+            tx,
+            board: board.id,
+            name: board.name,
+        }
     }
 
     fn blob<'r>(&self, value: ValueRef<'r>, what: &str) -> Result<&'r [u8]> {
@@ -430,6 +466,24 @@ impl Storage for SqliteTx<'_> {
             )?;
         }
         Ok(())
+    }
+
+    // SQLite has one writer at a time: a shard is never held by another.
+    fn claim_queue(&self, _queue: u32) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        limit: usize,
+        out: &mut Vec<QueuedUpdate>,
+    ) -> Result<Option<i64>> {
+        queue::take(self.tx, self.board, queue, limit, out)
+    }
+
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+        queue::delete(self.tx, self.board, queue, through)
     }
 
     fn board_name(&self) -> &str {

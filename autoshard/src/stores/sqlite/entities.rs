@@ -1,36 +1,26 @@
-//! [`Store`] for [`Sqlite`]: the paper's load / save / compaction on SQL.
+//! The entity operations of the seam on SQLite: the paper's load / save /
+//! compaction as SQL, one `BEGIN IMMEDIATE` transaction each.
 
-use super::{KindTables, Sqlite};
-use crate::compaction::{self, BatchPlan, BatchScan, Resume};
-use crate::entity::{EntityId, Key, Shardable};
+use super::schema::KindTables;
+use super::Sqlite;
+use crate::compaction::{BatchPlan, BatchScan, Resume};
+use crate::entity::Key;
 use crate::error::{Error, Result};
-use crate::mapper::{self, Assembly, Delta};
-use crate::store::{CompactionStats, Saved, Store};
+use crate::mapper::{self, Delta, InsertPlan, SavePlan};
+use crate::seam::{EntityStore, Kind, Stored};
 use crate::value::Value;
-use rusqlite::types::{ToSqlOutput, Value as SqlValue};
-use rusqlite::{ffi, OptionalExtension, ToSql, Transaction};
+use rusqlite::{ffi, OptionalExtension, Transaction};
 
-impl ToSql for Key<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        match self {
-            Key::Int(i) => i.to_sql(),
-            Key::Text(s) => s.to_sql(),
-        }
-    }
-}
-
-impl Store for Sqlite {
-    fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
-        let plan = mapper::plan_insert(entity)?;
-        let tables = self.tables::<T>()?;
-        let key = entity.id().key()?;
+impl EntityStore for Sqlite {
+    fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
+        let tables = self.tables(kind)?;
         self.write(|tx| {
             tx.prepare_cached(&tables.insert_entity)?
                 .execute((key, &plan.document))
                 .map_err(|e| match constraint(&e) {
                     Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
                         Error::AlreadyExists {
-                            kind: T::KIND,
+                            kind: kind.name,
                             id: key.to_string(),
                         }
                     }
@@ -42,13 +32,11 @@ impl Store for Sqlite {
             }
             Ok(())
         })?;
-        mapper::inserted(entity, plan);
         Ok(())
     }
 
-    fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
-        let tables = self.tables::<T>()?;
-        let key = id.key()?;
+    fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
+        let tables = self.tables(kind)?;
         self.read(|tx| {
             let document: Option<String> = tx
                 .prepare_cached(&tables.select_entity)?
@@ -57,59 +45,49 @@ impl Store for Sqlite {
             let Some(document) = document else {
                 return Ok(None);
             };
-            let mut entity = Assembly::<T>::new(id, key, document)?;
+            let mut rows = Vec::new();
             let mut select = tx.prepare_cached(&tables.select_shards)?;
-            let mut rows = select.query([key])?;
-            while let Some(row) = rows.next()? {
+            let mut shards = select.query([key])?;
+            while let Some(row) = shards.next()? {
                 let field: String = row.get(0)?;
-                entity.row(&field, row.get::<_, Value>(1).map_err(|e| e.to_string()))?;
+                if let Some(index) = kind.field_index(&field) {
+                    rows.push((index, row.get::<_, Value>(1).map_err(|e| e.to_string())));
+                }
             }
-            entity.finish().map(Some)
+            Ok(Some(Stored { document, rows }))
         })
     }
 
-    fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        let Some(plan) = mapper::plan_save(entity)? else {
-            return Ok(Saved::default());
-        };
-        let tables = self.tables::<T>()?;
-        let key = entity.id().key()?;
+    fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
+        let tables = self.tables(kind)?;
         let ((), attempts) = self.write(|tx| {
             if plan.document_changed {
-                update_document::<T>(tx, &tables, key, &plan.document)?;
+                update_document(tx, kind, &tables, key, &plan.document)?;
             }
             for delta in &plan.deltas {
-                write_delta::<T>(tx, &tables, key, delta)?;
+                write_delta(tx, kind, &tables, key, delta)?;
             }
             Ok(())
         })?;
-        Ok(mapper::saved(entity, plan, attempts))
+        Ok(attempts)
     }
 
-    fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
-        let tables = self.tables::<T>()?;
-        let key = id.key()?;
+    fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
+        let tables = self.tables(kind)?;
         let (deleted, _) =
             self.write(|tx| Ok(tx.prepare_cached(&tables.delete_entity)?.execute([key])? > 0))?;
         Ok(deleted)
     }
 
-    fn compact_with<T: Shardable>(
-        &self,
-        progress: &mut dyn FnMut(&CompactionStats),
-    ) -> Result<CompactionStats> {
-        let tables = self.tables::<T>()?;
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
+        let tables = self.tables(kind)?;
         let batch_rows = self.compaction_batch_rows();
-        compaction::run_batches(progress, |from| {
-            let (batch, _) = self.write(|tx| compact_batch::<T>(tx, &tables, from, batch_rows))?;
-            Ok(batch)
-        })
+        let (batch, _) = self.write(|tx| compact_batch(tx, kind, &tables, from, batch_rows))?;
+        Ok(batch)
     }
 
-    fn shard_count<T: Shardable>(&self, id: &T::Id, field: &str) -> Result<u64> {
-        mapper::field_index::<T>(field)?;
-        let tables = self.tables::<T>()?;
-        let key = id.key()?;
+    fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {
+        let tables = self.tables(kind)?;
         self.read(|tx| {
             let exists = tx
                 .prepare_cached(&tables.select_entity)?
@@ -117,7 +95,7 @@ impl Store for Sqlite {
                 .optional()?
                 .is_some();
             if !exists {
-                return Err(Error::not_found(T::KIND, key));
+                return Err(kind.not_found(key));
             }
             let count: i64 = tx
                 .prepare_cached(&tables.count_shards)?
@@ -127,8 +105,9 @@ impl Store for Sqlite {
     }
 }
 
-fn update_document<T: Shardable>(
+fn update_document(
     tx: &Transaction<'_>,
+    kind: &Kind,
     tables: &KindTables,
     key: Key<'_>,
     document: &str,
@@ -137,7 +116,7 @@ fn update_document<T: Shardable>(
         .prepare_cached(&tables.update_entity)?
         .execute((key, document))?;
     if updated == 0 {
-        return Err(Error::not_found(T::KIND, key));
+        return Err(kind.not_found(key));
     }
     Ok(())
 }
@@ -145,8 +124,9 @@ fn update_document<T: Shardable>(
 /// Static: fold the delta into one random shard in `0..shards`. Dynamic:
 /// append a row. The foreign key turns a write to a deleted entity into
 /// `NotFound`.
-fn write_delta<T: Shardable>(
+fn write_delta(
     tx: &Transaction<'_>,
+    kind: &Kind,
     tables: &KindTables,
     key: Key<'_>,
     delta: &Delta,
@@ -154,12 +134,12 @@ fn write_delta<T: Shardable>(
     let field = delta.spec.name;
     let written = match delta.spec.shards {
         Some(shards) => {
-            let shard = i64::from(fastrand::u32(..shards));
+            let shard = mapper::pick_shard(shards);
             let stored: Option<Value> = tx
                 .prepare_cached(&tables.select_shard)?
                 .query_row((key, field, shard), |r| r.get(0))
                 .optional()?;
-            let value = mapper::fold_delta::<T>(key, delta, stored)?;
+            let value = kind.fold_delta(&key, delta.index, stored, &delta.value)?;
             tx.prepare_cached(&tables.upsert_shard)?
                 .execute((key, field, shard, &value))
         }
@@ -168,7 +148,7 @@ fn write_delta<T: Shardable>(
             .execute((key, field, &delta.value)),
     };
     written.map(drop).map_err(|e| match constraint(&e) {
-        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => Error::not_found(T::KIND, key),
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => kind.not_found(key),
         _ => e.into(),
     })
 }
@@ -184,30 +164,17 @@ fn constraint(error: &rusqlite::Error) -> Option<i32> {
     }
 }
 
-/// An entity key as the compaction scan reads it back.
-#[derive(Debug, Clone, PartialEq)]
-struct Entity(SqlValue);
-
-impl std::fmt::Display for Entity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            SqlValue::Integer(i) => write!(f, "{i}"),
-            SqlValue::Text(s) => write!(f, "{s:?}"),
-            other => write!(f, "{other:?}"),
-        }
-    }
-}
-
 /// One compaction transaction: reads rows in key order until about `max_rows`
 /// and rewrites every group (one field of one entity) that is not compact;
 /// [`compaction::BatchScan`] decides where it stops. Inside `BEGIN IMMEDIATE`
 /// no writer can add rows, so the rows read are exactly the rows deleted.
-fn compact_batch<T: Shardable>(
+fn compact_batch(
     tx: &Transaction<'_>,
+    kind: &Kind,
     tables: &KindTables,
-    from: &Resume<Entity>,
+    from: &Resume,
     max_rows: usize,
-) -> Result<BatchPlan<Entity>> {
+) -> Result<BatchPlan> {
     let (sql, start) = match from {
         Resume::Done => (&tables.scan_first, None),
         Resume::After(entity) => (&tables.scan_after, Some(entity)),
@@ -215,21 +182,21 @@ fn compact_batch<T: Shardable>(
     };
     let mut scan = tx.prepare_cached(sql)?;
     let mut rows = match start {
-        Some(entity) => scan.query([&entity.0])?,
+        Some(entity) => scan.query([entity])?,
         None => scan.query([])?,
     };
-    let mut batch = BatchScan::<T, Entity>::new(from, max_rows);
+    let mut batch = BatchScan::new(kind, from, max_rows);
     while let Some(row) = rows.next()? {
         let field: String = row.get(1)?;
         let value = || row.get::<_, Value>(3).map_err(|e| e.to_string());
-        if !batch.push(Entity(row.get(0)?), &field, row.get(2)?, value)? {
+        if !batch.push(row.get(0)?, &field, row.get(2)?, value)? {
             break;
         }
     }
     drop(rows);
     let batch = batch.finish()?;
     for (entity, index, plan) in &batch.plans {
-        let spec = &T::__FIELDS[*index];
+        let spec = &kind.fields[*index];
         // Rows after the kept ones, up to the last row read: exactly `removed`.
         let keep_through = match spec.shards {
             None => plan.target,
@@ -237,13 +204,13 @@ fn compact_batch<T: Shardable>(
         };
         let last_read = *plan.removed.last().expect("a plan removes rows");
         tx.prepare_cached(&tables.delete_range)?.execute((
-            &entity.0,
+            entity,
             spec.name,
             keep_through,
             last_read,
         ))?;
         tx.prepare_cached(&tables.upsert_shard)?.execute((
-            &entity.0,
+            entity,
             spec.name,
             plan.target,
             &plan.value,

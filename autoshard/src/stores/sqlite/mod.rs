@@ -8,18 +8,26 @@
 //! whole transaction that still meets `BUSY` is retried a bounded number of
 //! times.
 
-mod mapper;
+mod boards;
+mod entities;
+mod error;
+mod queue;
 mod schema;
+mod values;
 
 use crate::error::{Error, Result};
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use crate::seam::{Backend, Boards, Entities, Kind};
+use crate::stores::pool::{Pool, Pooled};
+use crate::stores::registry::KindCache;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use schema::KindTables;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub(crate) use schema::KindTables;
+/// The URL schemes [`crate::open`] hands to this store.
+pub(crate) const SCHEMES: &[&str] = &["sqlite"];
 
 /// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -145,12 +153,8 @@ impl SqliteBuilder {
         };
         Ok(Sqlite {
             inner: Arc::new(Inner {
-                pool: Mutex::new(Pool {
-                    idle: vec![first],
-                    open: 1,
-                }),
-                returned: Condvar::new(),
-                kinds: Mutex::new(HashMap::new()),
+                pool: Pool::new(pool_size, first),
+                kinds: KindCache::default(),
                 writers,
                 options: SqliteBuilder { pool_size, ..self },
             }),
@@ -202,16 +206,18 @@ pub struct Sqlite {
 }
 
 struct Inner {
-    pool: Mutex<Pool>,
-    returned: Condvar,
-    kinds: Mutex<HashMap<&'static str, Arc<KindTables>>>,
+    pool: Pool<Connection>,
+    kinds: KindCache<KindTables>,
     writers: Arc<WriterQueue>,
     options: SqliteBuilder,
 }
 
-struct Pool {
-    idle: Vec<Connection>,
-    open: usize,
+impl Pooled for Connection {
+    // The connection survives a panic mid-transaction (dropping the
+    // transaction rolled it back), and an in-memory database lives in it.
+    fn reusable(&self) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for Sqlite {
@@ -258,42 +264,8 @@ impl Sqlite {
 
     /// Runs `f` on a pooled connection.
     pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
-        let mut conn = Checkout {
-            store: self,
-            conn: Some(self.checkout()?),
-        };
-        f(conn.conn.as_mut().expect("present until drop"))
-    }
-
-    fn checkout(&self) -> Result<Connection> {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(conn) = pool.idle.pop() {
-                return Ok(conn);
-            }
-            if pool.open < self.inner.options.pool_size {
-                pool.open += 1;
-                drop(pool);
-                return self.inner.options.connect().inspect_err(|_| {
-                    self.inner
-                        .pool
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .open -= 1;
-                });
-            }
-            pool = self
-                .inner
-                .returned
-                .wait(pool)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn checkin(&self, conn: Connection) {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.idle.push(conn);
-        self.inner.returned.notify_one();
+        let mut conn = self.inner.pool.checkout(|| self.inner.options.connect())?;
+        f(&mut conn)
     }
 
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`), retrying the
@@ -350,30 +322,39 @@ impl Sqlite {
         })
     }
 
-    /// The tables of kind `T`, created on first use.
-    pub(crate) fn tables<T: crate::Shardable>(&self) -> Result<Arc<KindTables>> {
-        let cached = self
-            .inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(T::KIND)
-            .cloned();
-        if let Some(tables) = cached {
-            // Two structs may share a kind; the registry check ran for the
-            // first, so the second must still agree on the id type.
-            tables.check_key_kind::<T>()?;
-            return Ok(tables);
-        }
-        let tables = Arc::new(KindTables::new::<T>()?);
-        self.write(|tx| tables.ensure(tx))?;
-        self.inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(T::KIND, tables.clone());
-        Ok(tables)
+    /// The tables of `kind`, created on first use.
+    fn tables(&self, kind: &Kind) -> Result<Arc<KindTables>> {
+        self.inner.kinds.get(kind, || {
+            let tables = KindTables::new(kind)?;
+            self.write(|tx| tables.ensure(tx, kind))?;
+            Ok(tables)
+        })
     }
+}
+
+impl Backend for Sqlite {
+    fn __entities(&self) -> Entities<'_> {
+        Entities(self)
+    }
+
+    fn __boards(&self) -> Boards {
+        Boards(Arc::new(self.clone()))
+    }
+}
+
+/// `sqlite::memory:`, or `sqlite://PATH` / `sqlite:PATH`.
+pub(crate) fn open_url(url: &str) -> Result<Sqlite> {
+    let rest = &url["sqlite:".len()..];
+    if rest == ":memory:" {
+        return Sqlite::memory();
+    }
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(Error::InvalidUrl {
+            reason: "a sqlite URL needs a path (`sqlite://app.db`) or `sqlite::memory:`".into(),
+        });
+    }
+    Sqlite::open(path)
 }
 
 /// This process's writers to one database file take turns here before they
@@ -381,8 +362,8 @@ impl Sqlite {
 ///
 /// SQLite's write lock is not a queue: a writer that finds it taken polls,
 /// sleeping between tries, and a busy thread can win it again and again while
-/// another starves (8 threads saving to one file saw p99 latencies of 40 ms,
-/// 300 times the median). Threads of one process, whichever handle they use,
+/// another starves (BENCHMARKS.md §2b, "the in-process writer lock", has the tail
+/// latencies that showed it). Threads of one process, whichever handle they use,
 /// therefore wait on this lock instead, which wakes a waiter as soon as it is
 /// released; SQLite's lock then mostly contends with other processes.
 /// `parking_lot`'s mutex is eventually fair: it lets a running thread take the
@@ -425,21 +406,6 @@ impl WriterQueue {
     }
 }
 
-/// Returns the connection to the pool even if the caller panics, so a panic
-/// in user code (a fold) cannot shrink the pool.
-struct Checkout<'a> {
-    store: &'a Sqlite,
-    conn: Option<Connection>,
-}
-
-impl Drop for Checkout<'_> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.store.checkin(conn);
-        }
-    }
-}
-
 thread_local! {
     // The busy handler is a plain fn with no user data; a connection is used
     // by one thread at a time, so the current transaction's deadline lives here.
@@ -463,12 +429,4 @@ fn wait_for_lock(calls: i32) -> bool {
 fn backoff(attempt: u32) {
     let cap = 1u64 << attempt.min(10);
     std::thread::sleep(Duration::from_micros(fastrand::u64(100..=100 + cap * 100)));
-}
-
-/// Whether SQLite reported lock contention (`SQLITE_BUSY` or `SQLITE_LOCKED`).
-pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
 }

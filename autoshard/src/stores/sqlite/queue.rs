@@ -5,11 +5,9 @@
 //! process, take turns, and each reads the queue after the previous batch's
 //! delete committed, so no two apply the same rows.
 
-use super::{Drained, Item};
+use super::Sqlite;
 use crate::error::Result;
-use crate::ranking::sqlite::SqliteTx;
-use crate::ranking::{Ranking, Update};
-use crate::sqlite::Sqlite;
+use crate::seam::{queue_shards, QueuedUpdate};
 use rusqlite::{params, Transaction};
 use std::path::PathBuf;
 
@@ -37,7 +35,7 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
 /// Creates the queue tables if needed; the key handles of one file share
 /// their queue state by (`None` for an in-memory database, which has no
 /// name to share by).
-pub(super) fn prepare(_: &Ranking, db: &Sqlite) -> Result<Option<String>> {
+pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
     db.write(|tx| Ok(tx.execute_batch(SCHEMA)?))?;
     db.with_conn(|conn| {
         Ok(conn.path().filter(|p| !p.is_empty()).map(|p| {
@@ -49,8 +47,8 @@ pub(super) fn prepare(_: &Ranking, db: &Sqlite) -> Result<Option<String>> {
 
 /// One transaction appending `items` to their queue shards, each shard's
 /// items numbered in order from the shard's head.
-pub(super) fn write_items(ranking: &Ranking, db: &Sqlite, items: &[Item]) -> Result<()> {
-    let shards = super::shards_of(items);
+pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+    let shards = queue_shards(items);
     db.write(|tx| {
         let mut head = tx.prepare_cached(
             "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
@@ -64,15 +62,9 @@ pub(super) fn write_items(ranking: &Ranking, db: &Sqlite, items: &[Item]) -> Res
         for &queue in &shards {
             let mine = || items.iter().filter(|i| i.queue == queue);
             let n = mine().count() as i64;
-            let first: i64 = head.query_row(params![ranking.board_id(), queue, n], |r| r.get(0))?;
+            let first: i64 = head.query_row(params![board, queue, n], |r| r.get(0))?;
             for (seq, item) in (first..).zip(mine()) {
-                insert.execute(params![
-                    ranking.board_id(),
-                    queue,
-                    seq,
-                    item.player,
-                    item.score
-                ])?;
+                insert.execute(params![board, queue, seq, item.player, item.score])?;
             }
         }
         Ok(())
@@ -80,39 +72,34 @@ pub(super) fn write_items(ranking: &Ranking, db: &Sqlite, items: &[Item]) -> Res
     Ok(())
 }
 
-pub(super) fn queued(ranking: &Ranking, db: &Sqlite) -> Result<u64> {
+pub(super) fn queued(db: &Sqlite, board: i64) -> Result<u64> {
     db.read(|tx| {
         let n: i64 = tx
             .prepare_cached("SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1")?
-            .query_row([ranking.board_id()], |r| r.get(0))?;
+            .query_row([board], |r| r.get(0))?;
         Ok(n as u64)
     })
 }
 
 /// `(queue shard, next sequence number)`: every update committed so far is
 /// below its shard's mark.
-pub(super) fn marks(ranking: &Ranking, db: &Sqlite) -> Result<Vec<(u32, i64)>> {
+pub(super) fn marks(db: &Sqlite, board: i64) -> Result<Vec<(u32, i64)>> {
     db.read(|tx| {
         let mut stmt = tx.prepare_cached(
             "SELECT queue, next FROM autoshard_rank_queue_heads WHERE board = ?1",
         )?;
-        let rows = stmt.query_map([ranking.board_id()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map([board], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     })
 }
 
 /// Updates below the marks that are still queued; with `count` false, only
 /// whether there is any (one index seek per shard).
-pub(super) fn behind(
-    ranking: &Ranking,
-    db: &Sqlite,
-    marks: &[(u32, i64)],
-    count: bool,
-) -> Result<u64> {
-    db.read(|tx| behind_in(tx, ranking.board_id(), marks, count))
+pub(super) fn below(db: &Sqlite, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
+    db.read(|tx| below_in(tx, board, marks, count))
 }
 
-fn behind_in(tx: &Transaction<'_>, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
+fn below_in(tx: &Transaction<'_>, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
     let sql = if count {
         "SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq < ?3"
     } else {
@@ -131,56 +118,150 @@ fn behind_in(tx: &Transaction<'_>, board: i64, marks: &[(u32, i64)], count: bool
     Ok(total)
 }
 
-/// One worker transaction: the oldest queued updates (up to `max`, taking
-/// the shards in turn from `first`), applied in queue order, then deleted.
-pub(super) fn drain_batch(
-    ranking: &Ranking,
-    db: &Sqlite,
-    max: usize,
-    first: u32,
-) -> Result<Drained> {
-    let queues = ranking.queues().max(1);
-    let board = ranking.board_id();
-    let (applied, _) = db.write(|tx| {
-        let mut updates = Vec::new();
-        let mut taken = Vec::new();
-        let mut select = tx.prepare_cached(
-            "SELECT seq, player, score FROM autoshard_rank_queue \
-             WHERE board = ?1 AND queue = ?2 ORDER BY seq LIMIT ?3",
-        )?;
-        for k in 0..queues {
-            let room = max - updates.len();
-            if room == 0 {
-                break;
-            }
-            let queue = (first + k) % queues;
-            let mut rows = select.query(params![board, queue, room as i64])?;
-            let mut last = None;
-            while let Some(row) = rows.next()? {
-                last = Some(row.get::<_, i64>(0)?);
-                updates.push(Update {
-                    player: row.get(1)?,
-                    score: row.get(2)?,
+/// Appends up to `limit` of shard `queue`'s oldest updates to `out`; the
+/// last sequence number taken.
+pub(super) fn take(
+    tx: &Transaction<'_>,
+    board: i64,
+    queue: u32,
+    limit: usize,
+    out: &mut Vec<QueuedUpdate>,
+) -> Result<Option<i64>> {
+    let mut select = tx.prepare_cached(
+        "SELECT seq, player, score FROM autoshard_rank_queue \
+         WHERE board = ?1 AND queue = ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let mut rows = select.query(params![board, queue, limit as i64])?;
+    let mut last = None;
+    while let Some(row) = rows.next()? {
+        last = Some(row.get::<_, i64>(0)?);
+        out.push(QueuedUpdate {
+            queue,
+            player: row.get(1)?,
+            score: row.get(2)?,
+        });
+    }
+    Ok(last)
+}
+
+/// Deletes shard `queue`'s updates up to sequence `through`.
+pub(super) fn delete(tx: &Transaction<'_>, board: i64, queue: u32, through: i64) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
+    )?
+    .execute(params![board, queue, through])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{Error, Result};
+    use crate::ranking::{Ranking, RankingConfig};
+    use crate::Sqlite;
+    use std::sync::Barrier;
+    use std::time::Duration;
+
+    /// Group commit: 8 threads enqueueing at once need fewer transactions
+    /// than enqueues. One transaction per call (the bug this guards
+    /// against) makes `commits == enqueues` and fails the assertion.
+    #[test]
+    fn concurrent_enqueues_share_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Sqlite::open(dir.path().join("q.db")).unwrap();
+        let board = Ranking::create(&db, "b", RankingConfig::new(0..1_000).queues(3)).unwrap();
+        let (threads, each) = (8, 100);
+        let start = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (board, start) = (&board, &start);
+                s.spawn(move || {
+                    start.wait();
+                    for n in 0..each {
+                        board.enqueue(&format!("p{t}-{n}"), n as i64).unwrap();
+                    }
                 });
             }
-            if let Some(last) = last {
-                taken.push((queue, last));
-            }
+        });
+        let enqueues = (threads * each) as u64;
+        let commits = board.group_commits().unwrap();
+        assert_eq!(board.queued().unwrap(), enqueues);
+        assert!(
+            commits < enqueues * 3 / 4,
+            "{commits} commits for {enqueues} enqueues"
+        );
+        // Sequence numbers are dense per shard and never reused.
+        let stats = board.worker().drain().unwrap();
+        assert_eq!(stats.updates, enqueues);
+        board.enqueue("late", 1).unwrap();
+        let seqs: Vec<i64> = db
+            .read(|tx| {
+                let mut s = tx.prepare("SELECT seq FROM autoshard_rank_queue")?;
+                let rows = s.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .unwrap();
+        assert_eq!(seqs.len(), 1);
+        assert!(seqs[0] > 0, "a drained shard restarted its sequence");
+    }
+
+    /// Another connection holds the write lock, so group commits fail with
+    /// `Busy`: every caller gets the error, the leader's followers included,
+    /// and nothing is queued.
+    #[test]
+    fn a_failed_group_commit_fails_every_caller_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let db = Sqlite::builder(&path)
+            .busy_timeout(Duration::from_millis(200))
+            .max_attempts(1)
+            .open()
+            .unwrap();
+        let board = Ranking::create(&db, "b", RankingConfig::new(0..100)).unwrap();
+        // Creates the queue tables before the blocker takes the lock.
+        assert_eq!(board.group_commits().unwrap(), 0);
+        let blocker = rusqlite::Connection::open(&path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let threads = 8;
+        let start = Barrier::new(threads);
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let calls: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (board, start) = (&board, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        board.enqueue(&format!("p{t}"), 1)
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        for result in &results {
+            assert!(
+                matches!(result, Err(Error::Busy { attempts: 1 })),
+                "{result:?}"
+            );
         }
-        if updates.is_empty() {
-            return Ok(0);
-        }
-        ranking.apply_in(&SqliteTx::new(tx, board, ranking.name()), &updates)?;
-        let mut delete = tx.prepare_cached(
-            "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
-        )?;
-        for &(queue, last) in &taken {
-            delete.execute(params![board, queue, last])?;
-        }
-        Ok(updates.len())
-    })?;
-    Ok(Drained {
-        applied,
-        contended: false,
-    })
+        let commits = board.group_commits().unwrap();
+        assert!(
+            commits < threads as u64,
+            "no batch had followers: {commits}"
+        );
+        blocker.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(board.queued().unwrap(), 0);
+        board.enqueue("after", 2).unwrap();
+        assert_eq!(board.queued().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_handle_of_the_same_file_shares_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let db = Sqlite::open(&path).unwrap();
+        let board = Ranking::create(&db, "b", RankingConfig::new(0..10)).unwrap();
+        let other = Ranking::open(&Sqlite::open(&path).unwrap(), "b").unwrap();
+        let memory = Sqlite::memory().unwrap();
+        let in_memory = Ranking::create(&memory, "b", RankingConfig::new(0..10)).unwrap();
+        assert!(board.shares_queue_with(&other).unwrap());
+        assert!(!board.shares_queue_with(&in_memory).unwrap());
+    }
 }

@@ -13,13 +13,14 @@
 //! Both are `STRICT`: a value of the wrong type is an error, never a silent
 //! conversion. `autoshard_kinds` records which kind owns which table names.
 
-use crate::entity::{EntityId, KeyKind, Shardable};
-use crate::error::{Error, Result};
+use crate::entity::KeyKind;
+use crate::error::Result;
 use crate::naming::{quote, table_base};
+use crate::seam::Kind;
+use crate::stores::registry;
 use rusqlite::{OptionalExtension, Transaction};
 
 pub(crate) struct KindTables {
-    kind: &'static str,
     base: String,
     key_kind: KeyKind,
     pub insert_entity: String,
@@ -40,18 +41,17 @@ pub(crate) struct KindTables {
 }
 
 impl KindTables {
-    pub fn new<T: Shardable>() -> Result<Self> {
-        let base = table_base(T::KIND)?;
+    pub fn new(kind: &Kind) -> Result<Self> {
+        let base = table_base(kind.name)?;
         let entity = quote(&format!("as_entity_{base}"));
         let shard = quote(&format!("as_shard_{base}"));
-        let key_type = match T::Id::KEY_KIND {
+        let key_type = match kind.key_kind {
             KeyKind::Int => "INTEGER",
             KeyKind::Text => "TEXT",
         };
         let scan = format!("SELECT entity, field, shard, value FROM {shard}");
         Ok(KindTables {
-            kind: T::KIND,
-            key_kind: T::Id::KEY_KIND,
+            key_kind: kind.key_kind,
             insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES (?1, ?2)"),
             select_entity: format!("SELECT doc FROM {entity} WHERE id = ?1"),
             update_entity: format!("UPDATE {entity} SET doc = ?2 WHERE id = ?1"),
@@ -96,23 +96,9 @@ impl KindTables {
         })
     }
 
-    pub fn check_key_kind<T: Shardable>(&self) -> Result<()> {
-        if T::Id::KEY_KIND == self.key_kind {
-            return Ok(());
-        }
-        Err(Error::SchemaMismatch {
-            kind: self.kind.to_owned(),
-            reason: format!(
-                "ids are stored as {}, the struct's id is {}",
-                self.key_kind.registry_name(),
-                T::Id::KEY_KIND.registry_name()
-            ),
-        })
-    }
-
     /// Registers the kind and creates its tables, refusing a kind whose
     /// table names another kind already owns or whose id type changed.
-    pub fn ensure(&self, tx: &Transaction<'_>) -> Result<()> {
+    pub fn ensure(&self, tx: &Transaction<'_>, kind: &Kind) -> Result<()> {
         tx.execute_batch(
             "CREATE TABLE IF NOT EXISTS autoshard_kinds (
                  kind TEXT PRIMARY KEY NOT NULL,
@@ -120,7 +106,6 @@ impl KindTables {
                  id_type TEXT NOT NULL
              ) STRICT;",
         )?;
-        let id_type = self.key_kind.registry_name();
         let owner: Option<(String, String)> = tx
             .query_row(
                 "SELECT kind, id_type FROM autoshard_kinds WHERE base = ?1",
@@ -128,31 +113,19 @@ impl KindTables {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        match owner {
-            Some((kind, _)) if kind != self.kind => {
-                return Err(Error::InvalidName {
-                    name: self.kind.to_owned(),
-                    reason: format!(
-                        "kind `{}` already uses the same tables (table names ignore case)",
-                        kind
-                    ),
-                })
-            }
-            Some((_, stored)) if stored != id_type => {
-                return Err(Error::SchemaMismatch {
-                    kind: self.kind.to_owned(),
-                    reason: format!("ids are stored as {stored}, the struct's id is {id_type}"),
-                })
-            }
-            Some(_) => {}
-            None => {
-                tx.execute(
-                    "INSERT INTO autoshard_kinds (kind, base, id_type) VALUES (?1, ?2, ?3)",
-                    [self.kind, &self.base, id_type],
-                )?;
-            }
+        if registry::check_owner(kind, owner)? {
+            tx.execute(
+                "INSERT INTO autoshard_kinds (kind, base, id_type) VALUES (?1, ?2, ?3)",
+                [kind.name, &self.base, kind.key_kind.registry_name()],
+            )?;
         }
         tx.execute_batch(&self.create)?;
         Ok(())
+    }
+}
+
+impl registry::KindTables for KindTables {
+    fn key_kind(&self) -> KeyKind {
+        self.key_kind
     }
 }

@@ -1,0 +1,299 @@
+//! Group commit: concurrent `enqueue` calls of one process share one
+//! transaction (see the module docs of `queue`), and the signals workers and
+//! flushers wait on.
+
+use super::GATHER;
+use crate::error::{Error, Result};
+use crate::ranking::Ranking;
+use crate::seam::QueuedUpdate;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// What this process's enqueuers, workers and flushers of one board share.
+pub(crate) struct QueueState {
+    group: parking_lot::Mutex<Group>,
+    /// Batches below this number have an outcome. Read without the lock,
+    /// so a woken follower whose batch is done returns without queueing for
+    /// the mutex behind the other followers.
+    finished: AtomicU64,
+    /// Batches that failed so far: while none did, a follower learns its
+    /// outcome from `finished` alone.
+    failures: AtomicU64,
+    /// A gathering leader waits here for more updates.
+    arrived: parking_lot::Condvar,
+    signal: Mutex<Signal>,
+    /// Workers wait here for new updates (or a stop); flushers for applied
+    /// batches.
+    pub(super) signalled: Condvar,
+    /// Group-commit transactions, for the test that shows calls are grouped.
+    pub(super) commits: AtomicU64,
+}
+
+#[derive(Default)]
+struct Group {
+    /// Updates of batch `open`, in the order their callers arrived.
+    pending: Vec<QueuedUpdate>,
+    /// Parked followers and the batch each waits for.
+    waiters: Vec<(u64, Thread)>,
+    /// The batch now collecting updates.
+    open: u64,
+    /// Whether a caller leads a batch right now (gathering or committing).
+    leading: bool,
+    /// Whether the leader waits for more updates of the open batch.
+    gathering: bool,
+    /// How many updates the last batch held: the leader of a smaller batch
+    /// waits (up to [`GATHER`]) for callers of the last one to come back.
+    target: usize,
+    /// Failed batches: the error and how many followers have yet to read it.
+    failed: HashMap<u64, (Error, usize)>,
+}
+
+#[derive(Default)]
+pub(super) struct Signal {
+    /// Group commits so far: a worker that saw a change has work.
+    pub(super) enqueued: u64,
+    /// Updates those group commits held: a lingering worker stops waiting
+    /// once a full batch is there.
+    pub(super) items: u64,
+    /// Worker batches applied so far: a flusher that saw a change looks again.
+    pub(super) applied: u64,
+    /// Flushes in progress: workers skip their linger while any waits.
+    pub(super) urgent: usize,
+    /// Flushes started so far: wakes an idle worker, which may not have
+    /// seen updates enqueued by another process yet.
+    pub(super) flushes: u64,
+}
+
+impl QueueState {
+    pub(super) fn new() -> Self {
+        QueueState {
+            group: parking_lot::Mutex::new(Group::default()),
+            finished: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            arrived: parking_lot::Condvar::new(),
+            signal: Mutex::new(Signal::default()),
+            signalled: Condvar::new(),
+            commits: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn signal(&self) -> MutexGuard<'_, Signal> {
+        self.signal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Group commit: returns once `item` is committed, or with the error of
+    /// the transaction that tried to commit it.
+    ///
+    /// Followers park instead of waiting on a condition variable: the
+    /// leader then wakes all of them at once, and each returns on its own
+    /// core without taking the mutex. With a condition variable they would
+    /// be handed the mutex one after another, and on a small machine that
+    /// chain of wake-ups, not the commit, bounded the rate.
+    pub(super) fn commit(&self, ranking: &Ranking, item: QueuedUpdate) -> Result<()> {
+        let mut group = self.group.lock();
+        let batch = group.open;
+        group.pending.push(item);
+        if group.gathering && group.pending.len() >= group.target {
+            self.arrived.notify_one();
+        }
+        loop {
+            if self.finished.load(Ordering::Acquire) > batch {
+                drop(group);
+                return self.outcome(batch);
+            }
+            if !group.leading {
+                // Our batch is the open one: only a leader closes a batch,
+                // and it finishes that batch before anyone else can lead.
+                debug_assert_eq!(group.open, batch);
+                return self.lead(ranking, group);
+            }
+            group.waiters.push((batch, std::thread::current()));
+            drop(group);
+            // Woken when our batch is done, or (first in line of the open
+            // batch) when the leader left and someone must take over; any
+            // other wake-up just looks again.
+            std::thread::park();
+            if self.finished.load(Ordering::Acquire) > batch {
+                return self.outcome(batch);
+            }
+            group = self.group.lock();
+        }
+    }
+
+    /// The outcome of a finished batch, for one of its followers.
+    fn outcome(&self, batch: u64) -> Result<()> {
+        if self.failures.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let mut group = self.group.lock();
+        let Some((error, readers)) = group.failed.get_mut(&batch) else {
+            return Ok(());
+        };
+        *readers -= 1;
+        let copy = copy_error(error);
+        if *readers == 0 {
+            group.failed.remove(&batch);
+        }
+        Err(copy)
+    }
+
+    /// Commits the open batch for every caller in it.
+    fn lead(&self, ranking: &Ranking, mut group: parking_lot::MutexGuard<'_, Group>) -> Result<()> {
+        group.leading = true;
+        if group.pending.len() < group.target {
+            // The callers of the last batch are on their way back with their
+            // next update, but a woken thread takes a while to run: without
+            // this wait, whoever comes back first commits alone and batches
+            // stay near one update.
+            group.gathering = true;
+            let deadline = Instant::now() + GATHER;
+            while group.pending.len() < group.target {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                self.arrived.wait_for(&mut group, left);
+            }
+            group.gathering = false;
+        }
+        let batch = group.open;
+        let items = std::mem::take(&mut group.pending);
+        group.open += 1;
+        group.target = items.len();
+        drop(group);
+        // If the write panics, the followers must still be released.
+        let mut guard = Leading {
+            state: self,
+            batch,
+            members: items.len(),
+            outcome: None,
+        };
+        let outcome = ranking.inner.boards.append_queue(ranking.inner.id, &items);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        guard.outcome = Some(outcome.as_ref().map(|_| ()).map_err(copy_error));
+        drop(guard);
+        if outcome.is_ok() {
+            let mut signal = self.signal();
+            signal.enqueued += 1;
+            signal.items += items.len() as u64;
+            self.signalled.notify_all();
+        }
+        outcome
+    }
+
+    pub(super) fn urgent(&self) -> Urgent<'_> {
+        let mut signal = self.signal();
+        signal.urgent += 1;
+        signal.flushes += 1;
+        drop(signal);
+        self.signalled.notify_all();
+        Urgent(self)
+    }
+
+    pub(super) fn applied_batches(&self) -> u64 {
+        self.signal().applied
+    }
+
+    pub(super) fn wait_applied(&self, seen: u64, timeout: Duration) {
+        let signal = self.signal();
+        if signal.applied == seen {
+            let _ = self.signalled.wait_timeout(signal, timeout);
+        }
+    }
+
+    pub(super) fn note_applied(&self) {
+        self.signal().applied += 1;
+        self.signalled.notify_all();
+    }
+}
+
+/// Releases the followers of a batch with its outcome, also when the leader
+/// unwinds.
+struct Leading<'a> {
+    state: &'a QueueState,
+    batch: u64,
+    members: usize,
+    outcome: Option<Result<(), Error>>,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let outcome = self.outcome.take().unwrap_or_else(|| {
+            Err(Error::GroupCommit {
+                reason: "the caller that ran the group's transaction panicked".into(),
+                retryable: false,
+            })
+        });
+        let state = self.state;
+        let mut group = state.group.lock();
+        if let Err(error) = outcome {
+            let followers = self.members - 1;
+            if followers > 0 {
+                group.failed.insert(self.batch, (error, followers));
+                state.failures.fetch_add(1, Ordering::Release);
+            }
+        }
+        // Under the lock: a follower checks `finished` under it before it
+        // parks, so it either sees this or is in `waiters` below.
+        state.finished.store(self.batch + 1, Ordering::Release);
+        group.leading = false;
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut group.waiters)
+            .into_iter()
+            .partition(|(batch, _)| *batch <= self.batch);
+        let next = waiting.first().map(|(_, thread)| thread.clone());
+        group.waiters = waiting;
+        drop(group);
+        for (_, thread) in done {
+            thread.unpark();
+        }
+        if let Some(thread) = next {
+            thread.unpark();
+        }
+    }
+}
+
+/// Marks a flush in progress for as long as it lives.
+pub(super) struct Urgent<'a>(&'a QueueState);
+
+impl Drop for Urgent<'_> {
+    fn drop(&mut self) {
+        self.0.signal().urgent -= 1;
+    }
+}
+
+/// The same error again, for every caller of a failed group commit. The
+/// errors a queue append is expected to meet (a busy store, a conflict, an
+/// unreachable server, a commit in doubt) keep their variant, so retryable
+/// stays retryable; anything else becomes [`Error::GroupCommit`] with its
+/// message and retryability.
+fn copy_error(error: &Error) -> Error {
+    type Source = Box<dyn std::error::Error + Send + Sync>;
+    let message = |e: &Source| -> Source { e.to_string().into() };
+    match error {
+        Error::Busy { attempts } => Error::Busy {
+            attempts: *attempts,
+        },
+        Error::Conflict { attempts } => Error::Conflict {
+            attempts: *attempts,
+        },
+        Error::Unavailable { attempts, source } => Error::Unavailable {
+            attempts: *attempts,
+            source: message(source),
+        },
+        Error::InDoubt {
+            writer,
+            seq,
+            source,
+        } => Error::InDoubt {
+            writer: *writer,
+            seq: *seq,
+            source: message(source),
+        },
+        other => Error::GroupCommit {
+            reason: other.to_string(),
+            retryable: other.is_retryable(),
+        },
+    }
+}

@@ -1,0 +1,268 @@
+//! Workers: one writer applying batches of queued updates.
+
+use super::group::{QueueState, Signal};
+use super::{Drained, BUSY_PAUSE};
+use crate::error::Result;
+use crate::ranking::Ranking;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Drains a board's queue: one writer applying batches of queued updates.
+///
+/// Made by [`Ranking::worker`]; [`spawn`](Worker::spawn) runs it on its own
+/// thread, [`drain`](Worker::drain) on the caller's until the queue is
+/// empty. Any number of workers, in any number of processes, may drain one
+/// board at once: each batch is one write transaction, and a queue shard is
+/// read by one batch at a time (on SQLite the workers take turns on the
+/// file's write lock; on PostgreSQL they drain different shards at once),
+/// so a batch's rows are gone before the next worker reads that shard.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    ranking: Ranking,
+    batch_size: usize,
+    idle_timeout: Duration,
+    linger: Duration,
+    exit_when_idle: bool,
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Transactions that applied at least one update.
+    pub batches: u64,
+    /// Updates applied.
+    pub updates: u64,
+    /// Transactions that found the store busy and were tried again later.
+    pub busy: u64,
+}
+
+impl Worker {
+    pub(super) fn new(ranking: Ranking) -> Self {
+        Worker {
+            ranking,
+            batch_size: 1_000,
+            idle_timeout: Duration::from_millis(20),
+            linger: Duration::from_millis(20),
+            exit_when_idle: false,
+        }
+    }
+
+    /// Most updates applied per transaction (default 1,000, at least 1).
+    /// Bigger batches share more tree nodes per write but hold the write
+    /// lock longer.
+    pub fn batch_size(mut self, updates: usize) -> Self {
+        self.batch_size = updates.max(1);
+        self
+    }
+
+    /// How long an idle worker sleeps before it looks at the queue again
+    /// (default 20 ms). An enqueue or a flush in this process wakes it at
+    /// once; an enqueue in another process is seen within this long (then
+    /// the [`linger`](Worker::linger) applies).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// How long the worker waits after a batch that did not fill up, so the
+    /// next one collects more updates (default 20 ms; cut short once a full
+    /// batch is queued in this process, and skipped while a
+    /// [`flush`](Ranking::flush) waits). Under load this is what makes the
+    /// batches big: producers commit while the worker waits, and an update
+    /// applied in a batch of hundreds costs a fraction of one applied in a
+    /// batch of ten (the tree nodes and pages they share are written once,
+    /// and the commit is paid once). Zero applies every update as soon as
+    /// possible.
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Whether the worker ends when it finds the queue empty (default
+    /// false: it waits for more). Such a worker does not linger: it is there
+    /// to empty the queue, not to wait for producers.
+    pub fn exit_when_idle(mut self, exit: bool) -> Self {
+        self.exit_when_idle = exit;
+        self
+    }
+
+    /// Starts the worker on a thread of its own. It stops when the handle
+    /// is stopped or dropped, or at the first error that is not a busy
+    /// store.
+    pub fn spawn(self) -> Result<WorkerHandle> {
+        let state = self.ranking.queue_state()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new()
+            .name(format!("autoshard-worker-{}", self.ranking.name()))
+            .spawn({
+                let (state, stop) = (state.clone(), stop.clone());
+                move || self.run(&state, &stop)
+            })
+            .expect("failed to spawn the worker thread");
+        Ok(WorkerHandle {
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Applies queued updates on this thread until the queue is empty.
+    pub fn drain(self) -> Result<WorkerStats> {
+        let state = self.ranking.queue_state()?;
+        self.exit_when_idle(true)
+            .run(&state, &AtomicBool::new(false))
+    }
+
+    fn run(self, state: &QueueState, stop: &AtomicBool) -> Result<WorkerStats> {
+        let mut stats = WorkerStats::default();
+        let queues = self.ranking.queues().max(1);
+        let mut first = 0;
+        while !stop.load(Ordering::Acquire) {
+            let (seen, flushes, items) = {
+                let signal = state.signal();
+                (signal.enqueued, signal.flushes, signal.items)
+            };
+            let drained = self.ranking.drain_batch(self.batch_size, first);
+            let applied = match drained {
+                // Nothing for us, but other workers hold shards that may
+                // still have rows: not idle, only waiting our turn.
+                Ok(Drained {
+                    applied: 0,
+                    contended: true,
+                }) => {
+                    stats.busy += 1;
+                    std::thread::sleep(BUSY_PAUSE);
+                    continue;
+                }
+                Ok(drained) => drained.applied,
+                Err(e) if e.is_retryable() => {
+                    stats.busy += 1;
+                    std::thread::sleep(BUSY_PAUSE);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            first = (first + 1) % queues;
+            if applied > 0 {
+                stats.batches += 1;
+                stats.updates += applied as u64;
+                state.note_applied();
+            }
+            if applied == self.batch_size {
+                continue;
+            }
+            if applied == 0 {
+                if self.exit_when_idle {
+                    break;
+                }
+                let woken = |s: &Signal| s.enqueued != seen || s.flushes != flushes;
+                self.wait(state, stop, woken, self.idle_timeout);
+            }
+            if self.exit_when_idle {
+                continue;
+            }
+            // A batch that did not fill up: let the next one collect more.
+            let full = self.batch_size as u64;
+            let ready = |s: &Signal| s.urgent > 0 || s.items - items >= full;
+            self.wait(state, stop, ready, self.linger);
+        }
+        Ok(stats)
+    }
+
+    /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
+    fn wait(
+        &self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        wake: impl Fn(&Signal) -> bool,
+        timeout: Duration,
+    ) {
+        if timeout.is_zero() {
+            return;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut signal = state.signal();
+        loop {
+            // The stop flag is set before the signal mutex is taken to
+            // notify, so checking it under the mutex cannot miss the wake-up.
+            if stop.load(Ordering::Acquire) || wake(&signal) {
+                return;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            signal = state
+                .signalled
+                .wait_timeout(signal, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A running [`Worker`]. Dropping it stops the worker after its current
+/// batch and waits for it; [`stop`](WorkerHandle::stop) does the same and
+/// reports how the worker ended.
+#[derive(Debug)]
+#[must_use = "dropping the handle stops the worker"]
+pub struct WorkerHandle {
+    state: Arc<QueueState>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<WorkerStats>>>,
+}
+
+impl WorkerHandle {
+    /// Stops the worker after its current batch. Returns what it did, or
+    /// the error that had already stopped it.
+    pub fn stop(mut self) -> Result<WorkerStats> {
+        self.request_stop();
+        self.finish()
+    }
+
+    /// Waits for the worker to end by itself: at the first error, or when
+    /// it was made with [`Worker::exit_when_idle`] and found the queue empty.
+    pub fn join(mut self) -> Result<WorkerStats> {
+        self.finish()
+    }
+
+    /// Whether the worker has ended (failed, or idle with
+    /// [`Worker::exit_when_idle`]).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _signal = self.state.signal();
+        self.state.signalled.notify_all();
+    }
+
+    fn finish(&mut self) -> Result<WorkerStats> {
+        let thread = self.thread.take().expect("joined once");
+        match thread.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.request_stop();
+            // The outcome is for `stop`; a dropped handle has nobody to tell.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for QueueState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueState")
+            .field("commits", &self.commits.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

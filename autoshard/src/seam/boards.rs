@@ -1,0 +1,252 @@
+//! The board half of the seam: what a store implements for ranking boards.
+//!
+//! A [`Storage`] is one open transaction on one board. The ranking
+//! algorithms (`ranking/{query,apply,integrity}.rs`) and the queue's drain
+//! only ever talk to this trait, so a new store implements these methods,
+//! [`BoardStore`], and nothing else. `ranking::memory` is the reference
+//! implementation a store's storage is checked against.
+
+use crate::error::{Error, Result};
+
+/// A board's shape as stored: the public `RankingConfig` without its
+/// validation, which the ranking layer does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BoardSpec {
+    pub min: i64,
+    pub max: i64,
+    pub branching: u32,
+    pub shards: u32,
+    pub queues: u32,
+}
+
+/// A board as a transaction names it: its row id and, for error messages,
+/// its name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Board<'a> {
+    pub id: i64,
+    pub name: &'a str,
+}
+
+/// An update waiting in a queue shard: a new absolute score, or a removal
+/// (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueuedUpdate {
+    pub queue: u32,
+    pub player: String,
+    pub score: Option<i64>,
+}
+
+/// The queue shards `items` go to, ascending: the order an append takes
+/// them in (so two appends never wait for each other in a cycle).
+pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
+    let mut shards: Vec<u32> = items.iter().map(|i| i.queue).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    shards
+}
+
+/// The board operations a store implements. Every transaction is on one
+/// board and is retried whole as the store's concurrency demands, so `f`
+/// may run more than once; only the last run's effects commit.
+pub(crate) trait BoardStore: Send + Sync {
+    /// Creates board `name`, empty; its id. [`Error::RankingExists`] if the
+    /// name is taken.
+    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64>;
+
+    /// Board `name`'s id and stored shape; `None` if there is none.
+    fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>>;
+
+    /// Runs `f` in one read transaction: every read sees one snapshot.
+    fn read_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()>;
+
+    /// Runs `f` in one write transaction, committed if it returns `Ok`.
+    fn write_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()>;
+
+    /// Creates the queue tables if needed. Returns a name under which
+    /// handles of this process that reach the same database share their
+    /// queue state (group commits), or `None` if the store cannot tell two
+    /// handles' databases apart with certainty.
+    fn prepare_queue(&self) -> Result<Option<String>>;
+
+    /// One transaction appending `items` to their queue shards, each shard's
+    /// items numbered in order from the shard's head: a shard's sequence
+    /// numbers never go back, also when it runs empty.
+    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
+
+    /// Updates queued on the board.
+    fn queued(&self, board: i64) -> Result<u64>;
+
+    /// `(queue shard, next sequence number)`: every update committed so far
+    /// is below its shard's mark.
+    fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>>;
+
+    /// Updates below the marks still queued; with `count` false, only
+    /// whether there is any (0 or 1).
+    fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64>;
+}
+
+/// Which vector of a score-tree node a row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Part {
+    /// Players per child.
+    A = 0,
+    /// Distinct scores per child (inner nodes) or arrival counters (leaves).
+    B = 1,
+}
+
+impl Part {
+    pub fn from_stored(value: i64) -> Option<Self> {
+        match value {
+            0 => Some(Part::A),
+            1 => Some(Part::B),
+            _ => None,
+        }
+    }
+}
+
+/// Callback for one stored score-tree row: `(height, part, shard, vector)`.
+pub(crate) type NodeRow<'f> = dyn FnMut(u32, Part, u32, &[u8]) -> Result<()> + 'f;
+
+/// Callback for one row of a full score-tree scan: `((height, idx), part,
+/// shard, vector)`.
+pub(crate) type ScannedNode<'f> = dyn FnMut((u32, u64), Part, u32, &[u8]) -> Result<()> + 'f;
+
+/// Callback for one row of a full arrival-tree scan: `(score, height, idx,
+/// vector)`.
+pub(crate) type ScannedArrival<'f> = dyn FnMut(i64, u32, u64, &[u8]) -> Result<()> + 'f;
+
+/// One transaction on one board. Positions (`idx`, arrivals) are below
+/// `2^63`, so every backend can store them as signed 64-bit integers. An
+/// all-zero vector is never stored: writing an empty (encoded) vector
+/// deletes the row.
+///
+/// Writers read a player row, leaves (shard 0) and arrival nodes and then
+/// decide from their exact values, so two write transactions must not
+/// interleave on them: SQLite has one writer at a time anyway; a backend
+/// with row locks must lock what a write transaction reads (`FOR UPDATE`)
+/// or serialize writers per board. Inner shard rows only receive deltas.
+///
+/// A write transaction announces what it will read, in this order, so a
+/// locking backend can lock in one canonical order (no deadlocks): all its
+/// players ([`lock_players`](Storage::lock_players)) before reading any of
+/// them, then every leaf it will change ([`lock_leaves`](Storage::lock_leaves);
+/// a leaf's lock also covers the arrival trees of its scores), then inner
+/// shard rows one at a time in `(height, idx)` order through
+/// [`node_shard`](Storage::node_shard).
+pub(crate) trait Storage {
+    /// Takes queue shard `queue` for this (write) transaction, so no other
+    /// transaction drains it meanwhile; `false` if another one holds it. A
+    /// store whose writers are serialized anyway always succeeds.
+    fn claim_queue(&self, queue: u32) -> Result<bool>;
+
+    /// Appends up to `limit` of the oldest updates of queue shard `queue`
+    /// to `out`, in sequence order; the last sequence number taken.
+    fn take_queued(
+        &self,
+        queue: u32,
+        limit: usize,
+        out: &mut Vec<QueuedUpdate>,
+    ) -> Result<Option<i64>>;
+
+    /// Deletes queue shard `queue`'s updates up to sequence `through`.
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<()>;
+
+    /// Before a write transaction reads these players' rows: a locking
+    /// backend locks them (present or not) until commit.
+    fn lock_players(&self, _players: &[&str]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before a write transaction reads these leaves (score-tree nodes at
+    /// height 1) and the arrival trees of their scores: a locking backend
+    /// locks them (present or not) until commit.
+    fn lock_leaves(&self, _leaves: &[u64]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Calls `f` for every shard row of part A of each node `(height, idx,
+    /// with_b)` in `path`, and of part B too where `with_b`; in one round
+    /// trip where the backend can (a root-to-leaf path is known up front).
+    fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()>;
+
+    /// Calls `f(part, vector)` for the rows of shard `shard` of node
+    /// `(height, idx)`. Only write transactions call it; backends that lock
+    /// rows lock this shard row (present or not) until commit.
+    fn node_shard(
+        &self,
+        height: u32,
+        idx: u64,
+        shard: u32,
+        f: &mut dyn FnMut(Part, &[u8]) -> Result<()>,
+    ) -> Result<()>;
+
+    /// Replaces one shard row of one part; an empty vector deletes it.
+    fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()>;
+
+    /// Calls `f(height, vector)` for each existing arrival-tree node
+    /// `(score, height, idx)` with `(height, idx)` in `path`.
+    fn arrival_path(
+        &self,
+        score: i64,
+        path: &[(u32, u64)],
+        f: &mut dyn FnMut(u32, &[u8]) -> Result<()>,
+    ) -> Result<()>;
+
+    /// Replaces one arrival-tree node; an empty vector deletes it.
+    fn put_arrival_node(&self, score: i64, height: u32, idx: u64, v: &[u8]) -> Result<()>;
+
+    /// The player's `(score, arrival)`.
+    fn player(&self, player: &str) -> Result<Option<(i64, u64)>>;
+
+    /// Inserts or replaces the player's row.
+    fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()>;
+
+    /// Deletes the player's row (no-op if absent).
+    fn delete_player(&self, player: &str) -> Result<()>;
+
+    /// Appends up to `limit` players at `score` with arrival `>= arrival`,
+    /// by arrival, as `(player, score)`.
+    fn entries_at(
+        &self,
+        score: i64,
+        arrival: u64,
+        limit: u64,
+        out: &mut Vec<(String, i64)>,
+    ) -> Result<()>;
+
+    /// Appends up to `limit` players with a score below `score`, in ranking
+    /// order (score descending, then arrival).
+    fn entries_below(&self, score: i64, limit: u64, out: &mut Vec<(String, i64)>) -> Result<()>;
+
+    /// Calls `f(score, arrival)` for every player, in any order.
+    fn scan_players(&self, f: &mut dyn FnMut(i64, u64) -> Result<()>) -> Result<()>;
+
+    /// Calls `f` for every score-tree row, ordered by `(height, idx, part,
+    /// shard)`; `idx` is passed with the height as `(height, idx)`.
+    fn scan_nodes(&self, f: &mut ScannedNode<'_>) -> Result<()>;
+
+    /// Calls `f(score, height, idx, vector)` for every arrival-tree node,
+    /// ordered by `(score, height, idx)`.
+    fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()>;
+
+    /// The board's name, for error messages.
+    fn board_name(&self) -> &str;
+
+    /// A [`Error::Corrupt`] about this board.
+    fn corrupt(&self, field: String, reason: String) -> Error {
+        Error::Corrupt {
+            kind: "ranking",
+            id: self.board_name().to_owned(),
+            field,
+            reason,
+        }
+    }
+}

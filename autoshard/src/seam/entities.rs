@@ -1,0 +1,198 @@
+//! The entity half of the seam: a kind described without generics, and the
+//! operations a store runs for it.
+
+use crate::__private::{FieldSpec, FoldError};
+use crate::compaction::{BatchPlan, Resume};
+use crate::entity::{EntityId, Key, KeyKind, Shardable};
+use crate::error::{Error, Result};
+use crate::mapper::{InsertPlan, SavePlan};
+use crate::value::Value;
+use std::fmt;
+
+/// The fold of every sharded field of a kind: `(field index, values)`.
+pub(crate) type FoldFn = fn(usize, &mut dyn Iterator<Item = Value>) -> Result<Value, FoldError>;
+
+/// What a store knows of an entity kind: the struct behind it stays in the
+/// mapper, so a store is not generic over it.
+#[derive(Clone, Copy)]
+pub(crate) struct Kind {
+    /// The stored kind (`#[shard(kind = ..)]` or the struct's name).
+    pub name: &'static str,
+    /// Integer or string ids.
+    pub key_kind: KeyKind,
+    /// The sharded fields, in declaration order; a field is named by its
+    /// index here.
+    pub fields: &'static [FieldSpec],
+    fold: FoldFn,
+}
+
+impl Kind {
+    pub fn of<T: Shardable>() -> Self {
+        Kind {
+            name: T::KIND,
+            key_kind: T::Id::KEY_KIND,
+            fields: T::__FIELDS,
+            fold: T::__fold,
+        }
+    }
+
+    /// The index of the sharded field `name`, if the struct declares it.
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+
+    /// Folds stored values of field `index` of entity `id` (the fold of
+    /// nothing is the neutral element).
+    pub fn fold(
+        &self,
+        id: &dyn fmt::Display,
+        index: usize,
+        values: &mut dyn Iterator<Item = Value>,
+    ) -> Result<Value> {
+        (self.fold)(index, values)
+            .map_err(|e| e.into_error(self.name, &id.to_string(), self.fields[index].name))
+    }
+
+    /// The fold without error context, for the batch scan.
+    pub(crate) fn raw_fold(
+        &self,
+        index: usize,
+        values: &mut dyn Iterator<Item = Value>,
+    ) -> Result<Value, FoldError> {
+        (self.fold)(index, values)
+    }
+
+    /// The new value of a static shard row: the stored value folded with the
+    /// delta (a missing row counts as neutral, the fold's identity).
+    pub fn fold_delta(
+        &self,
+        id: &dyn fmt::Display,
+        index: usize,
+        stored: Option<Value>,
+        delta: &Value,
+    ) -> Result<Value> {
+        match stored {
+            Some(stored) => self.fold(id, index, &mut [stored, delta.clone()].into_iter()),
+            None => Ok(delta.clone()),
+        }
+    }
+
+    /// Whether field `index` folds like [`fold::checked_sum`] over `i64`
+    /// (the derive does not say; the fold is probed), so a store may add in
+    /// SQL instead of reading, folding in Rust and writing. Only the
+    /// non-overflowing behaviour is probed, because a plain `a + b` panics on
+    /// overflow in a debug build: a store that sums in SQL must fall back to
+    /// [`fold`](Kind::fold) when the sum would overflow, which then does
+    /// whatever the user's fold does there.
+    ///
+    /// [`fold::checked_sum`]: crate::fold::checked_sum
+    #[allow(dead_code)] // for stores with an SQL sum; not every store has one
+    pub fn adds_integers(&self, index: usize) -> bool {
+        let fold = |a: i64, b: i64| {
+            (self.fold)(
+                index,
+                &mut [Value::Integer(a), Value::Integer(b)].into_iter(),
+            )
+        };
+        let adds = [
+            (2, 3),
+            (-7, 3),
+            (i64::MAX - 1, 1),
+            (i64::MIN + 1, -1),
+            (0, 0),
+        ]
+        .into_iter()
+        .all(|(a, b)| matches!(fold(a, b), Ok(Value::Integer(s)) if s == a + b));
+        let neutral = matches!(
+            (self.fold)(index, &mut std::iter::empty()),
+            Ok(Value::Integer(0))
+        );
+        adds && neutral
+    }
+
+    /// A corrupt stored value of `field` of entity `id`.
+    #[allow(dead_code)] // not every store reads values outside a load
+    pub fn corrupt(&self, id: &dyn fmt::Display, field: &str, reason: String) -> Error {
+        Error::Corrupt {
+            kind: self.name,
+            id: id.to_string(),
+            field: field.to_owned(),
+            reason,
+        }
+    }
+
+    /// The entity is not stored.
+    pub fn not_found(&self, id: impl fmt::Display) -> Error {
+        Error::not_found(self.name, id)
+    }
+}
+
+/// An entity key read back from a store (by a compaction scan), owned.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum StoredKey {
+    Int(i64),
+    Text(String),
+}
+
+impl StoredKey {
+    pub fn as_key(&self) -> Key<'_> {
+        match self {
+            StoredKey::Int(i) => Key::Int(*i),
+            StoredKey::Text(s) => Key::Text(s),
+        }
+    }
+}
+
+impl From<Key<'_>> for StoredKey {
+    fn from(key: Key<'_>) -> Self {
+        match key {
+            Key::Int(i) => StoredKey::Int(i),
+            Key::Text(s) => StoredKey::Text(s.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for StoredKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_key().fmt(f)
+    }
+}
+
+/// An entity as a store read it: the document and its shard rows of
+/// declared fields (rows of fields the struct no longer declares are left
+/// out, and stay in the store), each value or why it did not decode.
+pub(crate) struct Stored {
+    pub document: String,
+    pub rows: Vec<(usize, Result<Value, String>)>,
+}
+
+/// The entity operations a store implements, each one transaction (retried
+/// whole as the store's concurrency demands). `docs/design.md` states the
+/// semantics; the mapper computes what to write.
+pub(crate) trait EntityStore: Send + Sync {
+    /// Writes the document and `plan.rows`; [`Error::AlreadyExists`] if the
+    /// id is taken, nothing written then.
+    fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()>;
+
+    /// The document and every shard row, in one snapshot.
+    fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>>;
+
+    /// Writes the document if it changed, then each delta: folded into a
+    /// random shard in `0..shards` ([`crate::mapper::pick_shard`]) or
+    /// appended. [`Error::NotFound`] if the entity is gone. Returns the
+    /// attempts made.
+    fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32>;
+
+    /// Removes the entity and its shard rows; whether it existed.
+    fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool>;
+
+    /// One committed compaction transaction from `from`: the store scans
+    /// rows in `(entity, field, shard)` order into a
+    /// [`BatchScan`](crate::compaction::BatchScan) and runs the statements
+    /// of the plans it returns.
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan>;
+
+    /// Shard rows of field `field` of the entity; [`Error::NotFound`] if it
+    /// is not stored.
+    fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64>;
+}

@@ -1,0 +1,47 @@
+//! The store seam: what a store implements, and nothing else.
+//!
+//! A store is a handle type (say `Sqlite`) that implements two crate-private
+//! traits over store-neutral descriptions:
+//!
+//! - [`EntityStore`]: insert, load, save, delete, one compaction batch and a
+//!   shard count for a [`Kind`], with the rows the mapper planned
+//!   (`crate::mapper`) and the compaction batch scan decided
+//!   (`crate::compaction`). The store only runs statements.
+//! - [`BoardStore`]: ranking boards: create and open a board, run one read
+//!   or write transaction on it through [`Storage`], and the queue's
+//!   primitives.
+//!
+//! The public traits ([`Store`](crate::Store),
+//! [`RankingStore`](crate::ranking::RankingStore)) are implemented once, on
+//! top, for every [`Backend`]; `docs/design.md` ("Adding a store") lists
+//! exactly what a new store writes.
+
+mod boards;
+mod entities;
+
+pub(crate) use self::boards::{
+    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival,
+    ScannedNode, Storage,
+};
+pub(crate) use self::entities::{EntityStore, Kind, Stored, StoredKey};
+
+use std::sync::Arc;
+
+/// A store the public traits are implemented for. Sealed: it is public only
+/// so that [`Store`](crate::Store) can name it, and it lives in a private
+/// module, so no other crate can implement it.
+pub trait Backend {
+    #[doc(hidden)]
+    fn __entities(&self) -> Entities<'_>;
+    #[doc(hidden)]
+    fn __boards(&self) -> Boards;
+}
+
+/// A store's entity operations (opaque outside the crate).
+#[doc(hidden)]
+pub struct Entities<'a>(pub(crate) &'a dyn EntityStore);
+
+/// A store's board operations, shared by the boards opened on it (opaque
+/// outside the crate).
+#[doc(hidden)]
+pub struct Boards(pub(crate) Arc<dyn BoardStore>);

@@ -1,0 +1,11 @@
+//! The stores, one folder each, and the store-neutral pieces they share
+//! (connection pool, kind registry). Nothing outside a store's folder names
+//! its driver.
+
+pub(crate) mod pool;
+pub(crate) mod registry;
+
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;

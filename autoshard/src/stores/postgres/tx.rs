@@ -1,0 +1,356 @@
+//! Transactions on the PostgreSQL store: retried whole after a
+//! serialization failure, a deadlock or a lost connection, and, for writes,
+//! an operation id that tells whether a `COMMIT` that got no answer was
+//! applied (see `docs/design.md`, "Exactly once on PostgreSQL").
+
+use super::error::{classify, Class};
+use super::{Concurrency, Conn, Postgres};
+use crate::error::{Error, Result};
+use crate::stores::pool::Checkout;
+use postgres::types::ToSql;
+use postgres::{Client, Row, SimpleQueryMessage, Statement};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+impl Postgres {
+    /// Runs `body` in a write transaction, re-running the whole transaction
+    /// after a serialization failure, a deadlock or a lost connection.
+    /// Returns the result and the attempts made.
+    pub(crate) fn write<R>(&self, body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<(R, u32)> {
+        self.write_at(self.inner.options.concurrency.isolation(), body)
+    }
+
+    /// [`write`](Self::write) at `READ COMMITTED` whatever the store's
+    /// [`Concurrency`]: for callers that take their own locks and must read
+    /// the latest committed rows after each lock (the ranking tree), which a
+    /// `REPEATABLE READ` snapshot taken before the lock would not show.
+    pub(crate) fn write_read_committed<R>(
+        &self,
+        body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<(R, u32)> {
+        self.write_at(Concurrency::Locking.isolation(), body)
+    }
+
+    fn write_at<R>(
+        &self,
+        isolation: &str,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<(R, u32)> {
+        let max = self.inner.options.max_attempts;
+        for attempt in 1..=max {
+            let last = attempt == max;
+            match self.attempt(isolation, &mut body) {
+                Ok(r) => return Ok((r, attempt)),
+                Err(Failure::Fatal(e)) => return Err(e),
+                Err(Failure::Conflict) if last => {
+                    return Err(Error::Conflict { attempts: attempt })
+                }
+                Err(Failure::Conflict) => backoff_conflict(attempt),
+                Err(Failure::InDoubt {
+                    result,
+                    writer,
+                    seq,
+                }) => {
+                    if self.resolve(writer, seq)? {
+                        return Ok((result, attempt));
+                    }
+                    // Not applied: an ordinary failed attempt.
+                    if last {
+                        return Err(Error::Unavailable {
+                            attempts: attempt,
+                            source: "the connection was lost during COMMIT".into(),
+                        });
+                    }
+                    backoff_lost(attempt);
+                }
+                Err(Failure::Lost(e)) if last => {
+                    return Err(Error::Unavailable {
+                        attempts: attempt,
+                        source: Box::new(e),
+                    })
+                }
+                Err(Failure::Lost(_)) => backoff_lost(attempt),
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    fn attempt<R>(
+        &self,
+        isolation: &str,
+        body: &mut dyn FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<R, Failure<R>> {
+        let mut checkout = self.checkout().map_err(|e| self.failure(e))?;
+        let conn = &mut *checkout;
+        let options = &self.inner.options;
+        conn.seq += 1;
+        let (writer, seq) = (conn.writer, conn.seq);
+        let begin = format!("BEGIN ISOLATION LEVEL {isolation}");
+        let begun = if options.exactly_once {
+            // One round trip: the mark is written (and its row locked) before
+            // COMMIT is ever sent, which is what `resolve` relies on.
+            let sql = format!("{begin}; {}", self.inner.names.mark(writer, seq));
+            conn.client
+                .simple_query(&sql)
+                .map_err(Error::from)
+                .and_then(|messages| check_marked(&messages))
+        } else {
+            conn.client.batch_execute(&begin).map_err(Error::from)
+        };
+        if let Err(e) = begun {
+            return Err(self.rollback(checkout, e));
+        }
+        let mut tx = Tx {
+            client: &mut conn.client,
+            statements: &mut conn.statements,
+            mode: options.concurrency,
+        };
+        let result = match body(&mut tx) {
+            Ok(result) => result,
+            Err(e) => return Err(self.rollback(checkout, e)),
+        };
+        match conn.client.batch_execute("COMMIT") {
+            Ok(()) => Ok(result),
+            // The server answered: the transaction did not commit.
+            Err(e) if e.as_db_error().is_some() && classify(&e) != Class::Lost => {
+                Err(self.failure(Error::from(e)))
+            }
+            // No answer: it may or may not have committed.
+            Err(e) => {
+                checkout.broken();
+                self.drop_idle();
+                if options.exactly_once {
+                    Err(Failure::InDoubt {
+                        result,
+                        writer,
+                        seq,
+                    })
+                } else {
+                    Err(Failure::Lost(e))
+                }
+            }
+        }
+    }
+
+    /// Ends a failed transaction and classifies the failure.
+    fn rollback<R>(&self, mut checkout: Checkout<'_, Conn>, error: Error) -> Failure<R> {
+        let failure = self.failure(error);
+        if let Failure::Lost(_) = failure {
+            checkout.broken();
+            self.drop_idle();
+        } else if checkout.client.batch_execute("ROLLBACK").is_err() {
+            checkout.broken();
+        }
+        failure
+    }
+
+    fn failure<R>(&self, error: Error) -> Failure<R> {
+        match &error {
+            Error::Postgres(e) => match classify(e) {
+                Class::Conflict => Failure::Conflict,
+                Class::Lost => match error {
+                    Error::Postgres(e) => Failure::Lost(e),
+                    _ => unreachable!(),
+                },
+                Class::Other => Failure::Fatal(error),
+            },
+            _ => Failure::Fatal(error),
+        }
+    }
+
+    /// Whether the transaction that wrote operation `seq` of `writer`
+    /// committed. Its connection is gone, but its backend may still be
+    /// running it: terminate that backend, then wait on the writer row, which
+    /// the transaction locked before its COMMIT was sent, so the answer is
+    /// final once the lock is ours.
+    fn resolve(&self, writer: i64, seq: i64) -> Result<bool> {
+        let deadline = Instant::now() + self.inner.options.in_doubt_timeout;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let error = match self.check_applied(writer, seq) {
+                Ok(Some(applied)) => return Ok(applied),
+                Ok(None) => "the writer's row is missing".into(),
+                Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
+                    self.drop_idle();
+                    if Instant::now() < deadline {
+                        backoff_lost(tries);
+                        continue;
+                    }
+                    Box::new(e) as Box<dyn std::error::Error + Send + Sync>
+                }
+                Err(e) => Box::new(e),
+            };
+            return Err(Error::InDoubt {
+                writer,
+                seq,
+                source: error,
+            });
+        }
+    }
+
+    fn check_applied(&self, writer: i64, seq: i64) -> Result<Option<bool>> {
+        let mut checkout = self.checkout()?;
+        let conn = &mut *checkout;
+        let names = &self.inner.names;
+        let timeout = self.inner.options.in_doubt_timeout.as_millis().max(1);
+        let outcome = (|| {
+            conn.client.batch_execute(&format!(
+                "BEGIN; SET LOCAL lock_timeout = {timeout}; SET LOCAL statement_timeout = {timeout}"
+            ))?;
+            conn.client.query(&names.terminate_writer, &[&writer])?;
+            let stored = conn.client.query_opt(&names.lock_writer, &[&writer])?;
+            conn.client.batch_execute("COMMIT")?;
+            Ok::<_, postgres::Error>(stored.map(|row| row.get::<_, i64>(0) >= seq))
+        })();
+        if outcome.is_err() {
+            checkout.broken();
+        }
+        Ok(outcome?)
+    }
+
+    /// Runs `body` outside a transaction: every read is one statement, so
+    /// it sees one snapshot without `BEGIN`/`COMMIT` round trips. Retried
+    /// after a lost connection.
+    pub(crate) fn read<R>(&self, mut body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+        let max = self.inner.options.max_attempts;
+        for attempt in 1..=max {
+            let outcome = self.checkout().and_then(|mut checkout| {
+                let conn = &mut *checkout;
+                let mut tx = Tx {
+                    client: &mut conn.client,
+                    statements: &mut conn.statements,
+                    mode: self.inner.options.concurrency,
+                };
+                let outcome = body(&mut tx);
+                if matches!(&outcome, Err(Error::Postgres(e)) if classify(e) == Class::Lost) {
+                    checkout.broken();
+                }
+                outcome
+            });
+            match outcome {
+                Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
+                    self.drop_idle();
+                    if attempt == max {
+                        return Err(Error::Unavailable {
+                            attempts: attempt,
+                            source: Box::new(e),
+                        });
+                    }
+                    backoff_lost(attempt);
+                }
+                other => return other,
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// Runs `body` in one `REPEATABLE READ READ ONLY` transaction: several
+    /// statements that must agree with one another (a rank computed from a
+    /// path, an arrival tree and a player row) see one snapshot. Retried
+    /// after a lost connection.
+    pub(crate) fn read_snapshot<R>(
+        &self,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.read(|tx| {
+            tx.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            let outcome = body(tx);
+            // A read-only transaction has nothing to commit: ROLLBACK ends
+            // it the same way, also after an error.
+            match (outcome, tx.batch("ROLLBACK")) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(e.into()),
+                (Ok(r), Ok(())) => Ok(r),
+            }
+        })
+    }
+}
+
+/// Why an attempt failed, and so what `write` does next.
+enum Failure<R> {
+    /// Serialization failure or deadlock: retry.
+    Conflict,
+    /// The connection broke before COMMIT was sent: nothing was applied.
+    Lost(postgres::Error),
+    /// The connection broke during COMMIT: `result` stands if the
+    /// transaction turns out to have committed.
+    InDoubt { result: R, writer: i64, seq: i64 },
+    /// Anything else: return it.
+    Fatal(Error),
+}
+
+/// The `BEGIN; UPDATE autoshard_writers ...` batch must have updated the
+/// writer's row; without it there would be no evidence to check later.
+fn check_marked(messages: &[SimpleQueryMessage]) -> Result<()> {
+    let updated = messages.iter().rev().find_map(|m| match m {
+        SimpleQueryMessage::CommandComplete(n) => Some(*n),
+        _ => None,
+    });
+    if updated == Some(1) {
+        return Ok(());
+    }
+    Err(Error::SchemaMismatch {
+        kind: "autoshard_writers".into(),
+        reason: "this connection's writer row is missing (deleted by hand?)".into(),
+    })
+}
+
+/// One transaction's view of its connection: statements are prepared once
+/// per connection and cached.
+pub(crate) struct Tx<'a> {
+    client: &'a mut Client,
+    statements: &'a mut HashMap<String, Statement>,
+    pub(crate) mode: Concurrency,
+}
+
+type Params<'p> = [&'p (dyn ToSql + Sync)];
+
+impl Tx<'_> {
+    fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    pub fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, postgres::Error> {
+        let statement = self.prepare(sql)?;
+        self.client.query(&statement, params)
+    }
+
+    pub fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, postgres::Error> {
+        let statement = self.prepare(sql)?;
+        self.client.query_opt(&statement, params)
+    }
+
+    pub fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, postgres::Error> {
+        let statement = self.prepare(sql)?;
+        self.client.execute(&statement, params)
+    }
+
+    /// Statements without parameters or results (DDL).
+    pub fn batch(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.client.batch_execute(sql)
+    }
+}
+
+/// Full jitter, 0.1 ms doubling to 100 ms: a conflict means another writer
+/// is in the row right now, so the retry should land at a random later
+/// moment, not in step with the other loser.
+fn backoff_conflict(attempt: u32) {
+    let cap = (100u64 << attempt.min(10)).min(100_000);
+    std::thread::sleep(Duration::from_micros(fastrand::u64(0..=cap)));
+}
+
+/// A lost connection needs the server back: 10 ms doubling to 1 s.
+fn backoff_lost(attempt: u32) {
+    let cap = (10u64 << attempt.min(7)).min(1_000);
+    std::thread::sleep(Duration::from_millis(fastrand::u64(cap / 2..=cap)));
+}
