@@ -9,7 +9,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, ImplItemFn, Pat, PatIdent, ReturnType, Type};
+use syn::{FnArg, ImplItemFn, Pat, PatIdent, ReceiverKind, ReturnType, Type};
 
 pub fn shard_method(args: TokenStream, item: ImplItemFn) -> syn::Result<TokenStream> {
     no_arguments("shard_method", args)?;
@@ -90,9 +90,19 @@ fn check_receiver(sig: &syn::Signature) -> syn::Result<()> {
     let message =
         "`#[shard_method]` needs a `&mut self` receiver: it updates the object's sharded fields";
     match sig.inputs.first() {
-        Some(FnArg::Receiver(r)) if is_mut_ref(&r.ty) => Ok(()),
+        Some(FnArg::Receiver(r)) if receives_mut_ref(r) => Ok(()),
         Some(FnArg::Receiver(r)) => Err(syn::Error::new_spanned(r, message)),
         _ => Err(syn::Error::new(sig.paren_token.span.join(), message)),
+    }
+}
+
+/// `&mut self`, `&'a mut self`, or `self: &mut T`; any other receiver kind
+/// (a future one included) is refused.
+fn receives_mut_ref(receiver: &syn::Receiver) -> bool {
+    match &receiver.kind {
+        ReceiverKind::Reference(_, _, mutability) => mutability.is_some(),
+        ReceiverKind::Typed(_, ty) => is_mut_ref(ty),
+        _ => false,
     }
 }
 
@@ -159,5 +169,40 @@ fn no_arguments(name: &str, args: TokenStream) -> syn::Result<()> {
             args,
             format!("`#[{name}]` takes no arguments"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::receives_mut_ref;
+
+    fn receiver(source: &str) -> syn::Receiver {
+        syn::parse_str(source).unwrap()
+    }
+
+    #[test]
+    fn only_unique_borrows_of_self_are_receivers() {
+        let accepted = [
+            "&mut self",
+            "&'a mut self",
+            "self: &mut Self",
+            "mut self: &mut Self",
+        ];
+        for source in accepted {
+            assert!(receives_mut_ref(&receiver(source)), "{source}");
+        }
+        // `mut self` guards syn 3's trap: `Receiver::mutability` is the
+        // binding's `mut` there, while `&mut self` keeps its `mut` in the kind.
+        let refused = [
+            "self",
+            "mut self",
+            "&self",
+            "&'a self",
+            "self: &Self",
+            "self: Box<Self>",
+        ];
+        for source in refused {
+            assert!(!receives_mut_ref(&receiver(source)), "{source}");
+        }
     }
 }
