@@ -41,6 +41,8 @@
 
 mod apply;
 mod integrity;
+#[cfg(test)]
+mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod query;
