@@ -42,6 +42,8 @@
 mod apply;
 mod config;
 mod integrity;
+#[cfg(test)]
+pub(crate) mod memory;
 mod query;
 mod queue;
 mod storage;

@@ -594,3 +594,39 @@ impl Storage for PgTx<'_, '_> {
         self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ranking::memory::conformance;
+    use crate::Postgres;
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// The server the integration tests use (`.ci/run` exports it).
+    fn url() -> String {
+        std::env::var("AUTOSHARD_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// After the same batches PostgreSQL holds exactly the reference's
+        /// rows. Each case gets a schema of its own, dropped afterwards.
+        #[test]
+        fn holds_the_rows_the_reference_holds((shape, ops) in conformance::cases()) {
+            static CASE: AtomicU32 = AtomicU32::new(0);
+            let schema = format!(
+                "conformance_{}_{}",
+                std::process::id(),
+                CASE.fetch_add(1, Ordering::Relaxed)
+            );
+            let db = Postgres::builder(&url()).schema(&schema).open()?;
+            let shown = conformance::check(&db, "board", shape, &ops);
+            let mut client = postgres::Client::connect(&url(), postgres::NoTls)?;
+            client.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
+            let shown = shown?;
+            prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
+        }
+    }
+}

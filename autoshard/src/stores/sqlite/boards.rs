@@ -490,3 +490,21 @@ impl Storage for SqliteTx<'_> {
         self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ranking::memory::conformance;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// After the same batches SQLite holds exactly the reference's rows.
+        #[test]
+        fn holds_the_rows_the_reference_holds((shape, ops) in conformance::cases()) {
+            let db = super::Sqlite::memory()?;
+            let shown = conformance::check(&db, "board", shape, &ops)?;
+            prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
+        }
+    }
+}

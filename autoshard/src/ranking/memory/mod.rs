@@ -1,0 +1,512 @@
+//! An in-memory [`Storage`]: the reference the SQL backends are held to,
+//! and the store the ranking algorithms' unit tests run on.
+//!
+//! [`MemoryStorage`] keeps one board's rows (the tables of `stores/sqlite/boards.rs`) in
+//! ordered maps, and [`MemoryTx`] is a transaction on it with the SQL
+//! backends' semantics: rows come back in the orders the trait promises, an
+//! empty vector deletes its row, the player index is in ranking order
+//! `(score DESC, arrival)` and, like SQLite's, not unique, and a write
+//! transaction whose body fails is rolled back.
+//!
+//! It also holds callers to their side of the trait, which a SQL backend
+//! cannot tell (a lock taken out of order only deadlocks under contention,
+//! an untrimmed vector only wastes bytes). In a write transaction: players
+//! are locked once, before any is read; then the leaves, once; a player,
+//! leaf or arrival tree is only read or written once locked; inner shard
+//! rows are read in `(height, idx, shard)` order and only written after
+//! being read. A read transaction neither locks nor writes. Every vector
+//! written is canonical (whole `i64`s, at most `B`, trailing zeros
+//! trimmed), every position is below `2^63`, and (the promise of
+//! `apply.rs`, not of the trait) no row is written twice in one
+//! transaction. A broken promise panics, naming it: it is a bug in the
+//! caller, not bad data.
+//!
+//! Unit tests only (`#[cfg(test)]` in `ranking/mod.rs`), so the test
+//! harness lives here too: `compare.rs` compares any two storages, and
+//! `harness.rs` has a brute-force oracle and a board that runs `Ranking`'s
+//! queries over a memory storage.
+
+mod compare;
+pub(crate) mod conformance;
+pub(crate) mod harness;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use self::compare::{assert_same, diff};
+
+use super::storage::{self, Storage};
+use super::tree::Geometry;
+use crate::error::Result;
+use crate::seam::{NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode};
+use std::cell::{Ref, RefCell, RefMut};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+
+/// Positions (`idx`, arrivals) are below this (see [`Storage`]).
+const POSITIONS: u64 = 1 << 63;
+
+fn position(what: &str, value: u64) -> u64 {
+    assert!(value < POSITIONS, "{what} {value} is not below 2^63");
+    value
+}
+
+fn limit(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// One board's rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tables {
+    /// `player -> (score, arrival)`.
+    players: BTreeMap<String, (i64, u64)>,
+    /// The ranking-order index. Not unique on `(score, arrival)`: a batch
+    /// may swap two players' places (see `sqlite.rs`), so the player name
+    /// completes the key.
+    order: BTreeSet<(Reverse<i64>, u64, String)>,
+    /// Score-tree rows by `(height, idx, part, shard)`.
+    pub nodes: BTreeMap<(u32, u64, Part, u32), Vec<u8>>,
+    /// Arrival-tree rows by `(score, height, idx)`.
+    pub arrivals: BTreeMap<(i64, u32, u64), Vec<u8>>,
+    /// Queued updates by `(queue shard, sequence)`.
+    pub queue: BTreeMap<(u32, i64), QueuedUpdate>,
+}
+
+impl Tables {
+    pub fn players(&self) -> &BTreeMap<String, (i64, u64)> {
+        &self.players
+    }
+
+    /// Inserts or replaces a player row, index included.
+    pub fn put_player(&mut self, player: &str, score: i64, arrival: u64) {
+        self.delete_player(player);
+        self.players.insert(player.to_owned(), (score, arrival));
+        self.order
+            .insert((Reverse(score), arrival, player.to_owned()));
+    }
+
+    pub fn delete_player(&mut self, player: &str) {
+        if let Some((score, arrival)) = self.players.remove(player) {
+            self.order
+                .remove(&(Reverse(score), arrival, player.to_owned()));
+        }
+    }
+}
+
+/// One board in memory: the database a [`MemoryTx`] is a transaction on.
+pub(crate) struct MemoryStorage {
+    name: String,
+    geometry: Geometry,
+    tables: RefCell<Tables>,
+}
+
+impl Clone for MemoryStorage {
+    fn clone(&self) -> Self {
+        MemoryStorage {
+            name: self.name.clone(),
+            geometry: self.geometry.clone(),
+            tables: RefCell::new(self.tables.borrow().clone()),
+        }
+    }
+}
+
+impl MemoryStorage {
+    /// An empty board. The geometry tells the lock checks which leaf a
+    /// score's arrival tree belongs to.
+    pub fn new(name: &str, geometry: Geometry) -> Self {
+        MemoryStorage {
+            name: name.into(),
+            geometry,
+            tables: RefCell::default(),
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Runs `f` in a read transaction.
+    pub fn read<R>(&self, f: impl FnOnce(&MemoryTx<'_>) -> Result<R>) -> Result<R> {
+        f(&self.tx(Mode::Read))
+    }
+
+    /// Runs `f` in a write transaction held to the locking protocol;
+    /// nothing it wrote survives if it fails.
+    pub fn write<R>(&self, f: impl FnOnce(&MemoryTx<'_>) -> Result<R>) -> Result<R> {
+        self.transaction(Mode::Write(Some(Protocol::default())), f)
+    }
+
+    /// A write transaction that may touch any row in any order: for tests of
+    /// the storage itself.
+    pub fn write_unchecked<R>(&self, f: impl FnOnce(&MemoryTx<'_>) -> Result<R>) -> Result<R> {
+        self.transaction(Mode::Write(None), f)
+    }
+
+    fn transaction<R>(&self, mode: Mode, f: impl FnOnce(&MemoryTx<'_>) -> Result<R>) -> Result<R> {
+        let before = self.tables.borrow().clone();
+        let out = f(&self.tx(mode));
+        if out.is_err() {
+            *self.tables.borrow_mut() = before;
+        }
+        out
+    }
+
+    fn tx(&self, mode: Mode) -> MemoryTx<'_> {
+        MemoryTx {
+            storage: self,
+            mode: RefCell::new(mode),
+        }
+    }
+
+    pub fn tables(&self) -> Ref<'_, Tables> {
+        self.tables.borrow()
+    }
+
+    /// The rows themselves, to damage by hand.
+    pub fn tables_mut(&self) -> RefMut<'_, Tables> {
+        self.tables.borrow_mut()
+    }
+}
+
+enum Mode {
+    Read,
+    /// `None`: unchecked.
+    Write(Option<Protocol>),
+}
+
+/// What a write transaction has announced and done so far.
+#[derive(Default)]
+struct Protocol {
+    players: Option<BTreeSet<String>>,
+    leaves: Option<BTreeSet<u64>>,
+    /// Inner shard rows read through `node_shard`, in call order.
+    shard_rows: Vec<(u32, u64, u32)>,
+    written: BTreeSet<String>,
+}
+
+impl Protocol {
+    fn player_locked(&self, player: &str) -> Result<(), String> {
+        match &self.players {
+            Some(locked) if locked.contains(player) => Ok(()),
+            _ => Err(format!("player {player:?} is not locked")),
+        }
+    }
+
+    fn leaf_locked(&self, idx: u64) -> Result<(), String> {
+        match &self.leaves {
+            Some(locked) if locked.contains(&idx) => Ok(()),
+            _ => Err(format!("leaf {idx} is not locked")),
+        }
+    }
+
+    fn written_once(&mut self, row: String) -> Result<(), String> {
+        match self.written.insert(row.clone()) {
+            true => Ok(()),
+            false => Err(format!("{row} written twice")),
+        }
+    }
+}
+
+/// Whether a call belongs to writers only.
+#[derive(PartialEq)]
+enum Who {
+    Anyone,
+    Writers,
+}
+
+/// One transaction on a [`MemoryStorage`].
+pub(crate) struct MemoryTx<'a> {
+    storage: &'a MemoryStorage,
+    mode: RefCell<Mode>,
+}
+
+impl MemoryTx<'_> {
+    fn tables(&self) -> Ref<'_, Tables> {
+        self.storage.tables.borrow()
+    }
+
+    fn tables_mut(&self) -> RefMut<'_, Tables> {
+        self.storage.tables.borrow_mut()
+    }
+
+    /// Checks `call` against the transaction's protocol; panics on a
+    /// violation.
+    fn rule(&self, who: Who, call: &str, rule: impl FnOnce(&mut Protocol) -> Result<(), String>) {
+        match &mut *self.mode.borrow_mut() {
+            Mode::Read if who == Who::Writers => {
+                panic!("storage protocol: {call} in a read transaction")
+            }
+            Mode::Read | Mode::Write(None) => {}
+            Mode::Write(Some(protocol)) => {
+                if let Err(why) = rule(protocol) {
+                    panic!("storage protocol: {call}: {why}");
+                }
+            }
+        }
+    }
+
+    /// The leaf whose lock covers `score`'s arrival tree.
+    fn leaf_of(&self, score: i64) -> Result<u64, String> {
+        let g = &self.storage.geometry;
+        g.offset(score)
+            .map(|offset| g.node(offset, 1))
+            .ok_or_else(|| format!("score {score} is outside the board"))
+    }
+
+    fn canonical(&self, what: &str, v: &[u8]) {
+        let trimmed = !v.ends_with(&[0; 8]);
+        assert!(
+            storage::well_formed(v, self.storage.geometry.b()) && trimmed,
+            "storage protocol: {what}: {v:?} is not a canonical vector of at most B entries"
+        );
+    }
+}
+
+impl Storage for MemoryTx<'_> {
+    // One writer at a time: a shard is never held by another.
+    fn claim_queue(&self, _queue: u32) -> Result<bool> {
+        self.rule(Who::Writers, "claim_queue", |_| Ok(()));
+        Ok(true)
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        limit: usize,
+        out: &mut Vec<QueuedUpdate>,
+    ) -> Result<Option<i64>> {
+        self.rule(Who::Writers, "take_queued", |_| Ok(()));
+        let tables = self.tables();
+        let mut last = None;
+        for (&(_, seq), update) in tables.queue.range((queue, 0)..(queue + 1, 0)).take(limit) {
+            last = Some(seq);
+            out.push(update.clone());
+        }
+        Ok(last)
+    }
+
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+        self.rule(Who::Writers, "delete_queued", |_| Ok(()));
+        self.tables_mut()
+            .queue
+            .retain(|&(q, seq), _| q != queue || seq > through);
+        Ok(())
+    }
+
+    fn lock_players(&self, players: &[&str]) -> Result<()> {
+        self.rule(Who::Writers, "lock_players", |p| {
+            if p.players.is_some() || p.leaves.is_some() {
+                return Err("players are locked once, before the leaves".into());
+            }
+            p.players = Some(players.iter().map(|&s| s.to_owned()).collect());
+            Ok(())
+        });
+        Ok(())
+    }
+
+    fn lock_leaves(&self, leaves: &[u64]) -> Result<()> {
+        self.rule(Who::Writers, "lock_leaves", |p| {
+            if p.players.is_none() || p.leaves.is_some() {
+                return Err("leaves are locked once, after the players".into());
+            }
+            p.leaves = Some(leaves.iter().copied().collect());
+            Ok(())
+        });
+        Ok(())
+    }
+
+    fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
+        // Copied out first: a callback may call back into the storage.
+        let rows: Vec<_> = {
+            let t = self.tables();
+            path.iter()
+                .flat_map(|&(h, idx, with_b)| {
+                    let last = if with_b { Part::B } else { Part::A };
+                    let range = (h, position("idx", idx), Part::A, 0)..=(h, idx, last, u32::MAX);
+                    t.nodes
+                        .range(range)
+                        .map(|(&(h, _, part, shard), v)| (h, part, shard, v.clone()))
+                })
+                .collect()
+        };
+        for (h, part, shard, v) in rows {
+            f(h, part, shard, &v)?;
+        }
+        Ok(())
+    }
+
+    fn node_shard(
+        &self,
+        height: u32,
+        idx: u64,
+        shard: u32,
+        f: &mut dyn FnMut(Part, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        position("idx", idx);
+        self.rule(Who::Writers, "node_shard", |p| {
+            if height == 1 {
+                return p.leaf_locked(idx);
+            }
+            if p.leaves.is_none() {
+                return Err("an inner shard row is read before the leaves are locked".into());
+            }
+            let key = (height, idx, shard);
+            if p.shard_rows.last().is_some_and(|&last| last > key) {
+                return Err(format!(
+                    "inner shard row {key:?} read after {:?}",
+                    p.shard_rows.last().expect("checked")
+                ));
+            }
+            p.shard_rows.push(key);
+            Ok(())
+        });
+        let rows: Vec<_> = {
+            let t = self.tables();
+            [Part::A, Part::B]
+                .into_iter()
+                .filter_map(|part| Some((part, t.nodes.get(&(height, idx, part, shard))?.clone())))
+                .collect()
+        };
+        for (part, v) in rows {
+            f(part, &v)?;
+        }
+        Ok(())
+    }
+
+    fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()> {
+        let key = (height, position("idx", idx), part, shard);
+        self.canonical(&format!("node row {key:?}"), v);
+        self.rule(Who::Writers, "put_node_part", |p| {
+            if height == 1 {
+                p.leaf_locked(idx)?;
+            } else if !p.shard_rows.contains(&(height, idx, shard)) {
+                return Err(format!("inner shard row {key:?} written before it is read"));
+            }
+            p.written_once(format!("node row {key:?}"))
+        });
+        let mut t = self.tables_mut();
+        if v.is_empty() {
+            t.nodes.remove(&key);
+        } else {
+            t.nodes.insert(key, v.to_vec());
+        }
+        Ok(())
+    }
+
+    fn arrival_path(
+        &self,
+        score: i64,
+        path: &[(u32, u64)],
+        f: &mut dyn FnMut(u32, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.rule(Who::Anyone, "arrival_path", |p| {
+            p.leaf_locked(self.leaf_of(score)?)
+        });
+        let rows: Vec<_> = {
+            let t = self.tables();
+            path.iter()
+                .filter_map(|&(h, idx)| {
+                    let v = t.arrivals.get(&(score, h, position("idx", idx)))?;
+                    Some((h, v.clone()))
+                })
+                .collect()
+        };
+        for (h, v) in rows {
+            f(h, &v)?;
+        }
+        Ok(())
+    }
+
+    fn put_arrival_node(&self, score: i64, height: u32, idx: u64, v: &[u8]) -> Result<()> {
+        let key = (score, height, position("idx", idx));
+        self.canonical(&format!("arrival node {key:?}"), v);
+        self.rule(Who::Writers, "put_arrival_node", |p| {
+            p.leaf_locked(self.leaf_of(score)?)?;
+            p.written_once(format!("arrival node {key:?}"))
+        });
+        let mut t = self.tables_mut();
+        if v.is_empty() {
+            t.arrivals.remove(&key);
+        } else {
+            t.arrivals.insert(key, v.to_vec());
+        }
+        Ok(())
+    }
+
+    fn player(&self, player: &str) -> Result<Option<(i64, u64)>> {
+        self.rule(Who::Anyone, "player", |p| p.player_locked(player));
+        Ok(self.tables().players.get(player).copied())
+    }
+
+    fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
+        position("arrival", arrival);
+        self.rule(Who::Writers, "put_player", |p| {
+            p.player_locked(player)?;
+            p.written_once(format!("player {player:?}"))
+        });
+        self.tables_mut().put_player(player, score, arrival);
+        Ok(())
+    }
+
+    fn delete_player(&self, player: &str) -> Result<()> {
+        self.rule(Who::Writers, "delete_player", |p| {
+            p.player_locked(player)?;
+            p.written_once(format!("player {player:?}"))
+        });
+        self.tables_mut().delete_player(player);
+        Ok(())
+    }
+
+    fn entries_at(
+        &self,
+        score: i64,
+        arrival: u64,
+        n: u64,
+        out: &mut Vec<(String, i64)>,
+    ) -> Result<()> {
+        let t = self.tables();
+        let from = (Reverse(score), position("arrival", arrival), String::new());
+        let found = t.order.range(from..).take_while(|(s, ..)| s.0 == score);
+        out.extend(found.take(limit(n)).map(|(_, _, p)| (p.clone(), score)));
+        Ok(())
+    }
+
+    fn entries_below(&self, score: i64, n: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
+        let Some(below) = score.checked_sub(1) else {
+            return Ok(());
+        };
+        let t = self.tables();
+        let found = t.order.range((Reverse(below), 0, String::new())..);
+        out.extend(found.take(limit(n)).map(|(s, _, p)| (p.clone(), s.0)));
+        Ok(())
+    }
+
+    fn scan_players(&self, f: &mut dyn FnMut(i64, u64) -> Result<()>) -> Result<()> {
+        // By name: unrelated to the ranking order, as "any order" allows.
+        let rows: Vec<_> = self.tables().players.values().copied().collect();
+        for (score, arrival) in rows {
+            f(score, arrival)?;
+        }
+        Ok(())
+    }
+
+    fn scan_nodes(&self, f: &mut ScannedNode<'_>) -> Result<()> {
+        let rows: Vec<_> = self.tables().nodes.clone().into_iter().collect();
+        for ((h, idx, part, shard), v) in rows {
+            f((h, idx), part, shard, &v)?;
+        }
+        Ok(())
+    }
+
+    fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()> {
+        let rows: Vec<_> = self.tables().arrivals.clone().into_iter().collect();
+        for ((score, h, idx), v) in rows {
+            f(score, h, idx, &v)?;
+        }
+        Ok(())
+    }
+
+    fn board_name(&self) -> &str {
+        &self.storage.name
+    }
+}
