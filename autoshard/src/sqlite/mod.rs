@@ -158,7 +158,7 @@ impl SqliteBuilder {
     }
 
     fn connect(&self) -> Result<Connection> {
-        let conn = match &self.path {
+        let mut conn = match &self.path {
             Some(path) => Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -441,8 +441,9 @@ impl Drop for Checkout<'_> {
 }
 
 thread_local! {
-    // The busy handler is a plain fn with no user data; a connection is used
-    // by one thread at a time, so the current transaction's deadline lives here.
+    // The busy handler is set once per connection but the deadline is per
+    // transaction; a connection is used by one thread at a time, so the
+    // current transaction's deadline lives here.
     static LOCK_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
