@@ -84,6 +84,7 @@ mod mapper;
 mod naming;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod random;
 pub mod ranking;
 mod sqlite;
 mod store;

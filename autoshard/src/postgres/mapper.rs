@@ -180,7 +180,7 @@ impl Store for Postgres {
             for delta in &plan.deltas {
                 match delta.spec.shards {
                     Some(shards) => {
-                        let shard = i64::from(fastrand::u32(..shards));
+                        let shard = i64::from(crate::random::range(..shards));
                         fold_into::<T>(tx, &tables, &key, delta.index, shard, &delta.value)?;
                     }
                     None => {

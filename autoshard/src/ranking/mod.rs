@@ -391,7 +391,7 @@ impl Ranking {
     /// deltas going to one random shard; whether each player was on the
     /// board before their update.
     fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
-        let shard = fastrand::u32(0..self.inner.config.shards);
+        let shard = crate::random::range(0..self.inner.config.shards);
         let run = |st: &dyn Storage| apply_updates(st, self.geometry(), shard, updates);
         let (id, name) = (self.inner.id, self.inner.name.as_str());
         match &self.inner.backend {

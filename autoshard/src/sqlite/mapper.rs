@@ -154,7 +154,7 @@ fn write_delta<T: Shardable>(
     let field = delta.spec.name;
     let written = match delta.spec.shards {
         Some(shards) => {
-            let shard = i64::from(fastrand::u32(..shards));
+            let shard = i64::from(crate::random::range(..shards));
             let stored: Option<Value> = tx
                 .prepare_cached(&tables.select_shard)?
                 .query_row((key, field, shard), |r| r.get(0))

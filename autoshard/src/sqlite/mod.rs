@@ -457,13 +457,15 @@ fn wait_for_lock(calls: i32) -> bool {
     // 20 µs doubling to 1 ms, jittered so waiting writers don't wake in step.
     let base = 20u64 << calls.clamp(0, 6);
     let micros = base.min(1_000);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(micros / 2..=micros)));
+    let jittered = crate::random::range(micros / 2..=micros);
+    std::thread::sleep(Duration::from_micros(jittered));
     true
 }
 
 fn backoff(attempt: u32) {
     let cap = 1u64 << attempt.min(10);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(100..=100 + cap * 100)));
+    let micros = crate::random::range(100..=100 + cap * 100);
+    std::thread::sleep(Duration::from_micros(micros));
 }
 
 /// Whether SQLite reported lock contention (`SQLITE_BUSY` or `SQLITE_LOCKED`).
