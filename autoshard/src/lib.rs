@@ -83,6 +83,7 @@ pub mod fold;
 mod hash;
 mod mapper;
 mod naming;
+mod random;
 pub mod ranking;
 mod seam;
 mod store;

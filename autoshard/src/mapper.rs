@@ -105,7 +105,7 @@ pub(crate) fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32)
 /// random, chosen anew by every attempt of a retried transaction so that
 /// two conflicting writers do not meet again.
 pub(crate) fn pick_shard(shards: u32) -> i64 {
-    i64::from(fastrand::u32(..shards))
+    i64::from(crate::random::range(..shards))
 }
 
 /// Builds a loaded entity from what the store read.

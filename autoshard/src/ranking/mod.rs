@@ -280,7 +280,7 @@ impl Ranking {
     /// deltas going to one random shard; whether each player was on the
     /// board before their update.
     fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
-        let shard = fastrand::u32(0..self.inner.config.shard_count());
+        let shard = crate::random::range(0..self.inner.config.shard_count());
         self.write_with(|st| apply_updates(st, self.geometry(), shard, updates))
     }
 

@@ -346,11 +346,11 @@ impl Tx<'_> {
 /// moment, not in step with the other loser.
 fn backoff_conflict(attempt: u32) {
     let cap = (100u64 << attempt.min(10)).min(100_000);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(0..=cap)));
+    std::thread::sleep(Duration::from_micros(crate::random::range(0..=cap)));
 }
 
 /// A lost connection needs the server back: 10 ms doubling to 1 s.
 fn backoff_lost(attempt: u32) {
     let cap = (10u64 << attempt.min(7)).min(1_000);
-    std::thread::sleep(Duration::from_millis(fastrand::u64(cap / 2..=cap)));
+    std::thread::sleep(Duration::from_millis(crate::random::range(cap / 2..=cap)));
 }

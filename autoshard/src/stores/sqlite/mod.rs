@@ -162,7 +162,7 @@ impl SqliteBuilder {
     }
 
     fn connect(&self) -> Result<Connection> {
-        let conn = match &self.path {
+        let mut conn = match &self.path {
             Some(path) => Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -407,8 +407,9 @@ impl WriterQueue {
 }
 
 thread_local! {
-    // The busy handler is a plain fn with no user data; a connection is used
-    // by one thread at a time, so the current transaction's deadline lives here.
+    // The busy handler is set once per connection but the deadline is per
+    // transaction; a connection is used by one thread at a time, so the
+    // current transaction's deadline lives here.
     static LOCK_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
@@ -422,11 +423,13 @@ fn wait_for_lock(calls: i32) -> bool {
     // 20 µs doubling to 1 ms, jittered so waiting writers don't wake in step.
     let base = 20u64 << calls.clamp(0, 6);
     let micros = base.min(1_000);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(micros / 2..=micros)));
+    let jittered = crate::random::range(micros / 2..=micros);
+    std::thread::sleep(Duration::from_micros(jittered));
     true
 }
 
 fn backoff(attempt: u32) {
     let cap = 1u64 << attempt.min(10);
-    std::thread::sleep(Duration::from_micros(fastrand::u64(100..=100 + cap * 100)));
+    let micros = crate::random::range(100..=100 + cap * 100);
+    std::thread::sleep(Duration::from_micros(micros));
 }
