@@ -771,7 +771,7 @@ fn control_a_row_written_twice_is_reported_as_counted_twice() {
 // ---------------------------------------------------------------------------
 
 /// 200 kills of each kind. Run it with
-/// `cargo test -p autoshard --test crash -- --ignored soak --nocapture`
+/// `cargo test --test crash -- --ignored soak --nocapture`
 /// (about 3 minutes on 2 cores; set AUTOSHARD_CRASH_SEED to repeat a run's
 /// delays).
 #[test]
