@@ -253,7 +253,7 @@ fn kill_children(mode: Mode) {
     let (mut acked, mut merging) = (0, 0);
     let mut in_flight = 0;
     for child in 1..=KILLS {
-        let delay = Duration::from_millis(fastrand::u64(5..=80));
+        let delay = Duration::from_millis(rand::random_range(5..=80));
         let lines = run_child(&schema, mode, child, delay);
         acked += book.record(child, mode.writers(), &lines);
         merging += lines

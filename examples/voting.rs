@@ -18,6 +18,8 @@
 use autoshard::{
     shard_fold, shard_method, CompactionStats, Pending, Shardable, Sqlite, Store, Synchronous,
 };
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::error::Error;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -371,7 +373,7 @@ fn voter(
     let db = Sqlite::builder(path)
         .synchronous(options.synchronous)
         .open()?;
-    let mut rng = fastrand::Rng::with_seed(0x5eed ^ seed);
+    let mut rng = SmallRng::seed_from_u64(0x5eed ^ seed);
     let mut tally = Tally::default();
     while !stop.load(Ordering::Relaxed) {
         let claimed =
@@ -379,10 +381,10 @@ fn voter(
         if claimed.is_err() {
             break;
         }
-        let id = if rng.f64() < options.hot {
+        let id = if rng.random::<f64>() < options.hot {
             HOT
         } else {
-            rng.u64(2..=16)
+            rng.random_range(2..=16)
         };
         let started = Instant::now();
         let mut question: Question = db.load(&id)?.ok_or("a seeded question is missing")?;

@@ -8,6 +8,9 @@ use autoshard::ranking::{Entry, Ranking, RankingConfig, RankingStore, Tie};
 use autoshard::{Error, Sqlite};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -708,14 +711,14 @@ fn sharded_writes_from_four_threads_match_the_oracle<S: Boards>() {
                 let board = Ranking::open(store.open_another().db(), "mt").unwrap();
                 s.spawn(move || {
                     let mut oracle = Oracle::default();
-                    let mut rng = fastrand::Rng::with_seed(t as u64);
+                    let mut rng = SmallRng::seed_from_u64(t as u64);
                     for _ in 0..150 {
-                        let player = format!("t{t}-p{}", rng.u32(0..20));
-                        if rng.u8(0..10) == 0 {
+                        let player = format!("t{t}-p{}", rng.random_range(0..20u32));
+                        if rng.random_range(0..10u8) == 0 {
                             assert_eq!(board.remove(&player).unwrap(), oracle.remove(&player));
                         } else {
                             // Few distinct scores per thread, so players tie.
-                            let score = rng.i64(0..30) * 132 + t;
+                            let score = rng.random_range(0..30i64) * 132 + t;
                             board.set_score(&player, score).unwrap();
                             oracle.set(&player, score);
                         }
@@ -784,20 +787,22 @@ fn four_threads_on_the_same_players_keep_the_tree_exact<S: Boards>() {
         for t in 0..4u64 {
             let board = Ranking::open(store.open_another().db(), "hot").unwrap();
             s.spawn(move || {
-                let mut rng = fastrand::Rng::with_seed(100 + t);
+                let mut rng = SmallRng::seed_from_u64(100 + t);
                 for _ in 0..120 {
-                    match rng.u8(0..10) {
+                    match rng.random_range(0..10u8) {
                         0 => {
-                            board.remove(players[rng.usize(..6)]).unwrap();
+                            board.remove(players[rng.random_range(..6usize)]).unwrap();
                         }
                         1..=3 => {
-                            let mut batch: Vec<_> =
-                                players.iter().map(|&p| (p, rng.i64(0..6))).collect();
-                            rng.shuffle(&mut batch);
-                            board.set_scores(&batch[..rng.usize(2..=6)]).unwrap();
+                            let mut batch: Vec<_> = players
+                                .iter()
+                                .map(|&p| (p, rng.random_range(0..6)))
+                                .collect();
+                            batch.shuffle(&mut rng);
+                            board.set_scores(&batch[..rng.random_range(2..=6)]).unwrap();
                         }
                         _ => board
-                            .set_score(players[rng.usize(..6)], rng.i64(0..6))
+                            .set_score(players[rng.random_range(..6usize)], rng.random_range(0..6))
                             .unwrap(),
                     }
                 }

@@ -3,7 +3,7 @@
 //! Each `tests/ui/<mistake>.rs` must fail to compile with exactly the message
 //! in its `.stderr`; each `tests/ui/pass/*.rs` must compile and run. The
 //! toolchain is pinned (rust-toolchain.toml) so the snapshots stay stable.
-//! After changing a message: `TRYBUILD=overwrite cargo test -p autoshard --test ui`,
+//! After changing a message: `TRYBUILD=overwrite cargo test --test ui`,
 //! then read every changed `.stderr`.
 
 #[test]

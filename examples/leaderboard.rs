@@ -13,6 +13,8 @@
 
 use autoshard::ranking::{Entry, Ranking, RankingConfig, Tie};
 use autoshard::{Error, Sqlite};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,7 +71,7 @@ fn player_name(n: usize) -> String {
 
 /// Scores from a fixed generator, so runs are comparable.
 fn load(board: &Ranking, players: usize) -> Result<()> {
-    let mut rng = fastrand::Rng::with_seed(1);
+    let mut rng = SmallRng::seed_from_u64(1);
     let start = Instant::now();
     let mut names = Vec::with_capacity(LOAD_BATCH);
     for first in (0..players).step_by(LOAD_BATCH) {
@@ -77,7 +79,7 @@ fn load(board: &Ranking, players: usize) -> Result<()> {
         names.extend((first..players.min(first + LOAD_BATCH)).map(player_name));
         let batch: Vec<(&str, i64)> = names
             .iter()
-            .map(|n| (n.as_str(), rng.i64(SCORES)))
+            .map(|n| (n.as_str(), rng.random_range(SCORES)))
             .collect();
         board.set_scores(&batch)?;
         progress(first + batch.len(), players, start.elapsed());
@@ -116,12 +118,12 @@ fn play(board: &Ranking, players: usize) -> Result<()> {
             .map(|p| {
                 let stop = &stop;
                 s.spawn(move || -> autoshard::Result<usize> {
-                    let mut rng = fastrand::Rng::with_seed(100 + p as u64);
+                    let mut rng = SmallRng::seed_from_u64(100 + p as u64);
                     let mut sent = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        let player = player_name(rng.usize(..players));
+                        let player = player_name(rng.random_range(..players));
                         // Returns once the update is committed to the queue.
-                        board.enqueue(&player, rng.i64(SCORES))?;
+                        board.enqueue(&player, rng.random_range(SCORES))?;
                         sent += 1;
                     }
                     Ok(sent)

@@ -12,6 +12,8 @@
 
 use autoshard::ranking::{Ranking, RankingConfig, RankingStore};
 use autoshard::{Error, Sqlite};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 use std::thread;
@@ -79,7 +81,7 @@ fn seed() -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            let seed = fastrand::u64(..);
+            let seed = rand::random::<u64>();
             eprintln!("AUTOSHARD_RQ_SEED={seed}");
             seed
         })
@@ -113,7 +115,7 @@ fn direct_and_queued_writers_at_once_match_the_oracle<S: Boards>() {
             let (board, shared, start) = (&board, &shared, &start);
             handles.push(s.spawn(move || {
                 let queued = t >= THREADS;
-                let mut rng = fastrand::Rng::with_seed(seed ^ t as u64);
+                let mut rng = SmallRng::seed_from_u64(seed ^ t as u64);
                 let prefix = if queued { "queued" } else { "direct" };
                 let mine: Vec<String> = (0..own).map(|i| format!("{prefix}-{t}-{i}")).collect();
                 let mut last = Scores::new();
@@ -122,15 +124,15 @@ fn direct_and_queued_writers_at_once_match_the_oracle<S: Boards>() {
                     for player in &mine {
                         // Some players end removed, some are removed and
                         // come back: both paths must handle either.
-                        let score = if rng.u8(..10) == 0 && round > 0 {
+                        let score = if rng.random_range(..10u8) == 0 && round > 0 {
                             None
                         } else {
-                            Some(rng.i64(RANGE))
+                            Some(rng.random_range(RANGE))
                         };
                         write(board, queued, player, score);
                         apply(&mut last, player, score);
-                        let other = &shared[rng.usize(..SHARED)];
-                        write(board, queued, other, Some(rng.i64(RANGE)));
+                        let other = &shared[rng.random_range(..SHARED)];
+                        write(board, queued, other, Some(rng.random_range(RANGE)));
                     }
                 }
                 last
@@ -142,9 +144,9 @@ fn direct_and_queued_writers_at_once_match_the_oracle<S: Boards>() {
     // The direct writers are done; the queue has the last word on the
     // shared players.
     let mut expected: Scores = outcomes.into_iter().flatten().collect();
-    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
     for (i, player) in shared.iter().enumerate() {
-        let score = (i % 7 != 0).then(|| rng.i64(RANGE));
+        let score = (i % 7 != 0).then(|| rng.random_range(RANGE));
         write(&board, true, player, score);
         apply(&mut expected, player, score);
     }
@@ -569,12 +571,12 @@ mod pg_crash {
         let config = RankingConfig::new(RANGE).branching(10).shards(4).queues(3);
         let board = Ranking::create(&*store, BOARD, config).unwrap();
         let seed = seed();
-        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut rng = SmallRng::seed_from_u64(seed);
         let players: Vec<String> = (0..PLAYERS).map(|i| format!("p{i}")).collect();
         let initial: Vec<(&str, i64)> = players
             .iter()
             .step_by(2)
-            .map(|p| (p.as_str(), rng.i64(RANGE)))
+            .map(|p| (p.as_str(), rng.random_range(RANGE)))
             .collect();
         board.set_scores(&initial).unwrap();
         let mut expected: Scores = initial.iter().map(|&(p, s)| (p.into(), s)).collect();
@@ -588,8 +590,11 @@ mod pg_crash {
                 .map(|_| {
                     (0..UPDATES / 4)
                         .map(|_| {
-                            let p = players[rng.usize(..PLAYERS)].clone();
-                            (p, (rng.u8(..10) != 0).then(|| rng.i64(RANGE)))
+                            let p = players[rng.random_range(..PLAYERS)].clone();
+                            (
+                                p,
+                                (rng.random_range(..10u8) != 0).then(|| rng.random_range(RANGE)),
+                            )
                         })
                         .collect()
                 })
@@ -608,7 +613,7 @@ mod pg_crash {
             assert_eq!(queued.len(), UPDATES);
             assert_eq!(scores, expected);
 
-            let delay = drain_time.map(|t| t.mul_f64(rng.f64()));
+            let delay = drain_time.map(|t| t.mul_f64(rng.random::<f64>()));
             let (lines, killed) = run(spawn(&schema, split), delay);
             wait_for_the_dead(&mut client, &schema);
             let (left, scores) = snapshot(&mut client, &schema);

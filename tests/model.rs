@@ -7,7 +7,7 @@
 //! document it last read or wrote). A reload discards the held object's
 //! unsaved deltas; a save of an entity deleted meanwhile fails and keeps them.
 //!
-//! `PROPTEST_CASES=2000 cargo test -p autoshard --test model` runs a longer
+//! `PROPTEST_CASES=2000 cargo test --test model` runs a longer
 //! search; the default (64 cases) takes seconds.
 
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store, Synchronous};

@@ -10,8 +10,11 @@ use autoshard::{shard_fold, shard_method, CompactionStats, Error, Pending, Saved
 use autoshard::{Store, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
+#[path = "common/entities.rs"]
+mod entities;
 #[path = "common/stores.rs"]
 mod stores;
+use entities::{DynamicSwitch, Question, StaticSwitch};
 use stores::{Fresh, Options, Rows, TestStore};
 
 store_tests!(
@@ -37,47 +40,6 @@ store_tests!(
     integer_ids_of_any_width_and_sign,
     two_handles_on_one_database_see_each_others_writes,
 );
-
-#[derive(Shardable, Debug)]
-struct Question {
-    #[shard(id)]
-    id: u64,
-    title: String,
-    #[shard(neutral = 0, shards = 10)]
-    votes: i64,
-    #[shard(neutral = 0)]
-    views: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl Question {
-    fn new(id: u64, votes: i64, views: i64) -> Self {
-        Question {
-            id,
-            title: format!("question {id}"),
-            votes,
-            views,
-            pending: Pending::default(),
-        }
-    }
-    #[shard_method]
-    fn vote(&mut self, by: i64) {
-        self.votes += by;
-    }
-    #[shard_method]
-    fn view(&mut self) {
-        self.views += 1;
-    }
-    #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
-        a + b
-    }
-    #[shard_fold]
-    fn fold_views(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
 
 // --- helpers -------------------------------------------------------------
 
@@ -487,50 +449,6 @@ fn lowering_shards_loses_nothing_and_compaction_folds_the_surplus<S: TestStore>(
     // Raising it back is just as safe: the wide struct sees the same total.
     assert_eq!(db.load::<Wide>(&1).unwrap().unwrap().votes, 155);
     assert_eq!(stats(&db.compact::<Narrow>().unwrap()), (1, 0, 0, 1));
-}
-
-#[derive(Shardable, Debug)]
-#[shard(kind = "Switch")]
-struct StaticSwitch {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0, shards = 4)]
-    hits: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl StaticSwitch {
-    #[shard_method]
-    fn hit(&mut self) {
-        self.hits += 1;
-    }
-    #[shard_fold]
-    fn fold_hits(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
-#[derive(Shardable, Debug)]
-#[shard(kind = "Switch")]
-struct DynamicSwitch {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0)]
-    hits: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl DynamicSwitch {
-    #[shard_method]
-    fn hit(&mut self) {
-        self.hits += 1;
-    }
-    #[shard_fold]
-    fn fold_hits(a: i64, b: i64) -> i64 {
-        a + b
-    }
 }
 
 fn hits<S>(db: &Fresh<S>) -> BTreeMap<i64, Value> {

@@ -4,7 +4,7 @@
 //! appends at `max(shard) + 1`). The behaviour every store shares is tested
 //! once for all stores in `stores_mapper.rs`.
 
-use autoshard::{shard_fold, shard_method, CompactionStats, Pending, Saved, Shardable};
+use autoshard::{CompactionStats, Pending, Saved};
 use autoshard::{Sqlite, Store};
 use rusqlite::types::Value as Sql;
 use std::collections::BTreeMap;
@@ -12,47 +12,9 @@ use std::path::Path;
 
 mod common;
 use common::{db, raw, Db};
-
-#[derive(Shardable, Debug)]
-struct Question {
-    #[shard(id)]
-    id: u64,
-    title: String,
-    #[shard(neutral = 0, shards = 10)]
-    votes: i64,
-    #[shard(neutral = 0)]
-    views: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl Question {
-    fn new(id: u64, votes: i64, views: i64) -> Self {
-        Question {
-            id,
-            title: format!("question {id}"),
-            votes,
-            views,
-            pending: Pending::default(),
-        }
-    }
-    #[shard_method]
-    fn vote(&mut self, by: i64) {
-        self.votes += by;
-    }
-    #[shard_method]
-    fn view(&mut self) {
-        self.views += 1;
-    }
-    #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
-        a + b
-    }
-    #[shard_fold]
-    fn fold_views(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
+#[path = "common/entities.rs"]
+mod entities;
+use entities::{DynamicSwitch, Question, StaticSwitch};
 
 // --- helpers -------------------------------------------------------------
 
@@ -205,50 +167,6 @@ fn the_document_is_written_only_when_an_unsharded_field_changed() {
 }
 
 // --- changing the shard count ----------------------------------------------
-
-#[derive(Shardable, Debug)]
-#[shard(kind = "Switch")]
-struct StaticSwitch {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0, shards = 4)]
-    hits: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl StaticSwitch {
-    #[shard_method]
-    fn hit(&mut self) {
-        self.hits += 1;
-    }
-    #[shard_fold]
-    fn fold_hits(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
-#[derive(Shardable, Debug)]
-#[shard(kind = "Switch")]
-struct DynamicSwitch {
-    #[shard(id)]
-    id: u64,
-    #[shard(neutral = 0)]
-    hits: i64,
-    #[shard(pending)]
-    pending: Pending<Self>,
-}
-
-impl DynamicSwitch {
-    #[shard_method]
-    fn hit(&mut self) {
-        self.hits += 1;
-    }
-    #[shard_fold]
-    fn fold_hits(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
 
 fn hits(db: &Db) -> BTreeMap<i64, Sql> {
     field_rows(&db.path, "switch", "1", "hits")

@@ -117,7 +117,7 @@ fn unique_suffix() -> String {
         "{}_{}_{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed),
-        fastrand::u32(..)
+        rand::random::<u32>()
     )
 }
 

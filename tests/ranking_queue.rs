@@ -32,6 +32,8 @@ use child::Child;
 
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Sqlite, Synchronous};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,7 +65,7 @@ fn seed() -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            let seed = fastrand::u64(..);
+            let seed = rand::random::<u64>();
             eprintln!("{ENV_SEED}={seed}");
             seed
         })
@@ -438,13 +440,13 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
     let board = Ranking::create(&db, BOARD, config).unwrap();
     let raw = common::raw(&path);
     let players: BTreeSet<String> = (0..CRASH_PLAYERS).map(|p| format!("p{p}")).collect();
-    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     // The board starts with players set directly, so the oracle is built
     // from the player-score table and the queue together.
     let mut initial = Vec::new();
     for p in &players {
-        if rng.bool() {
-            initial.push((p.clone(), rng.i64(RANGE)));
+        if rng.random::<bool>() {
+            initial.push((p.clone(), rng.random_range(RANGE)));
         }
     }
     let pairs: Vec<(&str, i64)> = initial.iter().map(|(p, s)| (p.as_str(), *s)).collect();
@@ -462,8 +464,11 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
             .map(|_| {
                 (0..CRASH_UPDATES / 4)
                     .map(|_| {
-                        let p = players_vec[rng.usize(..players_vec.len())].clone();
-                        (p, (rng.u8(..20) != 0).then(|| rng.i64(RANGE)))
+                        let p = players_vec[rng.random_range(..players_vec.len())].clone();
+                        (
+                            p,
+                            (rng.random_range(..20u8) != 0).then(|| rng.random_range(RANGE)),
+                        )
                     })
                     .collect()
             })
@@ -486,7 +491,7 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
         }
 
         let child = stats.kills;
-        let delay = Duration::from_millis(rng.u64(5..=80));
+        let delay = Duration::from_millis(rng.random_range(5..=80));
         let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
         assert!(
             run.killed(),
@@ -582,10 +587,10 @@ fn kill_enqueuers(mode: Mode, kills: u64) -> std::result::Result<EnqueueKills, S
     let board = Ranking::create(&db, BOARD, config).unwrap();
     board.queued().unwrap(); // creates the queue tables
     let raw = common::raw(&path);
-    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let mut stats = EnqueueKills::default();
     for child in 0..kills {
-        let delay = Duration::from_millis(rng.u64(5..=80));
+        let delay = Duration::from_millis(rng.random_range(5..=80));
         let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
         assert!(run.killed(), "child {child}: {:?}", run.status);
         stats.kills += 1;

@@ -46,6 +46,8 @@
 #![cfg(unix)]
 
 use autoshard::{Sqlite, Store, Synchronous};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -400,7 +402,7 @@ fn seed() -> u64 {
     let seed = std::env::var(ENV_SEED)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
+        .unwrap_or_else(rand::random);
     eprintln!("crash test seed {seed} (set {ENV_SEED} to repeat the delays)");
     seed
 }
@@ -428,12 +430,12 @@ fn kill_savers(mode: Mode, kills: u64) -> SaverStats {
     let path = dir.path().join("crash.db");
     let cold = prepare_savers(&path, mode);
     let cold_state = snapshot(&reopen(&path), &cold);
-    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let mut book = Book::default();
     let mut stats = SaverStats::default();
     for child in 1..=kills {
         book.open_streams(child, mode.writers());
-        let delay = Duration::from_millis(rng.u64(5..=80));
+        let delay = Duration::from_millis(rng.random_range(5..=80));
         let run = spawn(&path, mode, child).kill_after(delay);
         assert!(
             run.killed(),
@@ -607,10 +609,10 @@ fn kill_compactions(kills: u64) -> CompactionKills {
     let mut counts = shard_counts(&db, &ids);
     drop(db);
 
-    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let mut stats = CompactionKills::default();
     while stats.mid_way < kills {
-        let delay = Duration::from_millis(rng.u64(1..=40));
+        let delay = Duration::from_millis(rng.random_range(1..=40));
         let run = spawn(&path, Mode::Compact, stats.kills).kill_after(delay);
         stats.kills += 1;
         let db = reopen(&path);
@@ -695,11 +697,12 @@ fn control(mode: Mode, expect: &str) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("control.db");
     prepare_savers(&path, mode);
-    let mut rng = fastrand::Rng::with_seed(seed());
+    let mut rng = SmallRng::seed_from_u64(seed());
     let mut book = Book::default();
     for child in 1..=30 {
         book.open_streams(child, 1);
-        let run = spawn(&path, mode, child).kill_after(Duration::from_millis(rng.u64(5..=80)));
+        let run =
+            spawn(&path, mode, child).kill_after(Duration::from_millis(rng.random_range(5..=80)));
         book.record(&run);
         if let Err(e) = check(&load(&reopen(&path), HOT), &book) {
             assert!(e.contains(expect), "unexpected report: {e}");
@@ -771,7 +774,7 @@ fn control_a_row_written_twice_is_reported_as_counted_twice() {
 // ---------------------------------------------------------------------------
 
 /// 200 kills of each kind. Run it with
-/// `cargo test -p autoshard --test crash -- --ignored soak --nocapture`
+/// `cargo test --test crash -- --ignored soak --nocapture`
 /// (about 3 minutes on 2 cores; set AUTOSHARD_CRASH_SEED to repeat a run's
 /// delays).
 #[test]
