@@ -100,6 +100,12 @@ const STORES: &[(&[&str], Opener)] = &[
 /// assert_eq!(store.load::<Question>(&1)?.unwrap().votes, 0);
 /// # Ok::<(), autoshard::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::InvalidUrl`] for a scheme this build does not know or a
+/// malformed URL; then whatever the store's own `open` returns (for
+/// example [`Error::Unavailable`] when a server cannot be reached).
 pub fn open(url: &str) -> Result<AnyStore> {
     let Some((scheme, _)) = url.split_once(':') else {
         return Err(Error::InvalidUrl {

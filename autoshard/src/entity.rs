@@ -102,6 +102,11 @@ pub trait EntityId: Clone + fmt::Debug + Send + Sync + 'static {
     const KEY_KIND: KeyKind;
     /// The key to store; fails for `u64` ids above `i64::MAX`, which no
     /// 64-bit signed id column can hold.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an integer
+    /// id that does not fit `i64`.
     fn key(&self) -> Result<Key<'_>>;
 }
 

@@ -29,6 +29,10 @@ use std::fmt;
 /// What a fold function may return: the value itself, or a `Result` of it.
 pub trait FoldOutput<T> {
     /// The folded value, or the fold's error.
+    ///
+    /// # Errors
+    ///
+    /// The fold's own error, boxed.
     fn into_fold_result(self) -> Result<T, Box<dyn StdError + Send + Sync>>;
 }
 
@@ -74,6 +78,10 @@ macro_rules! checked_int {
 checked_int!(i8, i16, i32, i64, i128, u8, u16, u32, u64, u128, usize, isize);
 
 /// Sum that refuses to overflow: use as `#[shard(fold = autoshard::fold::checked_sum)]`.
+///
+/// # Errors
+///
+/// [`Overflow`] when the sum does not fit `N`.
 pub fn checked_sum<N: CheckedInt>(a: N, b: N) -> Result<N, Overflow> {
     a.checked_add(b).ok_or(Overflow)
 }

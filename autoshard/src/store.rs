@@ -88,6 +88,10 @@ pub trait Store: Backend {
     /// so that each dynamic field keeps one row and each static field keeps
     /// rows only within `0..shards`. Safe to run while others save, and to
     /// kill at any point: each batch commits atomically.
+    ///
+    /// # Errors
+    ///
+    /// As [`compact_with`](Store::compact_with).
     fn compact<T: Shardable>(&self) -> Result<CompactionStats> {
         self.compact_with::<T>(&mut |_| {})
     }

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::seam::BoardSpec;
 use std::ops::Range;
 
-/// The shape of a new board, for [`Ranking::create`].
+/// The shape of a new board, for [`Ranking::create`](super::Ranking::create).
 ///
 /// Scores are integers in `[min, max)`; any range inside `i64` works, up to
 /// `i64::MIN..i64::MAX`. The tree has `ceil(log_B(max - min))` levels, so

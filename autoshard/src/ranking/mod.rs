@@ -299,6 +299,11 @@ impl Ranking {
     }
 
     /// Removes `player`; returns whether they were on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse,
+    /// or a store error; nothing is written on error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
         Ok(self.write(&[(player, None)])?[0])
@@ -312,6 +317,11 @@ impl Ranking {
     /// before keeps their place among ties; players arriving at one score
     /// are ordered by their last change in the slice. So applying the same
     /// batch again changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ScoreOutOfRange`] or [`Error::InvalidName`] for any entry
+    /// (nothing is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
@@ -335,6 +345,12 @@ impl Ranking {
     }
 
     /// `player`'s rank under `tie`, or `None` if they are not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse;
+    /// [`Error::Corrupt`] when the stored rows contradict each other; a
+    /// store error.
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         check_player(player)?;
         self.read(|st, g| {
@@ -357,6 +373,11 @@ impl Ranking {
     }
 
     /// `player`'s score, or `None` if they are not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse,
+    /// or a store error.
     pub fn score(&self, player: &str) -> Result<Option<i64>> {
         check_player(player)?;
         self.read(|st, _| Ok(st.player(player)?.map(|(score, _)| score)))
@@ -365,11 +386,20 @@ impl Ranking {
     /// The score of the player at ordinal rank `rank` (1-based): the score
     /// `s` with `rank_of_score(s) <= rank < rank_of_score(s) + players at s`.
     /// `None` for rank 0 or past the last player.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] when the stored counts contradict each other, or
+    /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
         self.read(|st, g| Ok(query::locate(st, g, rank)?.map(|l| l.score)))
     }
 
     /// The first `n` entries (fewer if the board is smaller).
+    ///
+    /// # Errors
+    ///
+    /// As [`page`](Ranking::page).
     pub fn top(&self, n: u64) -> Result<Vec<Entry>> {
         if n == 0 {
             return Ok(Vec::new());
@@ -396,6 +426,12 @@ impl Ranking {
 
     /// `player`'s entry with up to `k` entries above and `k` below, in
     /// ranking order; empty if the player is not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse;
+    /// [`Error::Corrupt`] when the stored rows contradict each other; a
+    /// store error.
     pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
         check_player(player)?;
         self.read(|st, g| {
@@ -419,11 +455,19 @@ impl Ranking {
     }
 
     /// How many players are on the board. Reads: the root.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] for a negative stored count, or a store error.
     pub fn len(&self) -> Result<u64> {
         self.read(|st, g| query::len(st, g))
     }
 
     /// Whether no player is on the board.
+    ///
+    /// # Errors
+    ///
+    /// As [`len`](Ranking::len).
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -432,6 +476,10 @@ impl Ranking {
     /// and after a crash) and compares. Errors with [`Error::Corrupt`] on the
     /// first mismatch: a count that differs or is negative, a shard row out
     /// of place, an arrival tree that disagrees with its players.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] naming the first mismatch, or a store error.
     pub fn check_integrity(&self) -> Result<()> {
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))

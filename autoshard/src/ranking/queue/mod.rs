@@ -73,10 +73,12 @@ impl Ranking {
     /// direct `set_score` calls for the same player depends on when the
     /// worker gets to them.
     ///
-    /// Errors: [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] before
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] before
     /// anything is queued; a store error if the commit failed, in which case
     /// the update is not queued (every caller of that group commit gets the
-    /// error).
+    /// error; see [`Error::GroupCommit`]).
     ///
     /// ```
     /// use autoshard::ranking::{Ranking, RankingConfig};
@@ -96,6 +98,10 @@ impl Ranking {
     }
 
     /// Queues the removal of `player`, in order with its queued scores.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Ranking::enqueue).
     pub fn enqueue_remove(&self, player: &str) -> Result<()> {
         self.enqueue_update(player, None)
     }
@@ -111,6 +117,10 @@ impl Ranking {
     }
 
     /// Updates queued and not yet applied, in all queue shards.
+    ///
+    /// # Errors
+    ///
+    /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
         self.queue_state()?;
         self.inner.boards.queued(self.inner.id)
@@ -127,11 +137,21 @@ impl Ranking {
     /// A worker must be running somewhere; without one the queue never
     /// drains and this returns [`Error::FlushTimeout`]. Updates enqueued
     /// after the call started are not waited for.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FlushTimeout`] after [`DEFAULT_FLUSH_TIMEOUT`], or a store
+    /// error.
     pub fn flush(&self) -> Result<()> {
         self.flush_within(DEFAULT_FLUSH_TIMEOUT)
     }
 
     /// [`flush`](Ranking::flush) with its own time limit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
+    /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         let state = self.queue_state()?;

@@ -92,6 +92,11 @@ impl Worker {
     /// Starts the worker on a thread of its own. It stops when the handle
     /// is stopped or dropped, or at the first error that is not a busy
     /// store.
+    ///
+    /// # Errors
+    ///
+    /// A store error creating the queue tables on first use; the worker's
+    /// own errors come from [`WorkerHandle::stop`] or [`join`](WorkerHandle::join).
     pub fn spawn(self) -> Result<WorkerHandle> {
         let state = self.ranking.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -110,6 +115,12 @@ impl Worker {
     }
 
     /// Applies queued updates on this thread until the queue is empty.
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not a busy store (a busy store is waited
+    /// out): a store error, or [`Error::Corrupt`](crate::Error::Corrupt) for a queued update that
+    /// cannot be applied. Batches committed before it stay applied.
     pub fn drain(self) -> Result<WorkerStats> {
         let state = self.ranking.queue_state()?;
         self.exit_when_idle(true)
@@ -217,6 +228,11 @@ pub struct WorkerHandle {
 impl WorkerHandle {
     /// Stops the worker after its current batch. Returns what it did, or
     /// the error that had already stopped it.
+    ///
+    /// # Errors
+    ///
+    /// The error that stopped the worker, as [`Worker::drain`] describes.
+    /// A panic in the worker thread is resumed here.
     pub fn stop(mut self) -> Result<WorkerStats> {
         self.request_stop();
         self.finish()
@@ -224,6 +240,10 @@ impl WorkerHandle {
 
     /// Waits for the worker to end by itself: at the first error, or when
     /// it was made with [`Worker::exit_when_idle`] and found the queue empty.
+    ///
+    /// # Errors
+    ///
+    /// As [`stop`](WorkerHandle::stop).
     pub fn join(mut self) -> Result<WorkerStats> {
         self.finish()
     }

@@ -160,6 +160,13 @@ impl PostgresBuilder {
 
     /// Connects, creating the schema and autoshard's bookkeeping tables if
     /// needed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] for a malformed connection string;
+    /// [`Error::InvalidName`] for a schema name that is not a plain
+    /// identifier; [`Error::Unavailable`] when the server cannot be reached;
+    /// [`Error::Postgres`] when it refuses (authentication, permissions).
     pub fn open(self) -> Result<Postgres> {
         let config = postgres::Config::from_str(&self.url).map_err(|e| Error::InvalidUrl {
             reason: format!("not a PostgreSQL connection string: {e}"),
@@ -238,6 +245,10 @@ impl Postgres {
     /// Connects to `url` (`postgres://user:password@host:port/database`, or
     /// any connection string the `postgres` crate accepts) with the default
     /// options.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresBuilder::open`].
     pub fn open(url: &str) -> Result<Self> {
         Self::builder(url).open()
     }

@@ -140,6 +140,12 @@ impl SqliteBuilder {
     }
 
     /// Opens (creating if needed) the database.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sqlite`] when the file cannot be opened or created, or is
+    /// not a database; [`Error::Busy`] when another process holds it through
+    /// the whole busy timeout while recovering it.
     pub fn open(self) -> Result<Sqlite> {
         let pool_size = if self.path.is_some() {
             self.pool_size
@@ -231,11 +237,19 @@ impl std::fmt::Debug for Sqlite {
 impl Sqlite {
     /// Opens (creating if needed) the database file at `path` with the
     /// default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteBuilder::open`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::builder(path).open()
     }
 
     /// A private in-memory database, gone when the last clone is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sqlite`] if SQLite cannot allocate the database.
     pub fn memory() -> Result<Self> {
         Self::builder_options(None).open()
     }
