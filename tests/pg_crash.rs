@@ -83,16 +83,13 @@ fn open(schema: &str, child: u64) -> Postgres {
     open_as(&pg::url(), schema, child)
 }
 
-/// A child's connections carry a name of their own, so the parent can wait
-/// for the server to end them (see `wait_for_children_sessions`).
+/// A child's connections carry a tag of their own, so the parent can wait
+/// for the server to end them.
 fn open_child(schema: &str, child: u64) -> Postgres {
-    let url = pg::url();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let url = format!("{url}{sep}application_name={}", child_application(schema));
-    open_as(&url, schema, child)
+    open_as(&pg::tagged_url(&child_tag(schema)), schema, child)
 }
 
-fn child_application(schema: &str) -> String {
+fn child_tag(schema: &str) -> String {
     format!("crash_child_{schema}")
 }
 
@@ -180,29 +177,6 @@ fn writer(schema: &str, mode: Mode, child: u64, thread: u64, ready: &Barrier) {
 }
 
 // --- the parent ---------------------------------------------------------------
-
-/// Waits (up to 30 s) until the server has ended every session of the
-/// children on `schema`.
-fn wait_for_children_sessions(schema: &str) {
-    let mut client = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
-    let started = Instant::now();
-    loop {
-        let row = client
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-                &[&child_application(schema)],
-            )
-            .unwrap();
-        if row.get::<_, i64>(0) == 0 {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "killed children's sessions are still open after 30 s"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// Spawns a child, kills it `delay` after it is ready, returns its lines.
 fn run_child(schema: &str, mode: Mode, child: u64, delay: Duration) -> Vec<String> {
@@ -315,7 +289,7 @@ fn kill_children(mode: Mode) {
     // A killed child's last COMMIT may still be on its way through its
     // server session (the socket closed, the backend not yet done): a late
     // commit after this load would look like compaction adding a row.
-    wait_for_children_sessions(&schema);
+    pg::wait_for_sessions(&child_tag(&schema));
     let before: Ledger = db.load(&HOT).unwrap().unwrap();
     db.compact::<Ledger>().unwrap();
     let after: Ledger = db.load(&HOT).unwrap().unwrap();

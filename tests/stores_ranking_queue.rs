@@ -410,7 +410,7 @@ mod pg_crash {
             std::process::abort();
         }));
         say(""); // end the harness's `test ... ` line
-        let db = autoshard::Postgres::builder(&child_url(&schema))
+        let db = autoshard::Postgres::builder(&stores::pg::tagged_url(&child_tag(&schema)))
             .schema(&schema)
             .open()
             .unwrap();
@@ -432,8 +432,11 @@ mod pg_crash {
     /// The bug the crash test must catch: a worker that applies a batch and
     /// deletes it from the queue in a second transaction.
     fn split_worker(board: &Ranking, schema: &str) -> u64 {
-        let mut client =
-            ::postgres::Client::connect(&child_url(schema), ::postgres::NoTls).unwrap();
+        let mut client = ::postgres::Client::connect(
+            &stores::pg::tagged_url(&child_tag(schema)),
+            ::postgres::NoTls,
+        )
+        .unwrap();
         let queue = format!("\"{schema}\".autoshard_rank_queue");
         let mut applied = 0;
         loop {
@@ -504,36 +507,9 @@ mod pg_crash {
         (queue, scores)
     }
 
-    /// The connection string of the child's sessions: tagged, so the parent
-    /// can tell when the killed child's server processes are gone.
-    fn child_url(schema: &str) -> String {
-        let url = stores::pg::url();
-        let glue = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{glue}application_name=rqpg_{schema}")
-    }
-
-    /// Waits until the killed child's server processes are gone: until
-    /// then one may still be running (or committing) its last batch.
-    fn wait_for_the_dead(client: &mut ::postgres::Client, schema: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let name = format!("rqpg_{schema}");
-        loop {
-            let alive: i64 = client
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-                    &[&name],
-                )
-                .unwrap()
-                .get(0);
-            if alive == 0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the killed worker's session lingers"
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
+    /// The tag of the child's sessions.
+    fn child_tag(schema: &str) -> String {
+        format!("rqpg_{schema}")
     }
 
     fn spawn(schema: &str, split: bool) -> Child {
@@ -615,7 +591,7 @@ mod pg_crash {
 
             let delay = drain_time.map(|t| t.mul_f64(rng.random::<f64>()));
             let (lines, killed) = run(spawn(&schema, split), delay);
-            wait_for_the_dead(&mut client, &schema);
+            stores::pg::wait_for_sessions(&child_tag(&schema));
             let (left, scores) = snapshot(&mut client, &schema);
             let mut after = expected.clone();
             for shard in 0..3 {

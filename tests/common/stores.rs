@@ -229,6 +229,42 @@ pub mod pg {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
     }
 
+    /// The connection string of a child process's sessions: tagged with
+    /// `tag`, so the parent can tell when the killed child's server
+    /// processes are gone ([`wait_for_sessions`]).
+    #[allow(dead_code)] // not every test file kills children
+    pub fn tagged_url(tag: &str) -> String {
+        let url = url();
+        let glue = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{glue}application_name={tag}")
+    }
+
+    /// Waits (up to 30 s) until no session tagged `tag` is left: after a
+    /// SIGKILL the child's server process may still be running, or
+    /// committing, its last transaction.
+    #[allow(dead_code)] // not every test file kills children
+    pub fn wait_for_sessions(tag: &str) {
+        let mut client = client();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let alive: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                    &[&tag],
+                )
+                .unwrap()
+                .get(0);
+            if alive == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the killed child's sessions ({tag}) linger"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// A plain client, for reading rows behind the store's back.
     pub fn client() -> postgres::Client {
         postgres::Client::connect(&url(), postgres::NoTls).unwrap_or_else(|e| {
