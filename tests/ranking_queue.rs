@@ -122,6 +122,34 @@ fn an_in_memory_board_queues_too() {
     assert_eq!(read_scores(&board, &players), expected);
 }
 
+/// `Duration::MAX` means "no limit" for every duration option: the worker
+/// waits for a wake-up instead of a deadline, and `flush_within` waits
+/// until the queue is applied. Before the fix the worker thread panicked
+/// ("overflow when adding duration to instant") at its first idle wait, so
+/// the flush timed out and `stop` re-raised the panic (issue 12, item 9).
+#[test]
+fn duration_max_options_mean_no_limit() {
+    let db = Sqlite::memory().unwrap();
+    let board = Ranking::create(&db, "b", RankingConfig::new(0..100)).unwrap();
+    let worker = board
+        .worker()
+        .idle_timeout(Duration::MAX)
+        .linger(Duration::MAX)
+        .spawn()
+        .unwrap();
+    for round in 0..3 {
+        for n in 0..10 {
+            board.enqueue(&format!("p{n}"), round * 10 + n).unwrap();
+        }
+        board.flush_within(Duration::from_secs(20)).unwrap();
+    }
+    board.enqueue("last", 99).unwrap();
+    board.flush_within(Duration::MAX).unwrap();
+    assert_eq!(board.score("last").unwrap(), Some(99));
+    let stats = worker.stop().unwrap();
+    assert_eq!(stats.updates, 31);
+}
+
 // ---------------------------------------------------------------------------
 // Several workers, in several processes.
 // ---------------------------------------------------------------------------

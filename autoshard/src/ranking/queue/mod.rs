@@ -131,7 +131,8 @@ impl Ranking {
         self.flush_within(DEFAULT_FLUSH_TIMEOUT)
     }
 
-    /// [`flush`](Ranking::flush) with its own time limit.
+    /// [`flush`](Ranking::flush) with its own time limit (`Duration::MAX`
+    /// waits as long as it takes).
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         let state = self.queue_state()?;
