@@ -879,6 +879,37 @@ fn a_locked_database_is_busy_then_the_same_save_succeeds() {
     db.store.insert(&Question::new(2)).unwrap();
 }
 
+/// `busy_timeout(Duration::MAX)` means "wait as long as it takes". Before
+/// the fix `open` panicked with "overflow when adding duration to instant"
+/// (issue 12, item 9); now the deadline saturates, and a save that meets a
+/// locked file waits for it.
+#[test]
+fn a_busy_timeout_of_duration_max_waits_without_a_limit() {
+    let db = db_with(|b| b.busy_timeout(Duration::MAX));
+    db.store.insert(&Question::new(1)).unwrap();
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
+    q.vote();
+
+    let locker = raw(&db.path);
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let saved = db.store.save(&mut q);
+            tx.send(()).unwrap();
+            saved.unwrap()
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the save did not wait for the lock"
+        );
+        locker.execute_batch("COMMIT").unwrap();
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the save did not finish after the lock was released");
+    });
+    assert_eq!(db.store.load::<Question>(&1).unwrap().unwrap().votes, 1);
+}
+
 // --- panicking shard methods -----------------------------------------------
 
 #[derive(Shardable, Debug)]

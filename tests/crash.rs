@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common/child.rs"]
 mod child;
-use child::{Child, Run};
+use child::{kills, Child, Run};
 #[path = "common/ledger.rs"]
 mod ledger;
 use ledger::{op_id, seq_of, stream_of, Ledger};
@@ -554,24 +554,27 @@ fn snapshot(db: &Sqlite, ids: &[u64]) -> State {
         .collect()
 }
 
+/// Kills per write path in the default run (`AUTOSHARD_KILLS` overrides).
+const KILLS: u64 = 100;
+
 #[test]
-fn static_saver_killed_20_times_loses_and_doubles_nothing() {
+fn static_saver_killed_100_times_loses_and_doubles_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let stats = kill_savers(Mode::Static, 20);
+    let stats = kill_savers(Mode::Static, kills(KILLS));
     eprintln!("static saver: {stats:?}");
 }
 
 #[test]
-fn dynamic_saver_killed_20_times_loses_and_doubles_nothing() {
+fn dynamic_saver_killed_100_times_loses_and_doubles_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let stats = kill_savers(Mode::Dynamic, 20);
+    let stats = kill_savers(Mode::Dynamic, kills(KILLS));
     eprintln!("dynamic saver: {stats:?}");
 }
 
 #[test]
-fn writers_and_compaction_killed_together_20_times() {
+fn writers_and_compaction_killed_together_100_times() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let stats = kill_savers(Mode::Mixed, 20);
+    let stats = kill_savers(Mode::Mixed, kills(KILLS));
     eprintln!("mixed writers + compaction: {stats:?}");
 }
 
@@ -681,9 +684,9 @@ fn shard_counts(db: &Sqlite, ids: &[u64]) -> Vec<(u64, u64)> {
 }
 
 #[test]
-fn compaction_killed_20_times_mid_way_loses_and_doubles_nothing() {
+fn compaction_killed_100_times_mid_way_loses_and_doubles_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let stats = kill_compactions(20);
+    let stats = kill_compactions(kills(KILLS));
     eprintln!("compaction: {stats:?}");
 }
 
@@ -773,18 +776,20 @@ fn control_a_row_written_twice_is_reported_as_counted_twice() {
 // Soak.
 // ---------------------------------------------------------------------------
 
-/// 200 kills of each kind. Run it with
-/// `cargo test --test crash -- --ignored soak --nocapture`
-/// (about 3 minutes on 2 cores; set AUTOSHARD_CRASH_SEED to repeat a run's
-/// delays).
+/// 200 kills of each kind (`AUTOSHARD_KILLS` for another count). Run it
+/// with `cargo test --test crash -- --ignored soak --nocapture` (set
+/// AUTOSHARD_CRASH_SEED to repeat a run's delays). The other crash tests
+/// soak with `AUTOSHARD_KILLS=200 cargo test --test ranking_queue --test
+/// pg_crash --test stores_ranking_queue -- killed`.
 #[test]
 #[ignore = "soak: 200 kills of each kind, minutes"]
 fn soak_200_kills_of_each_kind() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kills = kills(200);
     for mode in [Mode::Static, Mode::Dynamic, Mode::Mixed] {
-        let stats = kill_savers(mode, 200);
+        let stats = kill_savers(mode, kills);
         eprintln!("soak {}: {stats:?}", mode.name());
     }
-    let stats = kill_compactions(200);
+    let stats = kill_compactions(kills);
     eprintln!("soak compaction: {stats:?}");
 }

@@ -259,6 +259,40 @@ fn an_unresolvable_commit_is_in_doubt_not_retried() {
     assert_eq!(direct.load::<Counter>(&1).unwrap().unwrap().votes, 2);
 }
 
+/// `in_doubt_timeout(Duration::MAX)` means "keep trying to find out": a
+/// commit whose answer was lost is resolved as usual. Before the fix the
+/// save panicked with "overflow when adding duration to instant" (issue 12,
+/// item 9); the lock and statement timeouts of the check now saturate at
+/// PostgreSQL's largest too.
+#[test]
+fn an_in_doubt_timeout_of_duration_max_still_resolves_a_lost_commit() {
+    let (guard, direct) = counter_schema();
+    let armed = Arc::new(AtomicBool::new(false));
+    let proxy = {
+        let armed = armed.clone();
+        Proxy::start(proxy::upstream(&pg::url()), &pg::url(), move |_, _| {
+            if armed.swap(false, Ordering::AcqRel) {
+                Fault::DropAfter
+            } else {
+                Fault::None
+            }
+        })
+    };
+    let store = Postgres::builder(&proxy::via(&pg::url(), &proxy))
+        .schema(&guard.0)
+        .in_doubt_timeout(Duration::MAX)
+        .open()
+        .unwrap();
+    let mut counter: Counter = store.load(&1).unwrap().unwrap();
+    armed.store(true, Ordering::Release);
+    counter.vote();
+    let saved = store.save(&mut counter).unwrap();
+    assert_eq!(saved.attempts, 1, "the lost commit was found applied");
+    assert_eq!(proxy.applied().get(&Fault::DropAfter), Some(&1));
+    let stored: Counter = direct.load(&1).unwrap().unwrap();
+    assert_eq!((stored.votes, stored.views), (1, 1));
+}
+
 /// Connections lost outside COMMIT: reads and writes retry on a new
 /// connection; a server that stays away is a typed, retryable error with
 /// nothing written, and the kept delta lands once when it is back.

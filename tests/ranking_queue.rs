@@ -28,7 +28,7 @@ mod oracle;
 use oracle::{apply, assert_board, read_scores, write, Scores, RANGE};
 #[path = "common/child.rs"]
 mod child;
-use child::Child;
+use child::{kills, Child};
 
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Sqlite, Synchronous};
@@ -120,6 +120,34 @@ fn an_in_memory_board_queues_too() {
     let players = expected.keys().cloned().chain(["p0".into()]).collect();
     board.check_integrity().unwrap();
     assert_eq!(read_scores(&board, &players), expected);
+}
+
+/// `Duration::MAX` means "no limit" for every duration option: the worker
+/// waits for a wake-up instead of a deadline, and `flush_within` waits
+/// until the queue is applied. Before the fix the worker thread panicked
+/// ("overflow when adding duration to instant") at its first idle wait, so
+/// the flush timed out and `stop` re-raised the panic (issue 12, item 9).
+#[test]
+fn duration_max_options_mean_no_limit() {
+    let db = Sqlite::memory().unwrap();
+    let board = Ranking::create(&db, "b", RankingConfig::new(0..100)).unwrap();
+    let worker = board
+        .worker()
+        .idle_timeout(Duration::MAX)
+        .linger(Duration::MAX)
+        .spawn()
+        .unwrap();
+    for round in 0..3 {
+        for n in 0..10 {
+            board.enqueue(&format!("p{n}"), round * 10 + n).unwrap();
+        }
+        board.flush_within(Duration::from_secs(20)).unwrap();
+    }
+    board.enqueue("last", 99).unwrap();
+    board.flush_within(Duration::MAX).unwrap();
+    assert_eq!(board.score("last").unwrap(), Some(99));
+    let stats = worker.stop().unwrap();
+    assert_eq!(stats.updates, 31);
 }
 
 // ---------------------------------------------------------------------------
@@ -453,12 +481,13 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
     board.set_scores(&pairs).unwrap();
     let mut stats = WorkerKills::default();
     let players_vec: Vec<&String> = players.iter().collect();
+    // The board as stored: read once, then known from each round's check.
+    let mut before = read_scores(&board, &players);
     while stats.mid_drain < want {
         if stats.kills >= 5 * want {
             return Err(format!("too few kills landed mid-drain: {stats:?}"));
         }
         // Fill: the oracle is the board as stored plus every enqueued update.
-        let before = read_scores(&board, &players);
         let mut expected = before.clone();
         let chunks: Vec<Vec<(String, Option<i64>)>> = (0..4)
             .map(|_| {
@@ -551,15 +580,19 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
             "after child {child}"
         );
         board.check_integrity().unwrap();
+        before = expected;
     }
     assert_board(&board, &read_scores(&board, &players), &players);
     Ok(stats)
 }
 
+/// Kills per write path in the default run (`AUTOSHARD_KILLS` overrides).
+const KILLS: u64 = 100;
+
 #[test]
-fn worker_killed_20_times_mid_drain_applies_every_update_exactly_once() {
+fn worker_killed_100_times_mid_drain_applies_every_update_exactly_once() {
     let _serial = serial();
-    let stats = kill_workers(Mode::Worker, 20).unwrap_or_else(|e| panic!("{e}"));
+    let stats = kill_workers(Mode::Worker, kills(KILLS)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("worker kills: {stats:?}");
 }
 
@@ -642,9 +675,9 @@ fn kill_enqueuers(mode: Mode, kills: u64) -> std::result::Result<EnqueueKills, S
 }
 
 #[test]
-fn acknowledged_enqueues_survive_kill_9_of_20_enqueuers() {
+fn acknowledged_enqueues_survive_kill_9_of_100_enqueuers() {
     let _serial = serial();
-    let stats = kill_enqueuers(Mode::Enqueuer, 20).unwrap_or_else(|e| panic!("{e}"));
+    let stats = kill_enqueuers(Mode::Enqueuer, kills(KILLS)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("enqueue kills: {stats:?}");
 }
 

@@ -5,7 +5,9 @@
 //! file or PostgreSQL schema, so they run in parallel.
 //!
 //! Also here: a PostgreSQL worker killed with SIGKILL mid-batch, 20 times
-//! (the child is this test binary run again with `--exact pg_worker_child
+//! (`AUTOSHARD_KILLS` for another count; a round fills and drains a queue
+//! through a new process and costs about a second, so it stays below the
+//! 100 kills of the cheaper crash tests) (the child is this test binary run again with `--exact pg_worker_child
 //! --ignored`). Tests that need SQLite files by hand stay in
 //! `ranking_queue.rs`.
 #![cfg(unix)]
@@ -649,7 +651,8 @@ mod pg_crash {
     /// empty, the tree passes `check_integrity` and equals the oracle.
     #[test]
     fn pg_worker_killed_20_times_mid_batch_applies_every_update_exactly_once() {
-        let (kills, partial) = kill_workers(false, KILLS).unwrap();
+        let want = super::child::kills(KILLS.into()) as u32;
+        let (kills, partial) = kill_workers(false, want).unwrap();
         assert!(
             partial >= kills / 2,
             "only {partial} of {kills} kills landed mid-drain"

@@ -132,6 +132,34 @@ impl EntityId for String {
     }
 }
 
+/// Longest string id, in bytes of UTF-8, on every store: `insert`, `load`,
+/// `save`, `delete` and `shard_count` refuse a longer one with
+/// [`Error::InvalidValue`] (field `<id>`) before any SQL runs.
+///
+/// PostgreSQL keeps the id in B-tree indexes, whose rows may not exceed a
+/// third of a page (2,704 bytes of an 8 KiB page, less what compression
+/// saves), and a shard-table index row holds the field name as well; 1,024
+/// bytes leaves room for both. SQLite has no such limit but gets the same
+/// one, so a program that runs on one store runs on the other.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// The key of `id`, with a string id held to [`MAX_ID_LEN`]: every entity
+/// call of the public API makes its key here.
+pub(crate) fn key_of<T: Shardable>(id: &T::Id) -> Result<Key<'_>> {
+    match id.key()? {
+        Key::Text(s) if s.len() > MAX_ID_LEN => Err(Error::InvalidValue {
+            kind: T::KIND,
+            field: "<id>",
+            reason: format!(
+                "a string id is at most autoshard::MAX_ID_LEN = {MAX_ID_LEN} bytes long; \
+                 this one is {} bytes",
+                s.len()
+            ),
+        }),
+        key => Ok(key),
+    }
+}
+
 /// The unsaved shard deltas of an entity, and what it looked like when last
 /// loaded or saved.
 ///

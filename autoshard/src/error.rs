@@ -57,8 +57,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// A value cannot be stored faithfully (a NaN or infinite float), or
-    /// could not be serialized. Nothing was written.
+    /// A value cannot be stored faithfully (a NaN or infinite float), could
+    /// not be serialized, or is a string id longer than
+    /// [`MAX_ID_LEN`](crate::MAX_ID_LEN) (field `<id>`). Nothing was written.
     #[error("{kind}.{field}: {reason}")]
     InvalidValue {
         /// The entity kind.

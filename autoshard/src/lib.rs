@@ -77,6 +77,7 @@
 
 mod any;
 mod compaction;
+mod deadline;
 mod entity;
 mod error;
 pub mod fold;
@@ -96,7 +97,7 @@ pub mod __private;
 
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
-pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
+pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
 pub use crate::store::{CompactionStats, Saved, Store};
 #[cfg(feature = "postgres")]

@@ -2,7 +2,7 @@
 //! of them over the seam (`crate::seam`).
 
 use crate::compaction;
-use crate::entity::{EntityId, Shardable};
+use crate::entity::{key_of, Shardable};
 use crate::error::Result;
 use crate::mapper;
 use crate::seam::{Backend, Kind};
@@ -14,6 +14,11 @@ use crate::seam::{Backend, Kind};
 /// The semantics are the AutoShard paper's and are the same for every
 /// store; `docs/design.md` states them in full. The methods are provided:
 /// a store implements the crate's internal seam, so the trait is sealed.
+///
+/// Every method that takes an id refuses a string id longer than
+/// [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes with
+/// [`Error::InvalidValue`](crate::Error::InvalidValue) before it reaches
+/// the store, on every store.
 pub trait Store: Backend {
     /// Writes a new entity: its document, and for each sharded field either
     /// `shards` rows (static: the first holds the current value, the rest the
@@ -28,7 +33,7 @@ pub trait Store: Backend {
     /// the store cannot hold; a store error. Nothing is written on error.
     fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
         let plan = mapper::plan_insert(entity)?;
-        let key = entity.id().key()?;
+        let key = key_of::<T>(entity.id())?;
         self.__entities().0.insert(&Kind::of::<T>(), key, &plan)?;
         mapper::inserted(entity, plan);
         Ok(())
@@ -43,7 +48,7 @@ pub trait Store: Backend {
     /// does not decode into its field, [`Error::Fold`](crate::Error::Fold)
     /// when the fold refuses the stored rows, or a store error.
     fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
-        let key = id.key()?;
+        let key = key_of::<T>(id)?;
         match self.__entities().0.load(&Kind::of::<T>(), key)? {
             Some(stored) => mapper::assemble(id, key, stored).map(Some),
             None => Ok(None),
@@ -70,7 +75,7 @@ pub trait Store: Backend {
         let Some(plan) = mapper::plan_save(entity)? else {
             return Ok(Saved::default());
         };
-        let key = entity.id().key()?;
+        let key = key_of::<T>(entity.id())?;
         let attempts = self.__entities().0.save(&Kind::of::<T>(), key, &plan)?;
         Ok(mapper::saved(entity, plan, attempts))
     }
@@ -81,7 +86,9 @@ pub trait Store: Backend {
     ///
     /// A store error; nothing is deleted then.
     fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
-        self.__entities().0.delete(&Kind::of::<T>(), id.key()?)
+        self.__entities()
+            .0
+            .delete(&Kind::of::<T>(), key_of::<T>(id)?)
     }
 
     /// The compaction job: folds the shard rows of every entity of kind `T`
@@ -126,7 +133,7 @@ pub trait Store: Backend {
         mapper::field_index::<T>(field)?;
         self.__entities()
             .0
-            .shard_count(&Kind::of::<T>(), id.key()?, field)
+            .shard_count(&Kind::of::<T>(), key_of::<T>(id)?, field)
     }
 }
 

@@ -13,6 +13,22 @@ use std::time::Duration;
 /// `Child::kill` sends SIGKILL on Unix.
 const SIGKILL: i32 = 9;
 
+/// Overrides every crash test's kill count, for a soak
+/// (`AUTOSHARD_KILLS=1000`) or a quick local run (`AUTOSHARD_KILLS=5`).
+pub const ENV_KILLS: &str = "AUTOSHARD_KILLS";
+
+/// How many kills a crash test makes: [`ENV_KILLS`] if set, else its
+/// default (100 where a round costs well under a second, so a CI run kills
+/// every cheap write path at least 100 times).
+pub fn kills(default: u64) -> u64 {
+    match std::env::var(ENV_KILLS) {
+        Ok(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("{ENV_KILLS}={n:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
 /// A running child; killed and reaped on drop, so a parent that panics
 /// leaves nothing behind.
 pub struct Child {

@@ -146,7 +146,8 @@ impl Ranking {
         self.flush_within(DEFAULT_FLUSH_TIMEOUT)
     }
 
-    /// [`flush`](Ranking::flush) with its own time limit.
+    /// [`flush`](Ranking::flush) with its own time limit (`Duration::MAX`
+    /// waits as long as it takes).
     ///
     /// # Errors
     ///

@@ -2,12 +2,13 @@
 
 use super::group::{QueueState, Signal};
 use super::{Drained, BUSY_PAUSE};
+use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::ranking::Ranking;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Drains a board's queue: one writer applying batches of queued updates.
 ///
@@ -61,7 +62,8 @@ impl Worker {
     /// How long an idle worker sleeps before it looks at the queue again
     /// (default 20 ms). An enqueue or a flush in this process wakes it at
     /// once; an enqueue in another process is seen within this long (then
-    /// the [`linger`](Worker::linger) applies).
+    /// the [`linger`](Worker::linger) applies). `Duration::MAX` never looks
+    /// unwoken.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -75,7 +77,7 @@ impl Worker {
     /// applied in a batch of hundreds costs a fraction of one applied in a
     /// batch of ten (the tree nodes and pages they share are written once,
     /// and the commit is paid once). Zero applies every update as soon as
-    /// possible.
+    /// possible; `Duration::MAX` waits for a full batch or a flush.
     pub fn linger(mut self, linger: Duration) -> Self {
         self.linger = linger;
         self
@@ -194,7 +196,7 @@ impl Worker {
         if timeout.is_zero() {
             return;
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout);
         let mut signal = state.signal();
         loop {
             // The stop flag is set before the signal mutex is taken to
@@ -202,14 +204,20 @@ impl Worker {
             if stop.load(Ordering::Acquire) || wake(&signal) {
                 return;
             }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return;
+            signal = match deadline.left() {
+                Some(left) if left.is_zero() => return,
+                Some(left) => {
+                    state
+                        .signalled
+                        .wait_timeout(signal, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => state
+                    .signalled
+                    .wait(signal)
+                    .unwrap_or_else(|p| p.into_inner()),
             };
-            signal = state
-                .signalled
-                .wait_timeout(signal, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
         }
     }
 }

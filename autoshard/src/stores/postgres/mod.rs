@@ -143,7 +143,7 @@ impl PostgresBuilder {
 
     /// How long a write whose `COMMIT` got no answer keeps trying to reach
     /// the server to find out whether it was applied (default 30 s), before
-    /// it gives up with [`Error::InDoubt`].
+    /// it gives up with [`Error::InDoubt`]. `Duration::MAX` never gives up.
     pub fn in_doubt_timeout(mut self, timeout: Duration) -> Self {
         self.in_doubt_timeout = timeout;
         self

@@ -5,12 +5,13 @@
 
 use super::error::{classify, Class};
 use super::{Concurrency, Conn, Postgres};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::stores::pool::Checkout;
 use postgres::types::ToSql;
 use postgres::{Client, Row, SimpleQueryMessage, Statement};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl Postgres {
     /// Runs `body` in a write transaction, re-running the whole transaction
@@ -164,7 +165,7 @@ impl Postgres {
     /// the transaction locked before its COMMIT was sent, so the answer is
     /// final once the lock is ours.
     fn resolve(&self, writer: i64, seq: i64) -> Result<bool> {
-        let deadline = Instant::now() + self.inner.options.in_doubt_timeout;
+        let deadline = Deadline::after(self.inner.options.in_doubt_timeout);
         let mut tries = 0;
         loop {
             tries += 1;
@@ -173,7 +174,7 @@ impl Postgres {
                 Ok(None) => "the writer's row is missing".into(),
                 Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
                     self.drop_idle();
-                    if Instant::now() < deadline {
+                    if !deadline.passed() {
                         backoff_lost(tries);
                         continue;
                     }
@@ -193,7 +194,13 @@ impl Postgres {
         let mut checkout = self.checkout()?;
         let conn = &mut *checkout;
         let names = &self.inner.names;
-        let timeout = self.inner.options.in_doubt_timeout.as_millis().max(1);
+        // In milliseconds, which PostgreSQL takes up to `i32::MAX` of.
+        let timeout = self
+            .inner
+            .options
+            .in_doubt_timeout
+            .as_millis()
+            .clamp(1, i32::MAX as u128);
         let outcome = (|| {
             conn.client.batch_execute(&format!(
                 "BEGIN; SET LOCAL lock_timeout = {timeout}; SET LOCAL statement_timeout = {timeout}"

@@ -9,6 +9,14 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+/// `SQLITE_READONLY` in any of its forms: the file, its directory or its
+/// `-shm` could not be written when the connection was opened (SQLite then
+/// opens it read-only, for good), or the file was moved or deleted under
+/// it. A connection opened anew may work; this one never will.
+pub(super) fn needs_reopening(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(ErrorCode::ReadOnly)
+}
+
 /// Lock contention (`SQLITE_BUSY` or `SQLITE_LOCKED`) goes away when the
 /// other writer commits.
 impl Retryable for rusqlite::Error {

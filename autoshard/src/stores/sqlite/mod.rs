@@ -15,6 +15,7 @@ mod queue;
 mod schema;
 mod values;
 
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::seam::{Backend, Boards, Entities, Kind};
 use crate::stores::pool::{Pool, Pooled};
@@ -24,7 +25,7 @@ use schema::KindTables;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The URL schemes [`crate::open`] hands to this store.
 pub(crate) const SCHEMES: &[&str] = &["sqlite"];
@@ -91,7 +92,7 @@ impl SqliteBuilder {
     }
 
     /// How long one transaction waits for the write lock before it is
-    /// retried (default 5 s).
+    /// retried (default 5 s). `Duration::MAX` waits as long as it takes.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
         self
@@ -183,7 +184,7 @@ impl SqliteBuilder {
         // Handles opened at once race for WAL recovery, and the losers get
         // SQLITE_BUSY_RECOVERY from the first pragma: wait for it like a
         // transaction waits for the write lock, instead of failing the open.
-        let outer = LOCK_DEADLINE.replace(Some(Instant::now() + self.busy_timeout));
+        let outer = LOCK_DEADLINE.replace(Some(Deadline::after(self.busy_timeout)));
         let pragmas = (|| -> rusqlite::Result<()> {
             // journal_mode answers with a row, so it cannot go through execute.
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -279,7 +280,17 @@ impl Sqlite {
     /// Runs `f` on a pooled connection.
     pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
         let mut conn = self.inner.pool.checkout(|| self.inner.options.connect())?;
-        f(&mut conn)
+        let result = f(&mut conn);
+        if let Err(Error::Sqlite(e)) = &result {
+            // SQLite opens a file it may not write read-only, and the
+            // connection stays so after the file is writable again: the next
+            // call opens a new one instead. (An in-memory database lives in
+            // its connection and is never read-only.)
+            if error::needs_reopening(e) && self.inner.options.path.is_some() {
+                conn.broken();
+            }
+        }
+        result
     }
 
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`), retrying the
@@ -314,7 +325,7 @@ impl Sqlite {
         };
         self.with_conn(|conn| {
             for attempt in 1..=options.max_attempts {
-                LOCK_DEADLINE.set(Some(Instant::now() + options.busy_timeout));
+                LOCK_DEADLINE.set(Some(Deadline::after(options.busy_timeout)));
                 let outcome = conn
                     .transaction_with_behavior(behavior)
                     .map_err(Error::from)
@@ -424,14 +435,14 @@ thread_local! {
     // The busy handler is set once per connection but the deadline is per
     // transaction; a connection is used by one thread at a time, so the
     // current transaction's deadline lives here.
-    static LOCK_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    static LOCK_DEADLINE: Cell<Option<Deadline>> = const { Cell::new(None) };
 }
 
 fn wait_for_lock(calls: i32) -> bool {
     let Some(deadline) = LOCK_DEADLINE.get() else {
         return false;
     };
-    if Instant::now() >= deadline {
+    if deadline.passed() {
         return false;
     }
     // 20 µs doubling to 1 ms, jittered so waiting writers don't wake in step.
