@@ -413,6 +413,26 @@ fn generic_entity_with_floats() {
     assert_eq!(db.shard_count::<Counter<f64>>(&2, "recent").unwrap(), 3);
 }
 
+/// Floating-point addition is not associative: the aggregate adds each
+/// change in turn, ((0.1 + 0.1) + 0.2) + 0.3, while the store's expected
+/// value is 0.1 + ((0.1 + 0.2) + 0.3), and the two differ in the last bit.
+/// That is rounding, not a change made outside a shard method.
+#[test]
+fn float_sums_that_round_differently_are_not_direct_writes() {
+    let db = Sqlite::memory().unwrap();
+    db.insert(&Counter::new(3, 0.1f64)).unwrap();
+    let mut c: Counter<f64> = db.load(&3).unwrap().unwrap();
+    for by in [0.1, 0.2, 0.3] {
+        c.add(by);
+    }
+    assert_ne!(c.total, 0.1 + ((0.1 + 0.2) + 0.3));
+    db.save(&mut c).unwrap();
+    c.add(1e-3);
+    db.save(&mut c).unwrap();
+    let loaded: Counter<f64> = db.load(&3).unwrap().unwrap();
+    assert!((loaded.total - 0.701).abs() < 1e-12, "{}", loaded.total);
+}
+
 // --- names ---------------------------------------------------------------
 
 /// A raw identifier is stored under its plain name.

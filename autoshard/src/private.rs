@@ -8,6 +8,7 @@ use crate::fold::FoldOutput;
 use crate::value::{self, Value, ValueError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::any::TypeId;
 
 pub use serde;
 
@@ -129,6 +130,107 @@ pub fn encode_pending<T: ShardValue>(
         return Ok(None);
     }
     encode_field(kind, field, pending).map(Some)
+}
+
+/// What a save's check of one sharded field found.
+#[derive(Debug, PartialEq)]
+pub enum Checked {
+    /// The field holds its base and has no delta.
+    Unchanged,
+    /// The field holds its base folded with its delta: what the store will
+    /// hold, and the field's new base (encoded) once the save commits.
+    Folded(Value),
+    /// Neither: the field was changed outside a shard method.
+    Changed,
+}
+
+/// Checks one sharded field before a save: `current` must be `base` (the
+/// aggregate as loaded, inserted or last saved) folded with the pending
+/// `delta`, both as encoded for the store, because that is what the store
+/// holds after the save. A fold that refuses them is [`Error::Fold`].
+pub fn check_field<T: ShardValue, R: FoldOutput<T>>(
+    kind: &'static str,
+    field: &'static str,
+    current: &T,
+    base: &Value,
+    delta: Option<&Value>,
+    fold: fn(T, T) -> R,
+) -> Result<Checked> {
+    let decode = |v: &Value| value::decode::<T>(v).map_err(|e| invalid_value(kind, field, e));
+    let expected = match delta {
+        None => decode(base)?,
+        Some(delta) => fold(decode(base)?, decode(delta)?)
+            .into_fold_result()
+            .map_err(|source| Error::Fold {
+                kind,
+                field,
+                source,
+            })?,
+    };
+    if expected == *current {
+        return match delta {
+            None => Ok(Checked::Unchanged),
+            Some(_) => encode_field(kind, field, current).map(Checked::Folded),
+        };
+    }
+    let tolerance = if TypeId::of::<T>() == TypeId::of::<f32>() {
+        F32_TOLERANCE
+    } else {
+        F64_TOLERANCE
+    };
+    match (value::encode(current), value::encode(&expected)) {
+        (Ok(now), Ok(expected)) if rounding_apart(&now, &expected, tolerance) => Ok(match delta {
+            None => Checked::Unchanged,
+            Some(_) => Checked::Folded(now),
+        }),
+        _ => Ok(Checked::Changed),
+    }
+}
+
+/// Relative differences that floating-point rounding explains. A shard
+/// method adds each change to the aggregate in turn while the delta sums
+/// the changes first, and float addition is not associative, so the two
+/// ways to the same total can differ in their last bits; these allow for
+/// some 10^9 (`f64`) and 10^3 (`f32`) additions between saves, and a change
+/// made outside a shard method moves the value by far more.
+const F64_TOLERANCE: f64 = 1e-6;
+const F32_TOLERANCE: f64 = 1e-4;
+
+/// Whether two encoded values differ only in numbers that are within
+/// `tolerance` of each other (relative), at the same places.
+fn rounding_apart(a: &Value, b: &Value, tolerance: f64) -> bool {
+    match (a, b) {
+        (Value::Real(x), Value::Real(y)) => close(*x, *y, tolerance),
+        (Value::Text(x), Value::Text(y)) => {
+            match (serde_json::from_str(x), serde_json::from_str(y)) {
+                (Ok(x), Ok(y)) => json_close(&x, &y, tolerance),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn json_close(a: &serde_json::Value, b: &serde_json::Value, tolerance: f64) -> bool {
+    use serde_json::Value as Json;
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) if x.is_f64() || y.is_f64() => {
+            matches!((x.as_f64(), y.as_f64()), (Some(x), Some(y)) if close(x, y, tolerance))
+        }
+        (Json::Array(x), Json::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_close(x, y, tolerance))
+        }
+        (Json::Object(x), Json::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_close(v, w, tolerance)))
+        }
+        _ => a == b,
+    }
+}
+
+fn close(x: f64, y: f64, tolerance: f64) -> bool {
+    (x - y).abs() <= tolerance * x.abs().max(y.abs())
 }
 
 /// Error for an out-of-range field index (a bug in generated code).
