@@ -396,3 +396,142 @@ impl Parts {
             .map_err(|e| e.into_error(self.kind, &self.id, self.fields[field].name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, HashSet};
+
+    fn sum(a: i64, b: i64) -> i64 {
+        a + b
+    }
+
+    fn check<T: ShardValue>(current: T, base: T, delta: Option<T>, fold: fn(T, T) -> T) -> Checked {
+        let base = value::encode(&base).unwrap();
+        let delta = delta.map(|d| value::encode(&d).unwrap());
+        check_field("K", "f", &current, &base, delta.as_ref(), fold).unwrap()
+    }
+
+    #[test]
+    fn a_field_must_hold_its_base_folded_with_its_delta() {
+        assert_eq!(check(7, 7, None, sum), Checked::Unchanged);
+        assert_eq!(
+            check(10, 7, Some(3), sum),
+            Checked::Folded(Value::Integer(10))
+        );
+        assert_eq!(check(8, 7, None, sum), Checked::Changed);
+        assert_eq!(check(11, 7, Some(3), sum), Checked::Changed);
+    }
+
+    #[test]
+    fn a_fold_that_refuses_the_delta_is_a_fold_error() {
+        let base = Value::Integer(i64::MAX);
+        let delta = Value::Integer(1);
+        let err = check_field(
+            "K",
+            "f",
+            &0i64,
+            &base,
+            Some(&delta),
+            crate::fold::checked_sum,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Fold { field: "f", .. }), "{err:?}");
+    }
+
+    #[test]
+    fn collections_compare_by_content_not_by_encoding() {
+        fn union(mut a: HashSet<String>, b: HashSet<String>) -> HashSet<String> {
+            a.extend(b);
+            a
+        }
+        let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
+        let many: Vec<String> = (0..50).map(|i| format!("tag{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        // Sets with the same content may iterate, and so encode, in
+        // different orders (each `HashSet` has its own hasher seed).
+        let current = set(&many);
+        assert!(matches!(
+            check(current, set(&many[..25]), Some(set(&many[25..])), union),
+            Checked::Folded(_)
+        ));
+        assert_eq!(
+            check(set(&["a", "b"]), set(&["a"]), Some(set(&["c"])), union),
+            Checked::Changed
+        );
+    }
+
+    #[test]
+    fn floats_may_differ_by_rounding_only() {
+        fn add(a: f64, b: f64) -> f64 {
+            a + b
+        }
+        // The object adds each change in turn, the store the summed delta.
+        let (current, delta) = (current_f64(), delta_f64());
+        assert_ne!(current, 0.1 + delta);
+        assert_eq!(
+            check(current, 0.1, Some(delta), add),
+            Checked::Folded(Value::Real(current))
+        );
+        assert_eq!(check(0.7001, 0.1, Some(delta), add), Checked::Changed);
+        assert_eq!(check(10.0, 0.1, None, add), Checked::Changed);
+
+        fn add32(a: f32, b: f32) -> f32 {
+            a + b
+        }
+        let mut current = 0.1f32;
+        let mut delta = 0.0f32;
+        for _ in 0..100 {
+            current += 0.013;
+            delta += 0.013;
+        }
+        assert_ne!(current, 0.1 + delta);
+        assert!(matches!(
+            check(current, 0.1, Some(delta), add32),
+            Checked::Folded(_)
+        ));
+        assert_eq!(
+            check(current + 0.01, 0.1, Some(delta), add32),
+            Checked::Changed
+        );
+
+        // Inside a composite value too, number by number.
+        type Stats = (u64, f64, BTreeMap<String, f64>);
+        fn merge(a: Stats, b: Stats) -> Stats {
+            let mut map = a.2;
+            for (k, v) in b.2 {
+                *map.entry(k).or_insert(0.0) += v;
+            }
+            (a.0 + b.0, a.1 + b.1, map)
+        }
+        let stats = |n, x: f64| (n, x, BTreeMap::from([("k".to_string(), x)]));
+        assert!(matches!(
+            check(
+                stats(3, current_f64()),
+                stats(1, 0.1),
+                Some(stats(2, delta_f64())),
+                merge
+            ),
+            Checked::Folded(_)
+        ));
+        assert_eq!(
+            check(
+                stats(4, current_f64()),
+                stats(1, 0.1),
+                Some(stats(2, delta_f64())),
+                merge
+            ),
+            Checked::Changed
+        );
+    }
+
+    /// 0.1 plus the changes 0.1, 0.2 and 0.3, one at a time...
+    fn current_f64() -> f64 {
+        ((0.1 + 0.1) + 0.2) + 0.3
+    }
+
+    /// ...and the changes summed first, as the pending delta holds them.
+    fn delta_f64() -> f64 {
+        (0.1 + 0.2) + 0.3
+    }
+}
