@@ -433,6 +433,61 @@ fn float_sums_that_round_differently_are_not_direct_writes() {
     assert!((loaded.total - 0.701).abs() < 1e-12, "{}", loaded.total);
 }
 
+/// A shard method whose body the fold cannot replay leaves the object
+/// showing a value the store will not hold; save refuses it like a direct
+/// assignment, before writing anything.
+#[derive(Shardable, Debug)]
+struct Gauge {
+    #[shard(id)]
+    id: u32,
+    #[shard(neutral = 0, shards = 2)]
+    level: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Gauge {
+    #[shard_method]
+    fn set(&mut self, level: i64) {
+        self.level = level;
+    }
+    #[shard_method]
+    fn bump_if_low(&mut self) {
+        if self.level < 100 {
+            self.level += 1;
+        }
+    }
+    #[shard_fold]
+    fn fold_level(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn shard_methods_the_fold_cannot_replay_are_refused_at_save() {
+    let db = Sqlite::memory().unwrap();
+    db.insert(&Gauge {
+        id: 1,
+        level: 150,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let refused = |g: &mut Gauge| match db.save(g) {
+        Err(autoshard::Error::DirectWrite { field: "level", .. }) => {}
+        other => panic!("expected DirectWrite, got {other:?}"),
+    };
+    // The first run sees the delta 0 (< 100) and adds 1; the second sees
+    // 150 and adds nothing: the store would hold 151, the object shows 150.
+    let mut g: Gauge = db.load(&1).unwrap().unwrap();
+    g.bump_if_low();
+    refused(&mut g);
+    // An assignment: the store would hold 150 + 5, the object shows 5.
+    let mut g: Gauge = db.load(&1).unwrap().unwrap();
+    g.set(5);
+    refused(&mut g);
+    assert_eq!(db.load::<Gauge>(&1).unwrap().unwrap().level, 150);
+}
+
 // --- names ---------------------------------------------------------------
 
 /// A raw identifier is stored under its plain name.

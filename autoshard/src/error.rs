@@ -136,16 +136,18 @@ pub enum Error {
         id: String,
     },
 
-    /// `save` found a sharded field changed outside a `#[shard_method]`
-    /// (say `q.votes = 10`): its value is not the one it was loaded,
-    /// inserted or last saved with, folded with its pending delta, which is
-    /// what the store will hold. The store records only deltas, so that
-    /// change would be lost while the object shows it. Nothing was written
-    /// and the object is unchanged: undo the change or make it through a
-    /// shard method, or load the entity again.
+    /// `save` found a sharded field that does not hold its base (the value
+    /// it was loaded, inserted or last saved with) folded with its pending
+    /// delta, which is what the store will hold. It was changed outside a
+    /// `#[shard_method]` (say `q.votes = 10`), or by a shard method whose
+    /// change the fold cannot replay (an assignment, a branch on the
+    /// field's own value). The store records only deltas, so the change
+    /// would be lost while the object shows it. Nothing was written and the
+    /// object is unchanged: undo the change or make it through a shard
+    /// method, or load the entity again.
     #[error(
-        "{kind} {id}: sharded field `{field}` was changed outside a #[shard_method], so no \
-         save can record the change; nothing was written"
+        "{kind} {id}: sharded field `{field}` was changed outside a #[shard_method] (or by one \
+         its fold cannot replay), so no save can record the change; nothing was written"
     )]
     DirectWrite {
         /// The entity kind.
