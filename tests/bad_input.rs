@@ -307,15 +307,18 @@ struct Checked {
 }
 
 impl Checked {
-    // The aggregate view saturates so the method itself cannot overflow;
-    // the pending view records the exact delta, which the fold then checks.
+    // The aggregate view wraps so the method itself cannot overflow, and
+    // wrapping is exact (modulo 2^64): a compensating change restores the
+    // value the fold computes, where a saturated one would stay off and be
+    // refused as a change made outside a shard method. The pending view
+    // records the exact delta, which the fold then checks.
     #[shard_method]
     fn add(&mut self, by: i64) {
-        self.hits = self.hits.saturating_add(by);
+        self.hits = self.hits.wrapping_add(by);
     }
     #[shard_method]
     fn append(&mut self, by: i64) {
-        self.appended = self.appended.saturating_add(by);
+        self.appended = self.appended.wrapping_add(by);
     }
 }
 
@@ -332,6 +335,9 @@ fn a_checked_fold_refuses_overflow_on_save_and_keeps_the_delta() {
         .unwrap();
     let mut c: Checked = db.store.load(&1).unwrap().unwrap();
     let before = dump(&db.path, "checked");
+    // Refused before any transaction: the save checks that the loaded total
+    // folded with the delta is what the object shows, and that fold fails.
+    // (`stores_mapper.rs` has the store's own fold refusing a shard row.)
     c.add(5);
     let err = db.store.save(&mut c).unwrap_err();
     match &err {
@@ -364,13 +370,17 @@ fn overflow_among_dynamic_rows_is_an_error_on_load_and_compaction_not_a_wrap() {
         .insert(&Checked {
             id: 1,
             hits: 0,
-            appended: i64::MAX,
+            appended: i64::MAX - 1,
             pending: Pending::default(),
         })
         .unwrap();
-    // An append folds nothing, so the save succeeds; the overflow is in the
+    // Two objects loaded at MAX - 1 each append 1: each total fits, and an
+    // append folds nothing, so both saves succeed; the overflow is in the
     // stored rows, where every reader must notice it.
+    let mut b: Checked = db.store.load(&1).unwrap().unwrap();
     let mut c: Checked = db.store.load(&1).unwrap().unwrap();
+    b.append(1);
+    db.store.save(&mut b).unwrap();
     c.append(1);
     db.store.save(&mut c).unwrap();
     let before = dump(&db.path, "checked");
@@ -706,14 +716,13 @@ fn a_corrupted_shard_value_is_a_typed_error_naming_kind_id_and_field() {
 fn a_save_that_meets_a_corrupted_shard_fails_and_keeps_its_delta() {
     let db = db();
     db.store.insert(&Question::new(1)).unwrap();
+    // Loaded before the row goes bad: load refuses the entity after.
+    let mut q: Question = db.store.load(&1).unwrap().unwrap();
     corrupt(
         &db.path,
         "UPDATE as_shard_question SET value = 'garbage' WHERE entity = 1 AND field = 'votes' AND shard = 2",
     );
     assert_corrupt(db.store.load::<Question>(&1), "votes");
-    // Load refuses the entity, so the votes go through a hand-built object
-    // with the same id.
-    let mut q = Question::new(1);
     let mut failures = 0;
     for _ in 0..100 {
         q.vote();

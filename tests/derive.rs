@@ -413,6 +413,81 @@ fn generic_entity_with_floats() {
     assert_eq!(db.shard_count::<Counter<f64>>(&2, "recent").unwrap(), 3);
 }
 
+/// Floating-point addition is not associative: the aggregate adds each
+/// change in turn, ((0.1 + 0.1) + 0.2) + 0.3, while the store's expected
+/// value is 0.1 + ((0.1 + 0.2) + 0.3), and the two differ in the last bit.
+/// That is rounding, not a change made outside a shard method.
+#[test]
+fn float_sums_that_round_differently_are_not_direct_writes() {
+    let db = Sqlite::memory().unwrap();
+    db.insert(&Counter::new(3, 0.1f64)).unwrap();
+    let mut c: Counter<f64> = db.load(&3).unwrap().unwrap();
+    for by in [0.1, 0.2, 0.3] {
+        c.add(by);
+    }
+    assert_ne!(c.total, 0.1 + ((0.1 + 0.2) + 0.3));
+    db.save(&mut c).unwrap();
+    c.add(1e-3);
+    db.save(&mut c).unwrap();
+    let loaded: Counter<f64> = db.load(&3).unwrap().unwrap();
+    assert!((loaded.total - 0.701).abs() < 1e-12, "{}", loaded.total);
+}
+
+/// A shard method whose body the fold cannot replay leaves the object
+/// showing a value the store will not hold; save refuses it like a direct
+/// assignment, before writing anything.
+#[derive(Shardable, Debug)]
+struct Gauge {
+    #[shard(id)]
+    id: u32,
+    #[shard(neutral = 0, shards = 2)]
+    level: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Gauge {
+    #[shard_method]
+    fn set(&mut self, level: i64) {
+        self.level = level;
+    }
+    #[shard_method]
+    fn bump_if_low(&mut self) {
+        if self.level < 100 {
+            self.level += 1;
+        }
+    }
+    #[shard_fold]
+    fn fold_level(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+#[test]
+fn shard_methods_the_fold_cannot_replay_are_refused_at_save() {
+    let db = Sqlite::memory().unwrap();
+    db.insert(&Gauge {
+        id: 1,
+        level: 150,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let refused = |g: &mut Gauge| match db.save(g) {
+        Err(autoshard::Error::DirectWrite { field: "level", .. }) => {}
+        other => panic!("expected DirectWrite, got {other:?}"),
+    };
+    // The first run sees the delta 0 (< 100) and adds 1; the second sees
+    // 150 and adds nothing: the store would hold 151, the object shows 150.
+    let mut g: Gauge = db.load(&1).unwrap().unwrap();
+    g.bump_if_low();
+    refused(&mut g);
+    // An assignment: the store would hold 150 + 5, the object shows 5.
+    let mut g: Gauge = db.load(&1).unwrap().unwrap();
+    g.set(5);
+    refused(&mut g);
+    assert_eq!(db.load::<Gauge>(&1).unwrap().unwrap().level, 150);
+}
+
 // --- names ---------------------------------------------------------------
 
 /// A raw identifier is stored under its plain name.

@@ -4,7 +4,7 @@
 //! appends at `max(shard) + 1`). The behaviour every store shares is tested
 //! once for all stores in `stores_mapper.rs`.
 
-use autoshard::{CompactionStats, Pending, Saved};
+use autoshard::{CompactionStats, Error, Pending, Saved};
 use autoshard::{Sqlite, Store};
 use rusqlite::types::Value as Sql;
 use std::collections::BTreeMap;
@@ -245,4 +245,71 @@ fn the_in_memory_store_is_a_full_store() {
         .is_none());
     assert!(store.delete::<Question>(&1).unwrap());
     assert!(clone.load::<Question>(&1).unwrap().is_none());
+}
+
+// --- databases from before incarnations (issue 12) ---------------------------
+
+/// A kind's tables as autoshard made them before incarnations: no
+/// `incarnation` column in the entity table.
+const WITHOUT_INCARNATIONS: &str = r#"
+    CREATE TABLE autoshard_kinds (
+        kind TEXT PRIMARY KEY NOT NULL,
+        base TEXT NOT NULL UNIQUE,
+        id_type TEXT NOT NULL
+    ) STRICT;
+    INSERT INTO autoshard_kinds VALUES ('Question', 'question', 'integer');
+    CREATE TABLE as_entity_question (
+        id INTEGER PRIMARY KEY NOT NULL,
+        doc TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE as_shard_question (
+        entity INTEGER NOT NULL REFERENCES as_entity_question (id) ON DELETE CASCADE,
+        field TEXT NOT NULL,
+        shard INTEGER NOT NULL,
+        value ANY NOT NULL,
+        PRIMARY KEY (entity, field, shard)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO as_entity_question VALUES (1, '{"title":"old"}');
+    INSERT INTO as_shard_question VALUES (1, 'votes', 0, 7), (1, 'votes', 1, 0), (1, 'views', 0, 3);
+"#;
+
+fn incarnations(path: &Path) -> BTreeMap<i64, i64> {
+    let conn = raw(path);
+    let mut stmt = conn
+        .prepare("SELECT id, incarnation FROM as_entity_question")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// Without the `ALTER TABLE` in `KindTables::ensure` the first load fails
+/// with `no such column: incarnation`.
+#[test]
+fn a_database_from_before_incarnations_gains_the_column_and_keeps_its_entities() {
+    let db = db();
+    raw(&db.path).execute_batch(WITHOUT_INCARNATIONS).unwrap();
+
+    let mut old: Question = db.store.load(&1).unwrap().unwrap();
+    assert_eq!((old.title.as_str(), old.votes, old.views), ("old", 7, 3));
+    // Entities stored before are incarnation 0, which no insert hands out.
+    assert_eq!(incarnations(&db.path), BTreeMap::from([(1, 0)]));
+    old.vote(1);
+    old.view();
+    assert_eq!(saved(db.store.save(&mut old).unwrap()), (1, false, 2));
+
+    // Another handle (another process, say) finds the column there.
+    let other = Sqlite::open(&db.path).unwrap();
+    let mut again: Question = other.load(&1).unwrap().unwrap();
+    assert_eq!((again.votes, again.views), (8, 4));
+    again.vote(1);
+    other.save(&mut again).unwrap();
+
+    // Replaced, the old entity's objects are stale like any others.
+    assert!(db.store.delete::<Question>(&1).unwrap());
+    db.store.insert(&Question::new(1, 0, 0)).unwrap();
+    assert_ne!(incarnations(&db.path)[&1], 0);
+    old.vote(1);
+    let err = db.store.save(&mut old).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    assert_eq!(db.store.load::<Question>(&1).unwrap().unwrap().votes, 0);
 }

@@ -6,6 +6,10 @@
 //! program holds (its aggregate view, its unsaved deltas and the unsharded
 //! document it last read or wrote). A reload discards the held object's
 //! unsaved deltas; a save of an entity deleted meanwhile fails and keeps them.
+//! Every insert is a new incarnation (numbered by the model), and a held
+//! object only saves into its own; a copy of it that commits the deltas it
+//! shares with it leaves it refused; a sharded field assigned directly is
+//! refused at save.
 //!
 //! `PROPTEST_CASES=2000 cargo test --test model` runs a longer
 //! search; the default (64 cases) takes seconds.
@@ -16,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 const IDS: u32 = 3;
 
-#[derive(Shardable, Debug)]
+#[derive(Shardable, Debug, Clone)]
 struct Item {
     #[shard(id)]
     id: u32,
@@ -107,6 +111,8 @@ impl Agg {
 struct Stored {
     label: String,
     agg: Agg,
+    /// Which of the model's inserts created it.
+    incarnation: u64,
 }
 
 #[derive(Debug)]
@@ -118,6 +124,10 @@ struct Held {
     /// The label as last read or written: what decides whether a save
     /// writes the document.
     snapshot: String,
+    /// The incarnation it was loaded or inserted as.
+    incarnation: u64,
+    /// A copy committed the deltas this object shares with it.
+    stale_copy: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +154,12 @@ enum Op {
     Save(u32),
     Compact,
     Delete(u32),
+    /// Another program inserts the id; the held object (if any) stays.
+    InsertAside(u32, String),
+    /// Save a copy of the held object (made with `Clone`), then drop it.
+    CopySave(u32),
+    /// Assign the held object's `count` directly, try to save, undo it.
+    Assign(u32, i64),
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -165,7 +181,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (id.clone(), "[xy]{0,2}").prop_map(|(id, l)| Op::Relabel(id, l)),
         5 => id.clone().prop_map(Op::Save),
         1 => Just(Op::Compact),
-        1 => id.prop_map(Op::Delete),
+        1 => id.clone().prop_map(Op::Delete),
+        1 => (id.clone(), "[xy]{0,2}").prop_map(|(id, l)| Op::InsertAside(id, l)),
+        1 => id.clone().prop_map(Op::CopySave),
+        1 => (id, -100i64..100).prop_map(|(id, v)| Op::Assign(id, v)),
     ]
 }
 
@@ -200,6 +219,7 @@ struct Harness {
     store: Sqlite,
     stored: BTreeMap<u32, Stored>,
     held: BTreeMap<u32, Held>,
+    inserts: u64,
 }
 
 impl Harness {
@@ -217,6 +237,7 @@ impl Harness {
             store,
             stored: BTreeMap::new(),
             held: BTreeMap::new(),
+            inserts: 0,
         }
     }
 
@@ -229,6 +250,7 @@ impl Harness {
             let stored = Stored {
                 label: item.label.clone(),
                 agg: Agg::of(&item),
+                incarnation: self.stored.get(&id).map_or(0, |s| s.incarnation),
             };
             (item, stored)
         }))
@@ -270,11 +292,13 @@ impl Harness {
                 prop_assert!(result.is_ok(), "{result:?}");
                 // The stored aggregate includes the changes made before the
                 // insert, so they are not pending any more.
+                self.inserts += 1;
                 self.stored.insert(
                     *id,
                     Stored {
                         label: label.clone(),
                         agg: agg.clone(),
+                        incarnation: self.inserts,
                     },
                 );
                 self.held.insert(
@@ -285,6 +309,8 @@ impl Harness {
                         agg,
                         delta: Agg::neutral(),
                         snapshot: label.clone(),
+                        incarnation: self.inserts,
+                        stale_copy: false,
                     },
                 );
             }
@@ -298,6 +324,8 @@ impl Harness {
                             agg: stored.agg.clone(),
                             delta: Agg::neutral(),
                             snapshot: stored.label,
+                            incarnation: stored.incarnation,
+                            stale_copy: false,
                         },
                     );
                 }
@@ -322,30 +350,73 @@ impl Harness {
                     return Ok(());
                 };
                 let result = self.store.save(&mut h.item);
-                let document_changed = h.label != h.snapshot;
-                let has_delta = h.delta != Agg::neutral();
-                match self.stored.get_mut(id) {
-                    Some(stored) => {
-                        let saved =
-                            result.map_err(|e| TestCaseError::fail(format!("save: {e}")))?;
-                        prop_assert_eq!(saved.document_written, document_changed);
-                        prop_assert_eq!(saved.attempts, u32::from(document_changed || has_delta));
-                        stored.agg.fold(&h.delta);
-                        if document_changed {
-                            stored.label = h.label.clone();
-                        }
-                        h.snapshot = h.label.clone();
-                        h.delta = Agg::neutral();
-                    }
-                    None if !document_changed && !has_delta => {
-                        // Nothing to write costs no transaction, so the
-                        // store never learns the entity is gone.
-                        prop_assert!(result.is_ok(), "{result:?}");
-                    }
-                    None => {
-                        prop_assert!(matches!(result, Err(Error::NotFound { .. })), "{result:?}");
-                    }
+                save_step(h, self.stored.get_mut(id), result)?;
+            }
+            Op::CopySave(id) => {
+                let Some(h) = self.held.get_mut(id) else {
+                    return Ok(());
+                };
+                let mut copy = Held {
+                    item: h.item.clone(),
+                    label: h.label.clone(),
+                    agg: h.agg.clone(),
+                    delta: h.delta.clone(),
+                    snapshot: h.snapshot.clone(),
+                    incarnation: h.incarnation,
+                    stale_copy: h.stale_copy,
+                };
+                let result = self.store.save(&mut copy.item);
+                let shared = h.delta != Agg::neutral();
+                if save_step(&mut copy, self.stored.get_mut(id), result)? && shared {
+                    h.stale_copy = true;
                 }
+            }
+            Op::Assign(id, count) => {
+                let Some(h) = self.held.get_mut(id) else {
+                    return Ok(());
+                };
+                h.item.count = *count;
+                let result = self.store.save(&mut h.item);
+                if *count == h.agg.count {
+                    save_step(h, self.stored.get_mut(id), result)?;
+                } else if h.stale_copy {
+                    prop_assert!(matches!(result, Err(Error::StaleCopy { .. })), "{result:?}");
+                } else {
+                    prop_assert!(
+                        matches!(result, Err(Error::DirectWrite { field: "count", .. })),
+                        "{result:?}"
+                    );
+                }
+                h.item.count = h.agg.count;
+            }
+            Op::InsertAside(id, label) => {
+                let item = Item {
+                    id: *id,
+                    label: label.clone(),
+                    count: 0,
+                    dyn_count: 0,
+                    tags: HashSet::new(),
+                    peak: f64::MIN,
+                    pending: Pending::default(),
+                };
+                let result = self.store.insert(&item);
+                if self.stored.contains_key(id) {
+                    prop_assert!(
+                        matches!(result, Err(Error::AlreadyExists { .. })),
+                        "{result:?}"
+                    );
+                    return Ok(());
+                }
+                prop_assert!(result.is_ok(), "{result:?}");
+                self.inserts += 1;
+                self.stored.insert(
+                    *id,
+                    Stored {
+                        label: label.clone(),
+                        agg: Agg::neutral(),
+                        incarnation: self.inserts,
+                    },
+                );
             }
             Op::Compact => {
                 let stats = self
@@ -390,6 +461,45 @@ impl Harness {
     }
 }
 
+/// Checks a save of the held object `h` against the model and applies it;
+/// whether it committed.
+fn save_step(
+    h: &mut Held,
+    stored: Option<&mut Stored>,
+    result: autoshard::Result<autoshard::Saved>,
+) -> Result<bool, TestCaseError> {
+    let document_changed = h.label != h.snapshot;
+    let has_delta = h.delta != Agg::neutral();
+    if h.stale_copy {
+        prop_assert!(matches!(result, Err(Error::StaleCopy { .. })), "{result:?}");
+        return Ok(false);
+    }
+    match stored {
+        Some(stored) if stored.incarnation == h.incarnation => {
+            let saved = result.map_err(|e| TestCaseError::fail(format!("save: {e}")))?;
+            prop_assert_eq!(saved.document_written, document_changed);
+            prop_assert_eq!(saved.attempts, u32::from(document_changed || has_delta));
+            stored.agg.fold(&h.delta);
+            if document_changed {
+                stored.label = h.label.clone();
+            }
+            h.snapshot = h.label.clone();
+            h.delta = Agg::neutral();
+            Ok(saved.attempts > 0)
+        }
+        _ if !document_changed && !has_delta => {
+            // Nothing to write costs no transaction, so the store never
+            // learns the entity is gone or replaced.
+            prop_assert!(result.is_ok(), "{result:?}");
+            Ok(false)
+        }
+        _ => {
+            prop_assert!(matches!(result, Err(Error::NotFound { .. })), "{result:?}");
+            Ok(false)
+        }
+    }
+}
+
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
@@ -414,8 +524,9 @@ proptest! {
 }
 
 /// A hand-written sequence through the tricky paths (changes before insert,
-/// a save after a delete, a re-insert, compaction in between), so they are
-/// covered whatever the random search draws.
+/// a save after a delete, a re-insert, compaction in between, a copy, a
+/// direct assignment, a replaced entity), so they are covered whatever the
+/// random search draws.
 #[test]
 fn a_known_sequence_agrees_with_the_model() {
     let mut harness = Harness::new();
@@ -448,11 +559,25 @@ fn a_known_sequence_agrees_with_the_model() {
         Op::Change(1, Change::Tag("b".into())),
         Op::Save(1),
         Op::Compact,
+        // A copy commits the shared delta; the original is refused after.
+        Op::Change(1, Change::Add(4)),
+        Op::CopySave(1),
+        Op::Save(1),
+        Op::Load(1),
+        // A direct assignment is refused, and the object saves once undone.
+        Op::Change(1, Change::AddDyn(1)),
+        Op::Assign(1, 100),
+        Op::Save(1),
+        // Replaced behind the held object's back: its save is refused.
+        Op::Delete(1),
+        Op::InsertAside(1, "w".into()),
+        Op::Change(1, Change::Add(1)),
+        Op::Save(1),
     ];
     for op in &ops {
         harness.step(op).unwrap();
     }
     let item: Item = harness.store.load(&1).unwrap().unwrap();
-    assert_eq!(item.label, "z");
-    assert_eq!(item.tags, HashSet::from(["b".to_string()]));
+    assert_eq!((item.label.as_str(), item.count), ("w", 0));
+    assert!(item.tags.is_empty());
 }

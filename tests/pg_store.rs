@@ -356,3 +356,121 @@ fn an_unreachable_server_is_unavailable() {
     let err = autoshard::open("postgres://postgres@127.0.0.1:1/x?bogus_option=1").unwrap_err();
     assert!(matches!(err, Error::InvalidUrl { .. }), "{err:?}");
 }
+
+// --- incarnations (issue 12) ------------------------------------------------
+
+/// A save that writes only shard rows checks its entity's incarnation after
+/// those writes. Here another transaction deletes entity 1 and inserts it
+/// again, and commits while the save waits for the shard row it holds: the
+/// save's write then lands in the new entity's row, and the check after it
+/// sees the new incarnation and rolls back. Checked before the writes
+/// instead (no lock), the save passed the check, then wrote into the new
+/// entity: the control run returned `Ok(Saved { attempts: 1,
+/// document_written: false, shard_writes: 1 })` in locking mode. (In
+/// optimistic mode the write fails with a serialization failure either
+/// way, and the retry finds the new incarnation.)
+#[test]
+fn a_save_racing_a_delete_and_insert_does_not_write_into_the_new_entity() {
+    for mode in [Concurrency::Locking, Concurrency::Optimistic] {
+        let db = pg::fresh(mode, Default::default());
+        db.insert(&Hot::new(1)).unwrap();
+        let schema = db.store.schema().to_owned();
+        let mut hot: Hot = db.load(&1).unwrap().unwrap();
+        hot.vote();
+
+        let mut client = pg::client();
+        let (replaced_tx, replaced) = std::sync::mpsc::channel();
+        let replace = thread::spawn(move || {
+            let mut tx = client.transaction().unwrap();
+            tx.batch_execute(&format!(
+                "DELETE FROM \"{schema}\".as_entity_hot WHERE id = 1; \
+                 INSERT INTO \"{schema}\".as_entity_hot (id, doc, incarnation) \
+                 VALUES (1, '{{}}', 42); \
+                 INSERT INTO \"{schema}\".as_shard_hot (entity, field, shard, int_value) \
+                 VALUES (1, 'votes', 0, 1000)"
+            ))
+            .unwrap();
+            replaced_tx.send(()).unwrap();
+            thread::sleep(Duration::from_millis(300));
+            tx.commit().unwrap();
+        });
+        replaced.recv().unwrap();
+        let err = db.save(&mut hot).unwrap_err();
+        replace.join().unwrap();
+        assert!(matches!(err, Error::NotFound { .. }), "{mode:?}: {err:?}");
+        assert_eq!(db.load::<Hot>(&1).unwrap().unwrap().votes, 1000, "{mode:?}");
+    }
+}
+
+/// A schema made before incarnations: the entity table gains the column
+/// (entities stored before are incarnation 0) when a handle first uses the
+/// kind. Without the `ALTER TABLE` in `KindTables::ensure` the first load
+/// fails with `column "incarnation" does not exist`.
+#[test]
+fn a_schema_from_before_incarnations_gains_the_column_and_keeps_its_entities() {
+    let schema = pg::new_schema();
+    let _drop = pg::DropSchema(schema.clone());
+    pg::client()
+        .batch_execute(&format!(
+            r#"CREATE SCHEMA "{schema}";
+            SET search_path TO "{schema}";
+            CREATE TABLE autoshard_kinds (
+                kind text COLLATE "C" PRIMARY KEY,
+                base text COLLATE "C" NOT NULL UNIQUE,
+                id_type text NOT NULL
+            );
+            INSERT INTO autoshard_kinds VALUES ('Hot', 'hot', 'integer');
+            CREATE TABLE as_entity_hot (
+                id bigint NOT NULL,
+                doc text NOT NULL,
+                CONSTRAINT as_entity_pk_hot PRIMARY KEY (id)
+            );
+            CREATE TABLE as_shard_hot (
+                entity bigint NOT NULL,
+                field text COLLATE "C" NOT NULL,
+                shard bigint NOT NULL,
+                int_value bigint,
+                real_value double precision,
+                text_value text,
+                CONSTRAINT as_shard_pk_hot PRIMARY KEY (entity, field, shard),
+                CONSTRAINT as_shard_fk_hot FOREIGN KEY (entity)
+                    REFERENCES as_entity_hot (id) ON DELETE CASCADE,
+                CONSTRAINT as_one_value_hot
+                    CHECK (num_nonnulls(int_value, real_value, text_value) = 1)
+            ) WITH (fillfactor = 70);
+            CREATE SEQUENCE as_seq_hot MINVALUE 1048576 START WITH 1048576;
+            INSERT INTO as_entity_hot VALUES (1, '{{}}');
+            INSERT INTO as_shard_hot (entity, field, shard, int_value) VALUES (1, 'votes', 0, 7);"#
+        ))
+        .unwrap();
+    let incarnation = |id: i64| -> i64 {
+        pg::client()
+            .query_one(
+                &format!("SELECT incarnation FROM \"{schema}\".as_entity_hot WHERE id = $1"),
+                &[&id],
+            )
+            .unwrap()
+            .get(0)
+    };
+
+    let db = open_mode(&schema, Concurrency::Locking, 8);
+    let mut old: Hot = db.load(&1).unwrap().unwrap();
+    assert_eq!(old.votes, 7);
+    assert_eq!(incarnation(1), 0);
+    old.vote();
+    db.save(&mut old).unwrap();
+
+    let other = open_mode(&schema, Concurrency::Optimistic, 8);
+    let mut again: Hot = other.load(&1).unwrap().unwrap();
+    assert_eq!(again.votes, 8);
+    again.vote();
+    other.save(&mut again).unwrap();
+
+    assert!(db.delete::<Hot>(&1).unwrap());
+    db.insert(&Hot::new(1)).unwrap();
+    assert_ne!(incarnation(1), 0);
+    old.vote();
+    let err = db.save(&mut old).unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
+    assert_eq!(db.load::<Hot>(&1).unwrap().unwrap().votes, 0);
+}

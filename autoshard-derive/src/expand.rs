@@ -71,6 +71,14 @@ pub fn derive(input: &Input) -> TokenStream {
         let neutral = &s.neutral;
         quote!(#i => ::autoshard::__private::encode_pending(Self::KIND, #name, &__pending.#slot, &#neutral))
     });
+    let check_field = per_field(&sharded, |i, f, s| {
+        let field = f.ident;
+        let name = f.name();
+        let fold_fn = fold_fn(f, s);
+        quote!(#i => ::autoshard::__private::check_field(
+            Self::KIND, #name, &self.#field, __base, __delta, #fold_fn,
+        ))
+    });
     let fold = per_field(&sharded, |i, f, s| {
         let fold_fn = fold_fn(f, s);
         let neutral = &s.neutral;
@@ -139,6 +147,19 @@ pub fn derive(input: &Input) -> TokenStream {
                 #bind_pending
                 match __field {
                     #(#encode_pending,)*
+                    _ => ::autoshard::__private::no_such_field(Self::KIND, __field),
+                }
+            }
+
+            #[doc(hidden)]
+            fn __check_field(
+                &self,
+                __field: usize,
+                __base: &::autoshard::Value,
+                __delta: ::core::option::Option<&::autoshard::Value>,
+            ) -> ::autoshard::Result<::autoshard::__private::Checked> {
+                match __field {
+                    #(#check_field,)*
                     _ => ::autoshard::__private::no_such_field(Self::KIND, __field),
                 }
             }

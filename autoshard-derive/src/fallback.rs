@@ -40,6 +40,12 @@ pub fn expand(input: &DeriveInput, error: syn::Error) -> TokenStream {
             fn __encode_document(&self) -> ::autoshard::Result<::std::string::String> { ::core::unimplemented!() }
             fn __encode_field(&self, _: usize) -> ::autoshard::Result<::autoshard::Value> { ::core::unimplemented!() }
             fn __encode_pending(&mut self, _: usize) -> ::autoshard::Result<::core::option::Option<::autoshard::Value>> { ::core::unimplemented!() }
+            fn __check_field(
+                &self,
+                _: usize,
+                _: &::autoshard::Value,
+                _: ::core::option::Option<&::autoshard::Value>,
+            ) -> ::autoshard::Result<::autoshard::__private::Checked> { ::core::unimplemented!() }
             fn __fold(
                 _: usize,
                 _: &mut dyn ::core::iter::Iterator<Item = ::autoshard::Value>,

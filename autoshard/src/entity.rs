@@ -5,7 +5,7 @@ use crate::value::Value;
 use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A struct that autoshard can persist with property sharding.
 ///
@@ -44,6 +44,13 @@ pub trait Shardable: Sized {
     fn __encode_field(&self, field: usize) -> Result<Value>;
     #[doc(hidden)]
     fn __encode_pending(&mut self, field: usize) -> Result<Option<Value>>;
+    #[doc(hidden)]
+    fn __check_field(
+        &self,
+        field: usize,
+        base: &Value,
+        delta: Option<&Value>,
+    ) -> Result<crate::__private::Checked>;
     #[doc(hidden)]
     fn __fold(
         field: usize,
@@ -161,7 +168,7 @@ pub(crate) fn key_of<T: Shardable>(id: &T::Id) -> Result<Key<'_>> {
 }
 
 /// The unsaved shard deltas of an entity, and what it looked like when last
-/// loaded or saved.
+/// loaded, inserted or saved.
 ///
 /// Declare one field of this type with `#[shard(pending)]` and initialise it
 /// with `Pending::default()`. Shard methods write into it; `save` folds it
@@ -169,6 +176,10 @@ pub(crate) fn key_of<T: Shardable>(id: &T::Id) -> Result<Key<'_>> {
 ///
 /// Two `Pending` values always compare equal, so `#[derive(PartialEq)]` on an
 /// entity compares its data, not its bookkeeping.
+///
+/// Cloning an entity (`#[derive(Clone)]`) while it holds unsaved changes
+/// gives copies that share those changes; only the first copy to save them
+/// may ([`Error::StaleCopy`] for the others), so they are stored once.
 pub struct Pending<T> {
     // A Mutex (not a plain field) so `insert(&entity)` can reset the deltas
     // through a shared reference; `&mut` access uses `get_mut` and never locks.
@@ -185,6 +196,45 @@ struct State {
     // main row when only sharded fields changed.
     snapshot: Option<String>,
     mode: Mode,
+    // The incarnation of the stored entity this object was loaded or
+    // inserted as; `None` for an object built in code.
+    incarnation: Option<i64>,
+    // Per sharded field, its aggregate as last loaded, inserted or saved,
+    // encoded (empty for an object built in code): with the pending delta
+    // it says what the store will hold, so a save can tell a field changed
+    // outside a shard method. Encoded because the field types need not be
+    // `Clone`.
+    bases: Vec<Value>,
+    // Shared by the copies `clone` made while deltas were pending.
+    copies: Option<Arc<Copies>>,
+}
+
+/// What copies of one object that share pending deltas know of each other:
+/// whether one of them committed those deltas. Saves of the copies take
+/// turns on the lock, so two cannot both commit them.
+#[derive(Default)]
+pub(crate) struct Copies {
+    committed: Mutex<bool>,
+}
+
+impl Copies {
+    /// Waits for the other copies' saves; the guard holds whether one of
+    /// them committed the shared deltas.
+    pub(crate) fn turn(&self) -> MutexGuard<'_, bool> {
+        // A panic in a fold during another copy's save poisons the lock;
+        // the flag is still right, since that save did not commit.
+        self.committed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// [`Pending::bases`].
+pub(crate) struct Bases<'a>(MutexGuard<'a, State>);
+
+impl std::ops::Deref for Bases<'_> {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        &self.0.bases
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -212,6 +262,9 @@ impl<T: Shardable> Pending<T> {
                 values: Box::new(T::__neutral()),
                 snapshot,
                 mode: Mode::Idle,
+                incarnation: None,
+                bases: Vec::new(),
+                copies: None,
             }),
             _entity: PhantomData,
         }
@@ -245,19 +298,53 @@ impl<T: Shardable> Pending<T> {
         self.state().snapshot.as_deref()
     }
 
-    /// After a committed write: the store now holds `document` and every
-    /// delta, so start over from neutral.
-    pub(crate) fn committed(&mut self, document: String) {
+    pub(crate) fn incarnation(&mut self) -> Option<i64> {
+        self.state().incarnation
+    }
+
+    /// The copies this object shares its pending deltas with, if any.
+    pub(crate) fn copies(&mut self) -> Option<Arc<Copies>> {
+        self.state().copies.clone()
+    }
+
+    /// The aggregates as last loaded, inserted or saved (none for an
+    /// object built in code), through a shared reference so that a save
+    /// can compare them with the entity's fields.
+    pub(crate) fn bases(&self) -> Bases<'_> {
+        Bases(self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// After a load: which incarnation the object came from, and its
+    /// aggregates as loaded.
+    pub(crate) fn loaded(&mut self, incarnation: i64, bases: Vec<Value>) {
+        let state = self.state();
+        state.incarnation = Some(incarnation);
+        state.bases = bases;
+    }
+
+    /// After a committed save: the store now holds `document` and every
+    /// delta, so start over from neutral; `bases` are the new aggregates of
+    /// the fields that had a delta. The object shares nothing with its
+    /// copies any more.
+    pub(crate) fn committed(&mut self, document: String, bases: Vec<(usize, Value)>) {
         let state = self.state();
         state.values = Box::new(T::__neutral());
         state.snapshot = Some(document);
+        for (index, base) in bases {
+            state.bases[index] = base;
+        }
+        state.copies = None;
     }
 
-    /// `committed` through a shared reference, for `insert(&entity)`.
-    pub(crate) fn committed_shared(&self, document: String) {
+    /// After a committed insert, through a shared reference: a new
+    /// incarnation holding `bases` and `document`.
+    pub(crate) fn inserted(&self, document: String, incarnation: i64, bases: Vec<Value>) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.values = Box::new(T::__neutral());
         state.snapshot = Some(document);
+        state.incarnation = Some(incarnation);
+        state.bases = bases;
+        state.copies = None;
     }
 
     pub(crate) fn is_poisoned_shared(&self) -> bool {
@@ -265,18 +352,30 @@ impl<T: Shardable> Pending<T> {
     }
 }
 
+/// A copy made while deltas are pending shares them, and with them a
+/// [`Copies`] token, so only one copy can commit them; a copy made with
+/// nothing pending is as independent as a second load.
 impl<T: Shardable> Clone for Pending<T>
 where
-    T::__Pending: Clone,
+    T::__Pending: Clone + PartialEq,
 {
     fn clone(&self) -> Self {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let values: &T::__Pending = state.values.downcast_ref().expect("by construction");
+        let values = values.clone();
+        let copies = if values == T::__neutral() {
+            None
+        } else {
+            Some(state.copies.get_or_insert_with(Arc::default).clone())
+        };
         Pending {
             state: Mutex::new(State {
-                values: Box::new(values.clone()),
+                values: Box::new(values),
                 snapshot: state.snapshot.clone(),
                 mode: state.mode,
+                incarnation: state.incarnation,
+                bases: state.bases.clone(),
+                copies,
             }),
             _entity: PhantomData,
         }

@@ -15,6 +15,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// `save` or `shard_count` named an entity that is not stored (never
     /// inserted, or deleted meanwhile). Nothing was written.
+    ///
+    /// `save` also returns it for an object whose entity was deleted and
+    /// inserted again since the object was loaded or inserted: every insert
+    /// starts a new *incarnation* of the id, and an object only writes into
+    /// the one it came from. An object built in code (neither loaded nor
+    /// inserted) belongs to none. Saving the same object again cannot
+    /// succeed; load the entity instead.
     #[error("no {kind} with id {id}")]
     NotFound {
         /// The entity kind.
@@ -112,6 +119,44 @@ pub enum Error {
     Poisoned {
         /// The entity kind.
         kind: &'static str,
+    },
+
+    /// `save` of a copy of an object, made with `Clone` while the object
+    /// held unsaved shard changes, after another copy made from the same
+    /// object committed those changes: saving this copy would count them
+    /// twice. The first copy to commit wins; nothing was written here, and
+    /// no later save of this copy can succeed: load the entity again.
+    #[error(
+        "{kind} {id}: another copy of this object already saved the pending changes they \
+         shared; reload the entity"
+    )]
+    StaleCopy {
+        /// The entity kind.
+        kind: &'static str,
+        /// The id, rendered for display.
+        id: String,
+    },
+
+    /// `save` found a sharded field that does not hold its base (the value
+    /// it was loaded, inserted or last saved with) folded with its pending
+    /// delta, which is what the store will hold. It was changed outside a
+    /// `#[shard_method]` (say `q.votes = 10`), or by a shard method whose
+    /// change the fold cannot replay (an assignment, a branch on the
+    /// field's own value). The store records only deltas, so the change
+    /// would be lost while the object shows it. Nothing was written and the
+    /// object is unchanged: undo the change or make it through a shard
+    /// method, or load the entity again.
+    #[error(
+        "{kind} {id}: sharded field `{field}` was changed outside a #[shard_method] (or by one \
+         its fold cannot replay), so no save can record the change; nothing was written"
+    )]
+    DirectWrite {
+        /// The entity kind.
+        kind: &'static str,
+        /// The id, rendered for display.
+        id: String,
+        /// The sharded field.
+        field: &'static str,
     },
 
     /// A ranking score outside the board's configured range `[min, max)`,

@@ -168,6 +168,11 @@ pub use autoshard_derive::Shardable;
 /// A shard method called from inside another one runs once, in whichever
 /// view the outer call is in. If the body panics, the entity is poisoned:
 /// [`Store::save`] refuses it with [`Error::Poisoned`].
+///
+/// Sharded fields must change only in shard methods, and only in ways the
+/// fold can replay (`+=` under a sum, not `=`): [`Store::save`] refuses any
+/// other change with [`Error::DirectWrite`], since the store records only
+/// the deltas.
 pub use autoshard_derive::shard_method;
 
 /// Marks a fold function: `fn(a: T, b: T) -> T` (or `-> Result<T, E>`)

@@ -2,7 +2,7 @@
 //! and a save read and write, computed from the entity. A store only runs
 //! the statements; it never decides what to write.
 
-use crate::__private::{FieldSpec, Parts};
+use crate::__private::{Checked, FieldSpec, Parts};
 use crate::entity::{EntityId, Key, Mode, Shardable};
 use crate::error::{Error, Result};
 use crate::seam::Stored;
@@ -15,6 +15,9 @@ pub(crate) struct InsertPlan {
     /// `(field, shard, value)`: static fields get `shards` rows (the current
     /// value in shard 0, the neutral element elsewhere), dynamic fields one.
     pub rows: Vec<(&'static str, i64, Value)>,
+    /// The new incarnation of the id: a random number, never 0 (the
+    /// incarnation of entities stored before incarnations existed).
+    pub incarnation: i64,
 }
 
 pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
@@ -36,13 +39,25 @@ pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
         let shards = i64::from(spec.shards.unwrap_or(1));
         rows.extend((1..shards).map(|shard| (spec.name, shard, neutral.clone())));
     }
-    Ok(InsertPlan { document, rows })
+    Ok(InsertPlan {
+        document,
+        rows,
+        incarnation: crate::random::range(1..=i64::MAX),
+    })
 }
 
-/// After a committed insert the stored rows include every pending delta.
+/// After a committed insert the stored rows include every pending delta,
+/// and the object belongs to the incarnation it created.
 pub(crate) fn inserted<T: Shardable>(entity: &T, plan: InsertPlan) {
     if let Some(pending) = entity.__pending_ref() {
-        pending.committed_shared(plan.document);
+        // Shard 0 of each field holds its whole value.
+        let bases = plan
+            .rows
+            .into_iter()
+            .filter(|(_, shard, _)| *shard == 0)
+            .map(|(_, _, value)| value)
+            .collect();
+        pending.inserted(plan.document, plan.incarnation, bases);
     }
 }
 
@@ -51,6 +66,13 @@ pub(crate) struct SavePlan {
     pub document: String,
     pub document_changed: bool,
     pub deltas: Vec<Delta>,
+    /// The incarnation the save must find stored, or `None` to write into
+    /// whatever entity has the id (an entity without a `Pending` field,
+    /// which has nowhere to remember one).
+    pub incarnation: Option<i64>,
+    /// `(field, value)`: the new aggregate of each field with a delta,
+    /// encoded, for the object once the save commits.
+    bases: Vec<(usize, Value)>,
 }
 
 /// One non-neutral pending delta.
@@ -60,17 +82,51 @@ pub(crate) struct Delta {
     pub value: Value,
 }
 
-pub(crate) fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>> {
+/// Runs one save: plans it, lets `write` run the transaction (it returns
+/// the attempts made), and resets the object after the commit.
+///
+/// Copies of one object that share pending deltas (see [`Pending`]'s
+/// `Clone`) take turns here, and once one of them committed the shared
+/// deltas, the others are refused: they would count them again.
+///
+/// [`Pending`]: crate::Pending
+pub(crate) fn save<T: Shardable>(
+    entity: &mut T,
+    write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
+) -> Result<Saved> {
+    let copies = entity.__pending_mut().and_then(|p| p.copies());
+    let mut turn = copies.as_deref().map(|c| c.turn());
+    if turn.as_deref() == Some(&true) {
+        return Err(Error::StaleCopy {
+            kind: T::KIND,
+            id: entity.id().key()?.to_string(),
+        });
+    }
+    let Some(plan) = plan_save(entity)? else {
+        return Ok(Saved::default());
+    };
+    let written = write(crate::entity::key_of::<T>(entity.id())?, &plan);
+    if let Some(committed) = turn.as_deref_mut() {
+        // A commit of unknown outcome may have stored the deltas: the other
+        // copies are refused then too, as this one should be reloaded.
+        let stored = matches!(written, Ok(_) | Err(Error::InDoubt { .. }));
+        *committed |= stored && !plan.deltas.is_empty();
+    }
+    Ok(saved(entity, plan, written?))
+}
+
+fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>> {
     let document = entity.__encode_document()?;
-    let document_changed = match entity.__pending_mut() {
+    let (document_changed, incarnation) = match entity.__pending_mut() {
         Some(pending) => {
             if pending.mode() != Mode::Idle {
                 return Err(Error::Poisoned { kind: T::KIND });
             }
-            pending.snapshot() != Some(document.as_str())
+            let changed = pending.snapshot() != Some(document.as_str());
+            (changed, Some(pending.incarnation()))
         }
         // Without a pending field there is no snapshot to compare with.
-        None => true,
+        None => (true, None),
     };
     let mut deltas = Vec::new();
     for (index, spec) in T::__FIELDS.iter().enumerate() {
@@ -78,25 +134,65 @@ pub(crate) fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>
             deltas.push(Delta { index, spec, value });
         }
     }
+    let bases = check_fields(entity, &deltas)?;
     if !document_changed && deltas.is_empty() {
         return Ok(None);
     }
+    let incarnation = match incarnation {
+        Some(Some(incarnation)) => Some(incarnation),
+        // Built in code, never loaded or inserted: no stored entity is its.
+        Some(None) => return Err(Error::not_found(T::KIND, entity.id().key()?)),
+        None => None,
+    };
     Ok(Some(SavePlan {
         document,
         document_changed,
         deltas,
+        incarnation,
+        bases,
     }))
 }
 
+/// Refuses a sharded field changed outside a shard method: each must hold
+/// its base folded with its delta, what the store holds after the save.
+/// Returns the new bases of the fields with a delta. An object built in
+/// code has no bases and nothing to check (its save is refused anyway).
+fn check_fields<T: Shardable>(entity: &T, deltas: &[Delta]) -> Result<Vec<(usize, Value)>> {
+    let Some(pending) = entity.__pending_ref() else {
+        return Ok(Vec::new());
+    };
+    let bases = pending.bases();
+    if bases.len() != T::__FIELDS.len() {
+        return Ok(Vec::new());
+    }
+    let mut deltas = deltas.iter().peekable();
+    let mut folded = Vec::new();
+    for (index, (spec, base)) in T::__FIELDS.iter().zip(bases.iter()).enumerate() {
+        let delta = deltas.next_if(|d| d.index == index).map(|d| &d.value);
+        match entity.__check_field(index, base, delta)? {
+            Checked::Unchanged => {}
+            Checked::Folded(value) => folded.push((index, value)),
+            Checked::Changed => {
+                return Err(Error::DirectWrite {
+                    kind: T::KIND,
+                    id: entity.id().key()?.to_string(),
+                    field: spec.name,
+                })
+            }
+        }
+    }
+    Ok(folded)
+}
+
 /// Only after the commit: reset the deltas and remember what is stored.
-pub(crate) fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32) -> Saved {
+fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32) -> Saved {
     let saved = Saved {
         attempts,
         document_written: plan.document_changed,
         shard_writes: plan.deltas.len() as u32,
     };
     if let Some(pending) = entity.__pending_mut() {
-        pending.committed(plan.document);
+        pending.committed(plan.document, plan.bases);
     }
     saved
 }
@@ -108,7 +204,8 @@ pub(crate) fn pick_shard(shards: u32) -> i64 {
     i64::from(crate::random::range(..shards))
 }
 
-/// Builds a loaded entity from what the store read.
+/// Builds a loaded entity from what the store read, remembering the
+/// incarnation it came from and its aggregates.
 pub(crate) fn assemble<T: Shardable>(id: &T::Id, key: Key<'_>, stored: Stored) -> Result<T> {
     let mut parts = Parts::new::<T>(key.to_string(), stored.document)?;
     for (index, value) in stored.rows {
@@ -120,7 +217,20 @@ pub(crate) fn assemble<T: Shardable>(id: &T::Id, key: Key<'_>, stored: Stored) -
         })?;
         parts.push(index, value);
     }
-    T::__from_parts(id.clone(), &mut parts)
+    let mut entity = T::__from_parts(id.clone(), &mut parts)?;
+    if entity.__pending_mut().is_some() {
+        // An aggregate that cannot be encoded (a float sum that overflowed
+        // to infinity) leaves the object without bases: a save then has
+        // nothing to compare its fields with, and checks none.
+        let bases = (0..T::__FIELDS.len())
+            .map(|index| entity.__encode_field(index))
+            .collect::<Result<_>>()
+            .unwrap_or_default();
+        if let Some(pending) = entity.__pending_mut() {
+            pending.loaded(stored.incarnation, bases);
+        }
+    }
+    Ok(entity)
 }
 
 /// Index of a declared sharded field, for `shard_count`.

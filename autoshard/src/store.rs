@@ -23,7 +23,9 @@ pub trait Store: Backend {
     /// Writes a new entity: its document, and for each sharded field either
     /// `shards` rows (static: the first holds the current value, the rest the
     /// neutral element) or one row (dynamic). Resets the entity's pending
-    /// deltas, since the stored rows now include them.
+    /// deltas, since the stored rows now include them. Each insert starts a
+    /// new *incarnation* of the id, which the object now belongs to: objects
+    /// loaded from an earlier entity with the same id cannot save into it.
     ///
     /// # Errors
     ///
@@ -64,20 +66,32 @@ pub trait Store: Backend {
     /// the same entity can be saved again and nothing is lost or counted
     /// twice. An entity with nothing to write costs no transaction.
     ///
+    /// An object writes only into the stored entity it was loaded or
+    /// inserted as (its *incarnation*), and only changes it made through
+    /// shard methods; the errors below refuse everything else before
+    /// anything is written.
+    ///
     /// # Errors
     ///
-    /// [`Error::NotFound`](crate::Error::NotFound) if the entity was
-    /// deleted, [`Error::Poisoned`](crate::Error::Poisoned),
-    /// [`Error::Fold`](crate::Error::Fold), or a store error; retryable ones
-    /// ([`Error::is_retryable`](crate::Error::is_retryable)) can simply be
-    /// retried with the same object.
+    /// - [`Error::NotFound`](crate::Error::NotFound) if the entity was
+    ///   deleted, also if it was inserted again since (a new incarnation),
+    ///   and for an object built in code that was never loaded or inserted;
+    /// - [`Error::DirectWrite`](crate::Error::DirectWrite) if a sharded
+    ///   field was changed outside a shard method (`q.votes = 10`): it
+    ///   does not hold its loaded value folded with its pending delta;
+    /// - [`Error::StaleCopy`](crate::Error::StaleCopy) for a copy (`Clone`)
+    ///   whose pending deltas another copy of the same object saved first;
+    /// - [`Error::Poisoned`](crate::Error::Poisoned) after a shard method
+    ///   panicked, [`Error::Fold`](crate::Error::Fold) when a fold refuses
+    ///   the delta, [`Error::InvalidValue`](crate::Error::InvalidValue);
+    /// - or a store error. Retryable ones
+    ///   ([`Error::is_retryable`](crate::Error::is_retryable)) can simply be
+    ///   retried with the same object; the others will fail again until the
+    ///   object is changed back or loaded anew.
     fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
-        let Some(plan) = mapper::plan_save(entity)? else {
-            return Ok(Saved::default());
-        };
-        let key = key_of::<T>(entity.id())?;
-        let attempts = self.__entities().0.save(&Kind::of::<T>(), key, &plan)?;
-        Ok(mapper::saved(entity, plan, attempts))
+        mapper::save(entity, |key, plan| {
+            self.__entities().0.save(&Kind::of::<T>(), key, plan)
+        })
     }
 
     /// Removes an entity and all its shard rows. Returns whether it existed.

@@ -163,6 +163,8 @@ impl fmt::Display for StoredKey {
 /// out, and stay in the store), each value or why it did not decode.
 pub(crate) struct Stored {
     pub document: String,
+    /// Which insert created the entity ([`InsertPlan::incarnation`]).
+    pub incarnation: i64,
     pub rows: Vec<(usize, Result<Value, String>)>,
 }
 
@@ -170,8 +172,8 @@ pub(crate) struct Stored {
 /// whole as the store's concurrency demands). `docs/design.md` states the
 /// semantics; the mapper computes what to write.
 pub(crate) trait EntityStore: Send + Sync {
-    /// Writes the document and `plan.rows`; [`Error::AlreadyExists`] if the
-    /// id is taken, nothing written then.
+    /// Writes the document, `plan.rows` and `plan.incarnation`;
+    /// [`Error::AlreadyExists`] if the id is taken, nothing written then.
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()>;
 
     /// The document and every shard row, in one snapshot.
@@ -179,8 +181,11 @@ pub(crate) trait EntityStore: Send + Sync {
 
     /// Writes the document if it changed, then each delta: folded into a
     /// random shard in `0..shards` ([`crate::mapper::pick_shard`]) or
-    /// appended. [`Error::NotFound`] if the entity is gone. Returns the
-    /// attempts made.
+    /// appended. [`Error::NotFound`] if the entity is gone, or if
+    /// `plan.incarnation` is set and the stored entity is another
+    /// incarnation: the check and the writes must see the same entity
+    /// (checked in the transaction, with nothing able to delete the entity
+    /// between the check and the commit). Returns the attempts made.
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32>;
 
     /// Removes the entity and its shard rows; whether it existed.

@@ -108,7 +108,6 @@ pub(crate) struct Checkout<'a, C: Pooled> {
 
 impl<C: Pooled> Checkout<'_, C> {
     /// The connection failed: close it instead of returning it.
-    #[allow(dead_code)] // an embedded store never loses its connections
     pub fn broken(&mut self) {
         if self.conn.take().is_some() {
             self.pool.discard();

@@ -111,14 +111,17 @@ impl EntityStore for Postgres {
             texts.push(t);
         }
         self.write(|tx| {
-            tx.execute(&tables.insert_entity, &[&key, &plan.document])
-                .map_err(|e| match sql_state(&e) {
-                    Some("23505") => Error::AlreadyExists {
-                        kind: kind.name,
-                        id: key.to_string(),
-                    },
-                    _ => e.into(),
-                })?;
+            tx.execute(
+                &tables.insert_entity,
+                &[&key, &plan.document, &plan.incarnation],
+            )
+            .map_err(|e| match sql_state(&e) {
+                Some("23505") => Error::AlreadyExists {
+                    kind: kind.name,
+                    id: key.to_string(),
+                },
+                _ => e.into(),
+            })?;
             tx.execute(
                 &tables.insert_shards,
                 &[&key, &fields, &shards, &ints, &reals, &texts],
@@ -132,7 +135,11 @@ impl EntityStore for Postgres {
         let key = param(key)?;
         let tables = self.tables(kind)?;
         let rows = self.read(|tx| Ok(tx.query(&tables.load, &[&key])?))?;
-        let Some(document) = rows.iter().find_map(|row| row.get::<_, Option<String>>(0)) else {
+        let entity = rows.iter().find_map(|row| {
+            let document = row.get::<_, Option<String>>(0)?;
+            Some((document, row.get::<_, i64>(2)))
+        });
+        let Some((document, incarnation)) = entity else {
             return Ok(None);
         };
         let rows = rows
@@ -142,15 +149,25 @@ impl EntityStore for Postgres {
                 Some((kind.field_index(field)?, value_at(row, 2)))
             })
             .collect();
-        Ok(Some(Stored { document, rows }))
+        Ok(Some(Stored {
+            document,
+            incarnation,
+            rows,
+        }))
     }
 
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
         let key = param(key)?;
         let tables = self.tables(kind)?;
         let ((), attempts) = self.write(|tx| {
+            // No row: the entity is gone, or another incarnation replaced
+            // it. The update locks the row, so no delete gets in before the
+            // commit.
             if plan.document_changed {
-                let updated = tx.execute(&tables.update_entity, &[&key, &plan.document])?;
+                let updated = tx.execute(
+                    &tables.update_entity,
+                    &[&key, &plan.document, &plan.incarnation],
+                )?;
                 if updated == 0 {
                     return Err(kind.not_found(&key));
                 }
@@ -168,7 +185,12 @@ impl EntityStore for Postgres {
                     }
                 }
             }
-            Ok(())
+            match plan.incarnation {
+                Some(incarnation) if !plan.document_changed => {
+                    check_incarnation(tx, kind, &tables, &key, incarnation)
+                }
+                _ => Ok(()),
+            }
         })?;
         Ok(attempts)
     }
@@ -200,6 +222,27 @@ impl EntityStore for Postgres {
         }
         Ok(row.get::<_, i64>(1) as u64)
     }
+}
+
+/// Whether the entity the save's shard writes went into is the plan's
+/// incarnation. Checked after them, without a lock: each of them holds a
+/// lock a delete of the entity must wait for until the commit (the shard
+/// row's, or, for a new row, the foreign key's share lock on the entity
+/// row), so the entity this reads is the one they wrote into. Under
+/// `REPEATABLE READ` an entity replaced after the snapshot fails those
+/// writes with a serialization failure instead, and the retry sees it.
+fn check_incarnation(
+    tx: &mut Tx<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    key: &StoredKey,
+    incarnation: i64,
+) -> Result<()> {
+    let stored = tx.query_opt(&tables.select_incarnation, &[key])?;
+    if stored.map(|row| row.get::<_, i64>(0)) != Some(incarnation) {
+        return Err(kind.not_found(key));
+    }
+    Ok(())
 }
 
 /// Folds `value` into shard `shard` of field `index` (a missing row counts as

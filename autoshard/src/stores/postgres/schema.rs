@@ -8,7 +8,9 @@
 //!   pooled connection that writes, holding the number of its last
 //!   committed operation (the exactly-once evidence). Compaction never
 //!   touches it.
-//! - per kind `K` (lower-cased `k`): `as_entity_k (id, doc)`,
+//! - per kind `K` (lower-cased `k`): `as_entity_k (id, doc, incarnation)`
+//!   (tables made before incarnations existed get the column, holding 0,
+//!   when a handle first uses the kind),
 //!   `as_shard_k (entity, field, shard, int_value, real_value, text_value)`
 //!   with exactly one value column set, and the sequence `as_seq_k` that
 //!   numbers dynamic shard rows.
@@ -175,6 +177,7 @@ pub(crate) struct KindTables {
     pub insert_entity: String,
     pub load: String,
     pub update_entity: String,
+    pub select_incarnation: String,
     pub delete_entity: String,
     pub insert_shards: String,
     pub select_shard: String,
@@ -189,6 +192,9 @@ pub(crate) struct KindTables {
     scans: [[String; 4]; 2],
     pub delete_shards: String,
     create: String,
+    /// `as_entity_k` as a `regclass` literal, and the column it may lack.
+    entity_regclass: String,
+    add_incarnation: String,
 }
 
 /// The value columns, in table order.
@@ -229,15 +235,24 @@ impl KindTables {
             sums: (0..kind.fields.len())
                 .map(|i| kind.adds_integers(i))
                 .collect(),
-            insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES ($1, $2)"),
-            // One statement, so one snapshot, without BEGIN and COMMIT.
+            insert_entity: format!(
+                "INSERT INTO {entity} (id, doc, incarnation) VALUES ($1, $2, $3)"
+            ),
+            // One statement, so one snapshot, without BEGIN and COMMIT; the
+            // document's row carries the incarnation in the integer column.
             load: format!(
-                "SELECT doc, NULL::text, NULL::bigint, NULL::float8, NULL::text \
+                "SELECT doc, NULL::text, incarnation, NULL::float8, NULL::text \
                  FROM {entity} WHERE id = $1 \
                  UNION ALL \
                  SELECT NULL, field, {VALUES} FROM {shard} WHERE entity = $1"
             ),
-            update_entity: format!("UPDATE {entity} SET doc = $2 WHERE id = $1"),
+            // `$3` NULL: an entity without a `Pending` field, which has no
+            // incarnation to check.
+            update_entity: format!(
+                "UPDATE {entity} SET doc = $2 \
+                 WHERE id = $1 AND ($3::bigint IS NULL OR incarnation = $3)"
+            ),
+            select_incarnation: format!("SELECT incarnation FROM {entity} WHERE id = $1"),
             delete_entity: format!("DELETE FROM {entity} WHERE id = $1"),
             insert_shards: format!(
                 "INSERT INTO {shard} ({row}, {VALUES}) \
@@ -286,6 +301,7 @@ impl KindTables {
                 "CREATE TABLE IF NOT EXISTS {entity} (
                      id {key_type} NOT NULL,
                      doc text NOT NULL,
+                     incarnation bigint NOT NULL DEFAULT 0,
                      CONSTRAINT {entity_pk} PRIMARY KEY (id)
                  );
                  CREATE TABLE IF NOT EXISTS {shard} (
@@ -307,6 +323,10 @@ impl KindTables {
                 shard_pk = constraint("as_shard_pk_")?,
                 shard_fk = constraint("as_shard_fk_")?,
                 one_value = constraint("as_one_value_")?,
+            ),
+            entity_regclass: format!("'{}'", entity.replace('\'', "''")),
+            add_incarnation: format!(
+                "ALTER TABLE {entity} ADD COLUMN incarnation bigint NOT NULL DEFAULT 0"
             ),
             base,
         })
@@ -338,6 +358,25 @@ impl KindTables {
             )?;
         }
         tx.batch(&self.create)?;
+        // An entity table made before incarnations existed: its entities
+        // become incarnation 0, which no insert hands out. Looked up first,
+        // because `ALTER TABLE` locks the table even when it has nothing to
+        // do; the DDL lock above keeps two handles from both adding it.
+        let has_incarnation: bool = tx
+            .query_opt(
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM pg_attribute \
+                     WHERE attrelid = {}::regclass AND attname = 'incarnation' \
+                     AND NOT attisdropped)",
+                    self.entity_regclass
+                ),
+                &[],
+            )?
+            .expect("one row")
+            .get(0);
+        if !has_incarnation {
+            tx.batch(&self.add_incarnation)?;
+        }
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ impl EntityStore for Sqlite {
         let tables = self.tables(kind)?;
         self.write(|tx| {
             tx.prepare_cached(&tables.insert_entity)?
-                .execute((key, &plan.document))
+                .execute((key, &plan.document, plan.incarnation))
                 .map_err(|e| match constraint(&e) {
                     Some(ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
                         Error::AlreadyExists {
@@ -38,11 +38,11 @@ impl EntityStore for Sqlite {
     fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
         let tables = self.tables(kind)?;
         self.read(|tx| {
-            let document: Option<String> = tx
+            let entity: Option<(String, i64)> = tx
                 .prepare_cached(&tables.select_entity)?
-                .query_row([key], |r| r.get(0))
+                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-            let Some(document) = document else {
+            let Some((document, incarnation)) = entity else {
                 return Ok(None);
             };
             let mut rows = Vec::new();
@@ -54,15 +54,23 @@ impl EntityStore for Sqlite {
                     rows.push((index, row.get::<_, Value>(1).map_err(|e| e.to_string())));
                 }
             }
-            Ok(Some(Stored { document, rows }))
+            Ok(Some(Stored {
+                document,
+                incarnation,
+                rows,
+            }))
         })
     }
 
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
         let tables = self.tables(kind)?;
         let ((), attempts) = self.write(|tx| {
+            // One writer at a time: the entity found here is the one the
+            // shard rows below are written into.
             if plan.document_changed {
-                update_document(tx, kind, &tables, key, &plan.document)?;
+                update_document(tx, kind, &tables, key, plan)?;
+            } else if let Some(incarnation) = plan.incarnation {
+                check_incarnation(tx, kind, &tables, key, incarnation)?;
             }
             for delta in &plan.deltas {
                 write_delta(tx, kind, &tables, key, delta)?;
@@ -105,17 +113,40 @@ impl EntityStore for Sqlite {
     }
 }
 
+/// Writes the document of the plan's incarnation: no row is `NotFound`,
+/// whether the entity is gone or another incarnation replaced it.
 fn update_document(
     tx: &Transaction<'_>,
     kind: &Kind,
     tables: &KindTables,
     key: Key<'_>,
-    document: &str,
+    plan: &SavePlan,
 ) -> Result<()> {
-    let updated = tx
-        .prepare_cached(&tables.update_entity)?
-        .execute((key, document))?;
+    let updated = tx.prepare_cached(&tables.update_entity)?.execute((
+        key,
+        &plan.document,
+        plan.incarnation,
+    ))?;
     if updated == 0 {
+        return Err(kind.not_found(key));
+    }
+    Ok(())
+}
+
+/// For a save that writes no document: one primary-key read of the entity
+/// row (a page a save of the same entity just read, so mostly cached).
+fn check_incarnation(
+    tx: &Transaction<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    key: Key<'_>,
+    incarnation: i64,
+) -> Result<()> {
+    let stored: Option<i64> = tx
+        .prepare_cached(&tables.select_incarnation)?
+        .query_row([key], |r| r.get(0))
+        .optional()?;
+    if stored != Some(incarnation) {
         return Err(kind.not_found(key));
     }
     Ok(())

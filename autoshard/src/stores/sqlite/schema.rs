@@ -2,8 +2,10 @@
 //!
 //! Per kind `K` (lower-cased `k`):
 //!
-//! - `as_entity_k (id PRIMARY KEY, doc TEXT)`: the main entity, unsharded
-//!   fields as a JSON document.
+//! - `as_entity_k (id PRIMARY KEY, doc TEXT, incarnation INTEGER)`: the
+//!   main entity, unsharded fields as a JSON document, and which insert
+//!   created it (tables made before incarnations existed get the column,
+//!   holding 0, when a handle first uses the kind).
 //! - `as_shard_k (entity, field, shard, value)`: one row per shard, keyed
 //!   `(entity, field, shard)` and clustered on it (`WITHOUT ROWID`), so all
 //!   shards of one entity are adjacent. `ON DELETE CASCADE` from the entity,
@@ -25,6 +27,7 @@ pub(crate) struct KindTables {
     key_kind: KeyKind,
     pub insert_entity: String,
     pub select_entity: String,
+    pub select_incarnation: String,
     pub update_entity: String,
     pub delete_entity: String,
     pub insert_shard: String,
@@ -38,6 +41,8 @@ pub(crate) struct KindTables {
     pub scan_from: String,
     pub delete_range: String,
     create: String,
+    entity_name: String,
+    add_incarnation: String,
 }
 
 impl KindTables {
@@ -52,9 +57,16 @@ impl KindTables {
         let scan = format!("SELECT entity, field, shard, value FROM {shard}");
         Ok(KindTables {
             key_kind: kind.key_kind,
-            insert_entity: format!("INSERT INTO {entity} (id, doc) VALUES (?1, ?2)"),
-            select_entity: format!("SELECT doc FROM {entity} WHERE id = ?1"),
-            update_entity: format!("UPDATE {entity} SET doc = ?2 WHERE id = ?1"),
+            insert_entity: format!(
+                "INSERT INTO {entity} (id, doc, incarnation) VALUES (?1, ?2, ?3)"
+            ),
+            select_entity: format!("SELECT doc, incarnation FROM {entity} WHERE id = ?1"),
+            select_incarnation: format!("SELECT incarnation FROM {entity} WHERE id = ?1"),
+            // `?3` NULL: an entity without a `Pending` field, which has no
+            // incarnation to check.
+            update_entity: format!(
+                "UPDATE {entity} SET doc = ?2 WHERE id = ?1 AND (?3 IS NULL OR incarnation = ?3)"
+            ),
             delete_entity: format!("DELETE FROM {entity} WHERE id = ?1"),
             insert_shard: format!(
                 "INSERT INTO {shard} (entity, field, shard, value) VALUES (?1, ?2, ?3, ?4)"
@@ -82,7 +94,8 @@ impl KindTables {
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {entity} (
                      id {key_type} PRIMARY KEY NOT NULL,
-                     doc TEXT NOT NULL
+                     doc TEXT NOT NULL,
+                     incarnation INTEGER NOT NULL DEFAULT 0
                  ) STRICT;
                  CREATE TABLE IF NOT EXISTS {shard} (
                      entity {key_type} NOT NULL REFERENCES {entity} (id) ON DELETE CASCADE,
@@ -91,6 +104,10 @@ impl KindTables {
                      value ANY NOT NULL,
                      PRIMARY KEY (entity, field, shard)
                  ) STRICT, WITHOUT ROWID;"
+            ),
+            entity_name: format!("as_entity_{base}"),
+            add_incarnation: format!(
+                "ALTER TABLE {entity} ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0"
             ),
             base,
         })
@@ -120,6 +137,16 @@ impl KindTables {
             )?;
         }
         tx.execute_batch(&self.create)?;
+        // An entity table made before incarnations existed: its entities
+        // become incarnation 0, which no insert hands out.
+        let has_incarnation: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = 'incarnation'",
+            [&self.entity_name],
+            |r| r.get(0),
+        )?;
+        if !has_incarnation {
+            tx.execute_batch(&self.add_incarnation)?;
+        }
         Ok(())
     }
 }
