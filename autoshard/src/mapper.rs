@@ -94,6 +94,8 @@ pub(crate) fn save<T: Shardable>(
     entity: &mut T,
     write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
 ) -> Result<Saved> {
+    // An id no store can hold is refused before anything else is decided.
+    crate::entity::key_of::<T>(entity.id())?;
     let copies = entity.__pending_mut().and_then(|p| p.copies());
     let mut turn = copies.as_deref().map(|c| c.turn());
     if turn.as_deref() == Some(&true) {
