@@ -24,6 +24,7 @@ use crate::naming::{quote, table_base};
 use crate::seam::Kind;
 use crate::stores::registry;
 use postgres::Client;
+use std::sync::atomic::AtomicUsize;
 
 /// PostgreSQL's limit (`NAMEDATALEN - 1`).
 const MAX_IDENTIFIER: usize = 63;
@@ -189,6 +190,10 @@ pub(crate) struct KindTables {
     scans: [[String; 4]; 2],
     pub delete_shards: String,
     create: String,
+    /// Rows per compaction batch in the run under way, once a batch was
+    /// cancelled by the server's `statement_timeout`; 0: the handle's
+    /// `compaction_batch_rows`.
+    pub compaction_rows: AtomicUsize,
 }
 
 /// The value columns, in table order.
@@ -309,6 +314,7 @@ impl KindTables {
                 one_value = constraint("as_one_value_")?,
             ),
             base,
+            compaction_rows: AtomicUsize::new(0),
         })
     }
 
