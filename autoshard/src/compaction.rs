@@ -92,6 +92,7 @@ pub(crate) fn run_batches(
         stats.entities_compacted += done.stats.entities_compacted;
         stats.rows_scanned += done.stats.rows_scanned;
         stats.rows_merged += done.stats.rows_merged;
+        stats.timeouts += done.stats.timeouts;
         stats.batches += 1;
         progress(&stats);
         match done.resume {

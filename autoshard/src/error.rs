@@ -42,6 +42,12 @@ pub enum Error {
     /// The store stayed locked by other writers through every retry. Nothing
     /// was written; the object still holds its pending changes, so the same
     /// call can simply be made again.
+    ///
+    /// On SQLite: the write lock stayed taken through `busy_timeout` on
+    /// every one of `max_attempts` attempts. On PostgreSQL: a lock the call
+    /// needed (a row, or a ranking board's advisory lock) stayed held by
+    /// another transaction for the whole `lock_timeout` (SQLSTATE 55P03);
+    /// that wait is not repeated, so `attempts` is the attempt that waited.
     #[error("the store is busy: {}", busy_detail(*attempts))]
     Busy {
         /// How many times the transaction was tried; 0 when it never got its
@@ -233,7 +239,10 @@ pub enum Error {
     /// mid-operation, through every attempt. Nothing was written: a write
     /// whose `COMMIT` got no answer was checked and found not applied (or
     /// it would have succeeded). Retryable.
-    #[error("the database is unavailable after {attempts} attempts: {source}")]
+    #[error(
+        "the database is unavailable after {attempts} attempts: {}",
+        server_message(&**source)
+    )]
     Unavailable {
         /// How many times the operation was tried.
         attempts: u32,
@@ -247,7 +256,10 @@ pub enum Error {
     /// happened: the server stayed unreachable. The write may or may not be
     /// stored. The object still holds its pending changes, but saving them
     /// again may count them twice: reload the entity instead. Not retryable.
-    #[error("commit outcome unknown (writer {writer}, operation {seq}): {source}")]
+    #[error(
+        "commit outcome unknown (writer {writer}, operation {seq}): {}",
+        server_message(&**source)
+    )]
     InDoubt {
         /// The connection's writer id (a row of `autoshard_writers`).
         writer: i64,
@@ -257,6 +269,43 @@ pub enum Error {
         /// Why the outcome could not be checked.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The database server cancelled a statement: it ran longer than the
+    /// server's `statement_timeout` (set on the server, database, role or
+    /// connection), or an operator cancelled it (PostgreSQL SQLSTATE
+    /// 57014). Nothing was written. Not retryable: the same statement would
+    /// most likely run as long again. Compaction, whose batches can shrink,
+    /// first re-runs a cancelled batch with half the rows (see
+    /// [`CompactionStats::timeouts`](crate::CompactionStats::timeouts)).
+    #[error("the server cancelled a statement: {}", server_message(&**source))]
+    Cancelled {
+        /// The server's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// No pooled connection became free within the pool timeout: the
+    /// handle's `pool_size` connections were all in use, or the server
+    /// refused to open more (a role's or the server's connection limit,
+    /// PostgreSQL SQLSTATE 53300) and none of the open ones came back.
+    /// Nothing was written. Retryable.
+    #[error(
+        "no database connection became free within {waited:?} ({open} open, all in use){}",
+        refused
+            .as_ref()
+            .map(|e| format!("; the server refused another: {}", server_message(&**e)))
+            .unwrap_or_default()
+    )]
+    PoolTimeout {
+        /// How long the caller waited.
+        waited: std::time::Duration,
+        /// Connections the handle had open, all checked out.
+        open: usize,
+        /// The server's refusal of the last connection attempt, if one was
+        /// refused.
+        #[source]
+        refused: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
     /// [`open`](crate::open) was given a URL it cannot use: an unknown
@@ -282,9 +331,53 @@ pub enum Error {
     },
 
     /// An error from PostgreSQL that none of the variants above describes.
+    /// Displays the server's message, SQLSTATE, detail and hint.
     #[cfg(feature = "postgres")]
-    #[error(transparent)]
-    Postgres(postgres::Error),
+    #[error("{}", server_message(.0))]
+    Postgres(#[source] postgres::Error),
+}
+
+/// A driver error as one line: a server error's severity, message,
+/// SQLSTATE, detail and hint (the PostgreSQL driver itself displays only
+/// "db error"), or else the error and its causes.
+fn server_message(error: &(dyn std::error::Error + 'static)) -> String {
+    #[cfg(feature = "postgres")]
+    if let Some(db) = find_db_error(error) {
+        let mut shown = format!(
+            "PostgreSQL {} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        );
+        if let Some(detail) = db.detail() {
+            shown.push_str(&format!("; detail: {detail}"));
+        }
+        if let Some(hint) = db.hint() {
+            shown.push_str(&format!("; hint: {hint}"));
+        }
+        return shown;
+    }
+    let mut shown = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        shown.push_str(&format!(": {e}"));
+        cause = e.source();
+    }
+    shown
+}
+
+#[cfg(feature = "postgres")]
+fn find_db_error<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e postgres::error::DbError> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(db) = e.downcast_ref::<postgres::error::DbError>() {
+            return Some(db);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// Store driver errors that may go away when the call is made again (lock
@@ -307,7 +400,10 @@ impl Error {
     /// about the input or the data are final.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Busy { .. } | Error::Conflict { .. } | Error::Unavailable { .. } => true,
+            Error::Busy { .. }
+            | Error::Conflict { .. }
+            | Error::Unavailable { .. }
+            | Error::PoolTimeout { .. } => true,
             Error::GroupCommit { retryable, .. } => *retryable,
             #[cfg(feature = "sqlite")]
             Error::Sqlite(e) => Retryable::is_retryable(e),

@@ -7,6 +7,10 @@
 //! advisory locks on the keys it is about to read, present or not, in the
 //! canonical order `Storage` announces (players, leaves, inner shard rows;
 //! sorted within each step), and reads after each lock at `READ COMMITTED`.
+//! Every such lock sits under a board lock the writer holds in shared mode;
+//! a batch naming more than [`EXCLUSIVE_ABOVE`] players takes the board lock
+//! exclusively instead and no other (lock escalation: the server's lock
+//! table holds a few thousand locks for all sessions together).
 //! Readers use one `REPEATABLE READ READ ONLY` transaction. `docs/design.md`
 //! ("Ranking tree", "On PostgreSQL") gives the reasons.
 
@@ -18,8 +22,16 @@ use crate::seam::{
     Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode, Storage,
 };
 use ::postgres::Row;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+
+/// A write transaction naming more distinct players than this locks the
+/// whole board exclusively instead of each player, leaf and inner shard row.
+/// Per-key locking holds up to about (3 + 2 x tree height) locks per player,
+/// and PostgreSQL's lock table has room for `max_locks_per_transaction` (64
+/// by default) times `max_connections` locks, shared by every session: at
+/// this size a batch holds a few hundred.
+pub(crate) const EXCLUSIVE_ABOVE: usize = 64;
 
 /// Every board and queue statement, with the schema's table names filled
 /// in; built once per store handle.
@@ -46,6 +58,7 @@ pub(super) struct Sql {
     scan_nodes: String,
     scan_arrivals: String,
     lock: String,
+    lock_board: String,
     /// Seeds lock keys: advisory locks are per database, boards are per
     /// schema.
     lock_seed: u64,
@@ -166,10 +179,13 @@ impl Sql {
                 "SELECT score, height, idx, v FROM {arrivals} WHERE board = $1 \
                  ORDER BY score, height, idx"
             ),
-            // The keys come sorted; ORDINALITY keeps that order.
-            lock: "SELECT pg_advisory_xact_lock(k) \
+            // The keys come sorted; ORDINALITY keeps that order. With $2 the
+            // first key is the board's, taken in shared mode.
+            lock: "SELECT CASE WHEN n = 1 AND $2 THEN pg_advisory_xact_lock_shared(k) \
+                   ELSE pg_advisory_xact_lock(k) END \
                    FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n"
                 .into(),
+            lock_board: "SELECT pg_advisory_xact_lock($1)".into(),
             lock_seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
     }
@@ -190,6 +206,7 @@ impl Postgres {
             board: board.id,
             name: board.name,
             held: RefCell::new(HashSet::new()),
+            board_lock: Cell::new(BoardLock::None),
         }
     }
 
@@ -298,6 +315,17 @@ pub(crate) struct PgTx<'t, 'c> {
     name: &'t str,
     /// Advisory lock keys this transaction holds (until it ends).
     held: RefCell<HashSet<i64>>,
+    board_lock: Cell<BoardLock>,
+}
+
+/// How a write transaction holds its board's advisory lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BoardLock {
+    None,
+    /// With locks on the keys it reads.
+    Shared,
+    /// Alone on the board: no other lock needed.
+    Exclusive,
 }
 
 /// Positions are below 2^63 by construction; see [`Storage`].
@@ -347,18 +375,30 @@ impl PgTx<'_, '_> {
     }
 
     /// Takes the advisory locks on `keys` this transaction does not hold
-    /// yet, in ascending key order, in one round trip.
+    /// yet, in ascending key order, in one round trip; the board's lock in
+    /// shared mode first, in the same round trip, if it holds none yet.
+    /// Nothing if it holds the board exclusively.
     fn lock(&self, mut keys: Vec<i64>) -> Result<()> {
+        let board_first = match self.board_lock.get() {
+            BoardLock::Exclusive => return Ok(()),
+            BoardLock::Shared => false,
+            BoardLock::None => true,
+        };
         {
             let held = self.held.borrow();
             keys.retain(|k| !held.contains(k));
         }
-        if keys.is_empty() {
-            return Ok(());
-        }
         keys.sort_unstable();
         keys.dedup();
-        self.execute(&self.sql.lock, &[&keys])?;
+        let mut taken = keys.clone();
+        if board_first {
+            taken.insert(0, self.key(b'b', &[]));
+        }
+        if taken.is_empty() {
+            return Ok(());
+        }
+        self.execute(&self.sql.lock, &[&taken, &board_first])?;
+        self.board_lock.set(BoardLock::Shared);
         self.held.borrow_mut().extend(keys);
         Ok(())
     }
@@ -374,12 +414,18 @@ impl PgTx<'_, '_> {
 
 impl Storage for PgTx<'_, '_> {
     fn lock_players(&self, players: &[&str]) -> Result<()> {
-        self.lock(
-            players
-                .iter()
-                .map(|p| self.key(b'p', p.as_bytes()))
-                .collect(),
-        )
+        let mut keys: Vec<i64> = players
+            .iter()
+            .map(|p| self.key(b'p', p.as_bytes()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if self.board_lock.get() == BoardLock::None && keys.len() > EXCLUSIVE_ABOVE {
+            self.execute(&self.sql.lock_board, &[&self.key(b'b', &[])])?;
+            self.board_lock.set(BoardLock::Exclusive);
+            return Ok(());
+        }
+        self.lock(keys)
     }
 
     fn lock_leaves(&self, leaves: &[u64]) -> Result<()> {

@@ -12,6 +12,7 @@ use crate::seam::{EntityStore, Kind, Stored, StoredKey};
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Rows a compaction scan fetches per statement.
 const SCAN_CHUNK: i64 = 256;
@@ -202,11 +203,33 @@ impl EntityStore for Postgres {
         Ok(deleted)
     }
 
+    /// A batch the server cancels (its `statement_timeout`) is re-run with
+    /// half the rows, down to one, and the rest of the run keeps the
+    /// smaller size; each such batch counts in `CompactionStats::timeouts`.
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
         let tables = self.tables(kind)?;
-        let batch_rows = self.compaction_batch_rows();
-        let (batch, _) = self.write(|tx| compact_batch(tx, kind, &tables, from, batch_rows))?;
-        Ok(batch)
+        if let Resume::Done = from {
+            // A new run starts from the configured size.
+            tables.compaction_rows.store(0, Relaxed);
+        }
+        let mut timeouts = 0;
+        loop {
+            let rows = match tables.compaction_rows.load(Relaxed) {
+                0 => self.compaction_batch_rows(),
+                rows => rows,
+            };
+            match self.write(|tx| compact_batch(tx, kind, &tables, from, rows)) {
+                Ok((mut batch, _)) => {
+                    batch.stats.timeouts = timeouts;
+                    return Ok(batch);
+                }
+                Err(Error::Cancelled { .. }) if rows > 1 => {
+                    tables.compaction_rows.store(rows / 2, Relaxed);
+                    timeouts += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {

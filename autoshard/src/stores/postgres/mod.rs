@@ -26,13 +26,13 @@ use crate::error::{Error, Result};
 use crate::seam::{Backend, Boards, Entities, Kind};
 use crate::stores::pool::{Checkout, Pool, Pooled};
 use crate::stores::registry::KindCache;
-use error::{classify, Class};
+use error::{classify, refused_for_now, Class};
 use postgres::{Client, NoTls, Statement};
 use schema::KindTables;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tx::Tx;
 
 /// The URL schemes [`crate::open`] hands to this store.
@@ -87,6 +87,8 @@ pub struct PostgresBuilder {
     max_attempts: u32,
     compaction_batch_rows: usize,
     in_doubt_timeout: Duration,
+    lock_timeout: Duration,
+    pool_timeout: Duration,
     exactly_once: bool,
 }
 
@@ -99,6 +101,8 @@ impl std::fmt::Debug for PostgresBuilder {
             .field("concurrency", &self.concurrency)
             .field("max_attempts", &self.max_attempts)
             .field("compaction_batch_rows", &self.compaction_batch_rows)
+            .field("lock_timeout", &self.lock_timeout)
+            .field("pool_timeout", &self.pool_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -113,9 +117,35 @@ impl PostgresBuilder {
     }
 
     /// Connections this handle keeps open for concurrent callers (default
-    /// 4, at least 1). Callers beyond that wait for a connection.
+    /// 4, at least 1). Callers beyond that wait for a connection, and so do
+    /// callers whose new connection the server refuses (a role's or the
+    /// server's connection limit), for at most
+    /// [`pool_timeout`](Self::pool_timeout).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
+        self
+    }
+
+    /// How long a call waits for a connection when the pool's are all in
+    /// use or the server refuses another (SQLSTATE 53300, a connection
+    /// limit) before it fails with [`Error::PoolTimeout`], which is
+    /// retryable (default 5 s). `open` waits as long for its first
+    /// connection when the server refuses it. `Duration::MAX` waits for as
+    /// long as it takes.
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = timeout;
+        self
+    }
+
+    /// How long a statement waits for a lock another transaction holds (a
+    /// shard row, a ranking board's advisory lock) before the call fails
+    /// with [`Error::Busy`], which is retryable: PostgreSQL's
+    /// `lock_timeout`, set on every connection (default 5 s). The wait is
+    /// not repeated by the store's retries. `Duration::ZERO` fails at once
+    /// (1 ms) and `Duration::MAX` (or anything from 2^31 ms up) waits for
+    /// as long as it takes, as PostgreSQL does by default.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
         self
     }
 
@@ -172,25 +202,50 @@ impl PostgresBuilder {
             reason: format!("not a PostgreSQL connection string: {e}"),
         })?;
         let names = schema::Names::new(&self.schema)?;
-        let mut client = connect(&config).map_err(|e| match e {
-            Error::Postgres(e) if classify(&e) == Class::Lost => Error::Unavailable {
-                attempts: 1,
-                source: Box::new(e),
-            },
-            e => e,
-        })?;
+        let mut client = self.connect_first(&config)?;
         schema::ensure_base(&mut client, &names)?;
         let first = register(&names, self.exactly_once, client)?;
         Ok(Postgres {
             inner: Arc::new(Inner {
                 config,
-                pool: Pool::new(self.pool_size, first),
+                pool: Pool::new(self.pool_size, first).waiting(self.pool_timeout, refused_for_now),
                 kinds: KindCache::default(),
                 boards: OnceLock::new(),
                 names,
                 options: self,
             }),
         })
+    }
+}
+
+impl PostgresBuilder {
+    /// The first connection: an unreachable server is
+    /// [`Error::Unavailable`]; a server at its connection limit is asked
+    /// again until `pool_timeout`, then [`Error::PoolTimeout`].
+    fn connect_first(&self, config: &postgres::Config) -> Result<Client> {
+        let started = Instant::now();
+        let deadline = started.checked_add(self.pool_timeout);
+        loop {
+            match connect(config, self.lock_timeout) {
+                Err(Error::Postgres(e)) if classify(&e) == Class::Lost => {
+                    return Err(Error::Unavailable {
+                        attempts: 1,
+                        source: Box::new(e),
+                    })
+                }
+                Err(e) if refused_for_now(&e) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(Error::PoolTimeout {
+                            waited: started.elapsed(),
+                            open: 0,
+                            refused: Some(Box::new(e)),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -263,6 +318,8 @@ impl Postgres {
             max_attempts: 8,
             compaction_batch_rows: 10_000,
             in_doubt_timeout: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(5),
+            pool_timeout: Duration::from_secs(5),
             exactly_once: true,
         }
     }
@@ -284,7 +341,7 @@ impl Postgres {
     /// A pooled connection, opened (and registered) if none is idle.
     fn checkout(&self) -> Result<Checkout<'_, Conn>> {
         self.inner.pool.checkout(|| {
-            let client = connect(&self.inner.config)?;
+            let client = connect(&self.inner.config, self.inner.options.lock_timeout)?;
             register(&self.inner.names, self.inner.options.exactly_once, client)
         })
     }
@@ -379,13 +436,41 @@ fn register(names: &schema::Names, exactly_once: bool, mut client: Client) -> Re
     })
 }
 
-fn connect(config: &postgres::Config) -> Result<Client> {
-    Ok(config.connect(NoTls)?)
+/// A new session, with the store's `lock_timeout` (PostgreSQL's default
+/// is to wait for a lock forever).
+fn connect(config: &postgres::Config, lock_timeout: Duration) -> Result<Client> {
+    let mut client = config.connect(NoTls)?;
+    client.batch_execute(&format!(
+        "SET lock_timeout = {}",
+        lock_timeout_ms(lock_timeout)
+    ))?;
+    Ok(client)
+}
+
+/// `lock_timeout` in PostgreSQL's unit: milliseconds from 1 to 2^31 - 1,
+/// or 0 for no limit.
+fn lock_timeout_ms(timeout: Duration) -> u128 {
+    match timeout.as_millis() {
+        ms if ms > i32::MAX as u128 => 0,
+        ms => ms.max(1),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_timeouts_in_milliseconds() {
+        assert_eq!(lock_timeout_ms(Duration::from_secs(5)), 5_000);
+        assert_eq!(lock_timeout_ms(Duration::ZERO), 1, "zero fails at once");
+        assert_eq!(lock_timeout_ms(Duration::from_micros(10)), 1);
+        assert_eq!(
+            lock_timeout_ms(Duration::from_millis(i32::MAX as u64)),
+            2_147_483_647
+        );
+        assert_eq!(lock_timeout_ms(Duration::MAX), 0, "no limit");
+    }
 
     #[test]
     fn the_schema_parameter_is_taken_out() {

@@ -26,6 +26,7 @@ use crate::naming::{quote, table_base};
 use crate::seam::Kind;
 use crate::stores::registry;
 use postgres::Client;
+use std::sync::atomic::AtomicUsize;
 
 /// PostgreSQL's limit (`NAMEDATALEN - 1`).
 const MAX_IDENTIFIER: usize = 63;
@@ -195,6 +196,10 @@ pub(crate) struct KindTables {
     /// `as_entity_k` as a `regclass` literal, and the column it may lack.
     entity_regclass: String,
     add_incarnation: String,
+    /// Rows per compaction batch in the run under way, once a batch was
+    /// cancelled by the server's `statement_timeout`; 0: the handle's
+    /// `compaction_batch_rows`.
+    pub compaction_rows: AtomicUsize,
 }
 
 /// The value columns, in table order.
@@ -329,6 +334,7 @@ impl KindTables {
                 "ALTER TABLE {entity} ADD COLUMN incarnation bigint NOT NULL DEFAULT 0"
             ),
             base,
+            compaction_rows: AtomicUsize::new(0),
         })
     }
 

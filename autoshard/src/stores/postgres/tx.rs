@@ -3,7 +3,7 @@
 //! an operation id that tells whether a `COMMIT` that got no answer was
 //! applied (see `docs/design.md`, "Exactly once on PostgreSQL").
 
-use super::error::{classify, Class};
+use super::error::{classify, typed, Class};
 use super::{Concurrency, Conn, Postgres};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
@@ -16,7 +16,8 @@ use std::time::Duration;
 impl Postgres {
     /// Runs `body` in a write transaction, re-running the whole transaction
     /// after a serialization failure, a deadlock or a lost connection.
-    /// Returns the result and the attempts made.
+    /// Returns the result and the attempts made. A lock timeout is not
+    /// re-run (it already waited `lock_timeout`): it is [`Error::Busy`].
     pub(crate) fn write<R>(&self, body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<(R, u32)> {
         self.write_at(self.inner.options.concurrency.isolation(), body)
     }
@@ -42,7 +43,7 @@ impl Postgres {
             let last = attempt == max;
             match self.attempt(isolation, &mut body) {
                 Ok(r) => return Ok((r, attempt)),
-                Err(Failure::Fatal(e)) => return Err(e),
+                Err(Failure::Fatal(e)) => return Err(typed(e, attempt)),
                 Err(Failure::Conflict) if last => {
                     return Err(Error::Conflict { attempts: attempt })
                 }
@@ -153,7 +154,10 @@ impl Postgres {
                     Error::Postgres(e) => Failure::Lost(e),
                     _ => unreachable!(),
                 },
-                Class::Other => Failure::Fatal(error),
+                Class::LockTimeout
+                | Class::Cancelled
+                | Class::TooManyConnections
+                | Class::Other => Failure::Fatal(error),
             },
             _ => Failure::Fatal(error),
         }
@@ -246,7 +250,7 @@ impl Postgres {
                     }
                     backoff_lost(attempt);
                 }
-                other => return other,
+                other => return other.map_err(|e| typed(e, attempt)),
             }
         }
         unreachable!("the last attempt returns")
