@@ -239,6 +239,13 @@ pub enum Error {
     #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(postgres::Error),
+
+    /// An error from Redis Cluster that none of the variants above
+    /// describes (a lost connection or a cluster failing over, through
+    /// every attempt, is [`Error::Unavailable`] instead).
+    #[cfg(feature = "redis")]
+    #[error(transparent)]
+    Redis(redis::RedisError),
 }
 
 /// Store driver errors that may go away when the call is made again (lock
@@ -267,6 +274,8 @@ impl Error {
             Error::Sqlite(e) => Retryable::is_retryable(e),
             #[cfg(feature = "postgres")]
             Error::Postgres(e) => Retryable::is_retryable(e),
+            #[cfg(feature = "redis")]
+            Error::Redis(e) => Retryable::is_retryable(e),
             _ => false,
         }
     }
