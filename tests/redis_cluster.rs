@@ -43,7 +43,7 @@ fn placement(prefix: &str, base: &str, id: &str) -> BTreeMap<usize, usize> {
     rc::scan(&format!("{prefix}:*:{base}:b*:i{id}"))
         .into_iter()
         .map(|(master, key)| {
-            let bucket = key.splitn(5, ':').nth(3).unwrap()[1..].parse().unwrap();
+            let bucket = key.split(':').nth(3).unwrap()[1..].parse().unwrap();
             (bucket, master)
         })
         .collect()
@@ -92,7 +92,7 @@ fn sum(rows: &BTreeMap<i64, Value>) -> i64 {
 fn rows_by_bucket(prefix: &str, field: &str) -> BTreeMap<usize, BTreeMap<i64, Value>> {
     let mut out: BTreeMap<usize, BTreeMap<i64, Value>> = BTreeMap::new();
     for (_, key) in rc::scan(&format!("{prefix}:*:question:b*:i1")) {
-        let bucket: usize = key.splitn(5, ':').nth(3).unwrap()[1..].parse().unwrap();
+        let bucket: usize = key.split(':').nth(3).unwrap()[1..].parse().unwrap();
         let mut conns = rc::masters();
         let map: BTreeMap<String, String> = conns
             .iter_mut()

@@ -551,13 +551,26 @@ pub mod redis_cluster {
 
     impl Drop for DropPrefix {
         fn drop(&mut self) {
-            let Ok(first) = std::panic::catch_unwind(|| masters()) else {
+            // Not during a panic caused by a missing cluster.
+            let Ok(masters) = std::panic::catch_unwind(masters) else {
                 return;
             };
-            drop(first);
-            for (n, key) in scan(&format!("{}:*", self.0)) {
-                let mut conns = masters();
-                let _ = redis::cmd("UNLINK").arg(&key).query::<i64>(&mut conns[n]);
+            for mut conn in masters {
+                let keys: Vec<String> = match redis::cmd("SCAN")
+                    .cursor_arg(0)
+                    .arg("MATCH")
+                    .arg(format!("{}:*", self.0))
+                    .arg("COUNT")
+                    .arg(1000)
+                    .clone()
+                    .iter(&mut conn)
+                {
+                    Ok(iter) => iter.filter_map(Result::ok).collect(),
+                    Err(_) => continue,
+                };
+                for key in keys {
+                    let _ = redis::cmd("UNLINK").arg(&key).query::<i64>(&mut conn);
+                }
             }
         }
     }
