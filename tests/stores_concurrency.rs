@@ -29,6 +29,12 @@ store_tests!(
     eight_handles_dynamic_field_count_exactly_while_compacting,
     eight_threads_sharing_one_pooled_handle_count_exactly,
 );
+// After compaction a dynamic field keeps one row per bucket on Redis
+// Cluster, not one in all: tests/redis_cluster.rs has that test's variant.
+redis_cluster_tests!(
+    eight_handles_static_field_count_exactly,
+    eight_threads_sharing_one_pooled_handle_count_exactly,
+);
 
 /// The figures: 8 writers on one hot question.
 const THREADS: usize = 8;

@@ -67,6 +67,10 @@ const STORES: &[(&[&str], Opener)] = &[
     (stores::postgres::SCHEMES, |url| {
         stores::postgres::open_url(url).map(|s| AnyStore::new(s, "postgres"))
     }),
+    #[cfg(feature = "redis")]
+    (stores::redis::SCHEMES, |url| {
+        stores::redis::open_url(url).map(|s| AnyStore::new(s, "redis-cluster"))
+    }),
 ];
 
 /// Opens the store a URL names, with default options, so an application
@@ -79,6 +83,10 @@ const STORES: &[(&[&str], Opener)] = &[
 ///   `postgres`, on by default). An optional `schema=NAME` query parameter
 ///   picks the schema (default `public`); the rest of the URL is passed to
 ///   the `postgres` crate as is.
+/// - `redis-cluster://host:port,host:port,...`: a Redis Cluster reached
+///   through any of the nodes listed (feature `redis`). An optional
+///   `prefix=NAME` query parameter namespaces the keys (default
+///   `autoshard`).
 ///
 /// Any other scheme is [`Error::InvalidUrl`]. For options beyond these, use
 /// the stores' builders.

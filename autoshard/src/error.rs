@@ -335,6 +335,13 @@ pub enum Error {
     #[cfg(feature = "postgres")]
     #[error("{}", server_message(.0))]
     Postgres(#[source] postgres::Error),
+
+    /// An error from Redis Cluster that none of the variants above
+    /// describes (a lost connection or a cluster failing over, through
+    /// every attempt, is [`Error::Unavailable`] instead).
+    #[cfg(feature = "redis")]
+    #[error(transparent)]
+    Redis(redis::RedisError),
 }
 
 /// A driver error as one line: a server error's severity, message,
@@ -409,6 +416,8 @@ impl Error {
             Error::Sqlite(e) => Retryable::is_retryable(e),
             #[cfg(feature = "postgres")]
             Error::Postgres(e) => Retryable::is_retryable(e),
+            #[cfg(feature = "redis")]
+            Error::Redis(e) => Retryable::is_retryable(e),
             _ => false,
         }
     }

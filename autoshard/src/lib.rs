@@ -102,6 +102,8 @@ pub use crate::error::{Error, Result};
 pub use crate::store::{CompactionStats, Saved, Store};
 #[cfg(feature = "postgres")]
 pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};
+#[cfg(feature = "redis")]
+pub use crate::stores::redis::{Durability, RedisCluster, RedisClusterBuilder};
 #[cfg(feature = "sqlite")]
 pub use crate::stores::sqlite::{Sqlite, SqliteBuilder, Synchronous};
 pub use crate::value::{Value, ValueError};

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
+//! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -16,13 +17,14 @@ mod machine;
 mod mapper;
 mod model;
 mod ranking;
+mod redis_cluster;
 mod stats;
 mod voting;
 
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|contention|ranking|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|contention|ranking|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -30,7 +32,9 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "contention" | "ranking" => which.push(arg),
+            "mapper" | "voting" | "compaction" | "contention" | "ranking" | "redis" => {
+                which.push(arg)
+            }
             "all" => which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from)),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -63,6 +67,7 @@ fn main() {
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
+            "redis" => redis_cluster::run(dir.path(), quick),
             _ => compaction::run(dir.path(), quick),
         };
         result

@@ -7,5 +7,7 @@ pub(crate) mod registry;
 
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;

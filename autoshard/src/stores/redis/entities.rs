@@ -1,0 +1,701 @@
+//! The entity operations of the seam on Redis Cluster: the mapper's plans
+//! (`crate::mapper`) cut into single-slot pieces.
+
+use super::keys::{self, KindKeys, BUCKETS};
+use super::{scripts, Conn, Piece, RedisCluster, Reply};
+use crate::compaction::{BatchPlan, Resume};
+use crate::entity::{Key, KeyKind};
+use crate::error::{Error, Result};
+use crate::mapper::{self, InsertPlan, SavePlan};
+use crate::naming::table_base;
+use crate::seam::{EntityStore, Kind, Stored, StoredKey};
+use crate::store::CompactionStats;
+use crate::stores::registry::KindTables;
+use crate::value::Value;
+use redis::cluster::{cluster_pipe, ClusterConnection};
+use std::collections::HashMap;
+
+/// What a handle keeps per kind.
+pub(crate) struct KindInfo {
+    pub keys: KindKeys,
+    key_kind: KeyKind,
+    /// Per field: whether its fold adds `i64`s, so a save can `HINCRBY`.
+    sums: Vec<bool>,
+}
+
+impl KindTables for KindInfo {
+    fn key_kind(&self) -> KeyKind {
+        self.key_kind
+    }
+}
+
+impl KindInfo {
+    pub fn new(kind: &Kind, prefix: &str) -> Result<Self> {
+        Ok(KindInfo {
+            keys: KindKeys::new(prefix, table_base(kind.name)?),
+            key_kind: kind.key_kind,
+            sums: (0..kind.fields.len())
+                .map(|i| kind.adds_integers(i))
+                .collect(),
+        })
+    }
+}
+
+/// One entity's keys.
+struct Entity {
+    home: u16,
+    id: String,
+    document: String,
+    buckets: Vec<String>,
+}
+
+impl Entity {
+    fn new(info: &KindInfo, key: Key<'_>) -> Self {
+        let home = keys::home_slot(&info.keys.base, key);
+        let id = keys::encode_id(key);
+        Entity {
+            home,
+            document: info.keys.document(home, &id),
+            buckets: (0..BUCKETS)
+                .map(|b| info.keys.bucket(home, b, &id))
+                .collect(),
+            id,
+        }
+    }
+
+    fn bucket_slot(&self, bucket: usize) -> u16 {
+        keys::bucket_slot(self.home, bucket)
+    }
+}
+
+/// A stored value as a hash field's value: integers in decimal (so
+/// `HINCRBY` works on them), floats as `f<shortest round-trip form>`, JSON
+/// as `j<text>`.
+pub(crate) fn encode(value: &Value) -> String {
+    match value {
+        Value::Integer(i) => i.to_string(),
+        Value::Real(f) => format!("f{f}"),
+        Value::Text(s) => format!("j{s}"),
+    }
+}
+
+pub(crate) fn decode(stored: &str) -> Result<Value, String> {
+    match stored.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') => stored
+            .parse()
+            .map(Value::Integer)
+            .map_err(|e| format!("bad integer {stored:?}: {e}")),
+        Some(b'f') => stored[1..]
+            .parse()
+            .map(Value::Real)
+            .map_err(|e| format!("bad float {stored:?}: {e}")),
+        Some(b'j') => Ok(Value::Text(stored[1..].to_owned())),
+        _ => Err(format!("unknown value encoding {stored:?}")),
+    }
+}
+
+fn gone(kind: &Kind, key: Key<'_>) -> Error {
+    kind.not_found(key)
+}
+
+/// The document and the buckets of one entity, read in one pipelined
+/// round per node.
+type Read = (HashMap<String, String>, Vec<HashMap<String, String>>);
+
+fn read_entity(c: &mut ClusterConnection, entity: &Entity) -> redis::RedisResult<Read> {
+    let mut pipe = cluster_pipe();
+    pipe.cmd("HGETALL").arg(&entity.document);
+    for bucket in &entity.buckets {
+        pipe.cmd("HGETALL").arg(bucket);
+    }
+    let mut all: Vec<HashMap<String, String>> = pipe.query(c)?;
+    let buckets = all.split_off(1);
+    Ok((all.pop().unwrap_or_default(), buckets))
+}
+
+/// The shard rows of declared fields in the buckets of incarnation `inc`
+/// (buckets of an earlier incarnation, not yet replaced, are skipped).
+fn rows_of<'a>(
+    kind: &'a Kind,
+    inc: &'a str,
+    buckets: &'a [HashMap<String, String>],
+) -> impl Iterator<Item = (usize, usize, i64, &'a String)> + 'a {
+    buckets
+        .iter()
+        .enumerate()
+        .filter(move |(_, b)| b.get("~").map(String::as_str) == Some(inc))
+        .flat_map(move |(bucket, b)| {
+            b.iter().filter_map(move |(name, value)| {
+                let (field, shard) = keys::parse_row_field(name)?;
+                Some((bucket, kind.field_index(field)?, shard, value))
+            })
+        })
+}
+
+impl EntityStore for RedisCluster {
+    fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
+        let info = self.kind(kind)?;
+        let entity = Entity::new(&info, key);
+        let inc = plan.incarnation.to_string();
+        let mut rows: Vec<Vec<String>> = vec![Vec::new(); BUCKETS];
+        for (field, shard, value) in &plan.rows {
+            let bucket = match kind.fields.iter().find(|f| f.name == *field) {
+                Some(spec) if spec.shards.is_some() => keys::static_bucket(*shard),
+                _ => 0,
+            };
+            rows[bucket].push(keys::row_field(field, *shard));
+            rows[bucket].push(encode(value));
+        }
+        let mut conn = self.checkout()?;
+        let doc = Piece {
+            script: scripts::insert_document(),
+            key: &entity.document,
+            slot: entity.home,
+            args: vec![plan.document.clone(), inc.clone()],
+        };
+        let id = self.next_seq(&mut conn);
+        if self.run(&mut conn, &doc, id)? == Reply::Exists {
+            return Err(Error::AlreadyExists {
+                kind: kind.name,
+                id: key.to_string(),
+            });
+        }
+        for (bucket, rows) in rows.into_iter().enumerate() {
+            let mut args = vec![inc.clone()];
+            args.extend(rows);
+            let piece = Piece {
+                script: scripts::insert_bucket(),
+                key: &entity.buckets[bucket],
+                slot: entity.bucket_slot(bucket),
+                args,
+            };
+            let id = self.next_seq(&mut conn);
+            self.run(&mut conn, &piece, id)?;
+        }
+        let index = info.keys.index();
+        self.with_conn(&mut conn, |c| {
+            redis::cmd("ZADD")
+                .arg(&index)
+                .arg(0)
+                .arg(&entity.id)
+                .query::<()>(c)
+        })?;
+        Ok(())
+    }
+
+    fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
+        let info = self.kind(kind)?;
+        let entity = Entity::new(&info, key);
+        let mut conn = self.checkout()?;
+        let (mut document, buckets) = self.with_conn(&mut conn, |c| read_entity(c, &entity))?;
+        let (Some(doc), Some(inc)) = (document.remove("doc"), document.remove("inc")) else {
+            return Ok(None);
+        };
+        let rows = rows_of(kind, &inc, &buckets)
+            .map(|(_, index, _, value)| (index, decode(value)))
+            .collect();
+        Ok(Some(Stored {
+            document: doc,
+            // Written from `InsertPlan::incarnation`; an entity stored
+            // before that has an unnumbered one, as the SQL stores' 0.
+            incarnation: inc.parse().unwrap_or(0),
+            rows,
+        }))
+    }
+
+    fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
+        let info = self.kind(kind)?;
+        let entity = Entity::new(&info, key);
+        let mut conn = self.checkout()?;
+        let mut applied = Vec::new();
+        let mut attempts = 1;
+        let mut step = |what: &str, outcome: Result<u32>| {
+            match outcome {
+                Ok(n) => {
+                    attempts = attempts.max(n);
+                    applied.push(what.to_owned());
+                    Ok(())
+                }
+                // Nothing of the save was applied yet: the object keeps
+                // its deltas and the error is the plain one.
+                Err(e) if applied.is_empty() => Err(e),
+                // The entity went away under a save: its earlier pieces
+                // went with it.
+                Err(e @ Error::NotFound { .. }) => Err(e),
+                Err(e) => Err(Error::InDoubt {
+                    writer: 0,
+                    seq: 0,
+                    source: format!(
+                        "save partly applied (done: {}; then {what} failed: {e})",
+                        applied.join(", ")
+                    )
+                    .into(),
+                }),
+            }
+        };
+        // Pieces that can fail on the data (a fold's error, a
+        // compare-and-set that keeps losing) go first, and with more than
+        // one of them their folds are tried on the rows as read before
+        // anything is written: a save then fails whole in all but a race
+        // with a concurrent writer. The document, which only fails if the
+        // entity is gone, goes last.
+        let statics: Vec<(&mapper::Delta, i64)> = plan
+            .deltas
+            .iter()
+            .filter_map(|d| Some((d, mapper::pick_shard(d.spec.shards?))))
+            .collect();
+        if statics.len() > 1 {
+            self.dry_run(&mut conn, kind, &entity, key, &statics)?;
+        }
+        for (delta, shard) in &statics {
+            let outcome = self.fold_static(&mut conn, kind, &info, &entity, key, delta, *shard);
+            step(delta.spec.name, outcome)?;
+        }
+        for delta in plan.deltas.iter().filter(|d| d.spec.shards.is_none()) {
+            let bucket = crate::random::range(..BUCKETS);
+            let piece = Piece {
+                script: scripts::append(),
+                key: &entity.buckets[bucket],
+                slot: entity.bucket_slot(bucket),
+                args: vec![
+                    delta.spec.name.to_owned(),
+                    encode(&delta.value),
+                    bucket.to_string(),
+                ],
+            };
+            let id = self.next_seq(&mut conn);
+            let outcome = match self.run(&mut conn, &piece, id) {
+                Ok(Reply::Gone) => Err(gone(kind, key)),
+                Ok(_) => Ok(1),
+                Err(e) => Err(e),
+            };
+            step(delta.spec.name, outcome)?;
+        }
+        if plan.document_changed {
+            let piece = Piece {
+                script: scripts::write_document(),
+                key: &entity.document,
+                slot: entity.home,
+                args: vec![plan.document.clone()],
+            };
+            let id = self.next_seq(&mut conn);
+            let outcome = match self.run(&mut conn, &piece, id) {
+                Ok(Reply::Gone) => Err(gone(kind, key)),
+                Ok(_) => Ok(1),
+                Err(e) => Err(e),
+            };
+            step("the document", outcome)?;
+        }
+        Ok(attempts)
+    }
+
+    fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
+        let info = self.kind(kind)?;
+        let entity = Entity::new(&info, key);
+        let mut conn = self.checkout()?;
+        // The document first: from then on loads see no entity and saves
+        // find it gone. Buckets are removed only if they belong to the
+        // incarnation deleted here (a concurrent re-insert may own them).
+        let inc: Option<String> = self.with_conn(&mut conn, |c| {
+            delete_document().key(&entity.document).invoke(c)
+        })?;
+        let Some(inc) = inc else {
+            return Ok(false);
+        };
+        for bucket in &entity.buckets {
+            self.with_conn(&mut conn, |c| {
+                delete_bucket().key(bucket).arg(&inc).invoke::<i64>(c)
+            })?;
+        }
+        let index = info.keys.index();
+        self.with_conn(&mut conn, |c| {
+            redis::cmd("ZREM")
+                .arg(&index)
+                .arg(&entity.id)
+                .query::<i64>(c)
+        })?;
+        Ok(true)
+    }
+
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
+        let info = self.kind(kind)?;
+        let mut conn = self.checkout()?;
+        let index = info.keys.index();
+        let max_rows = self.options().compaction_batch_rows as u64;
+        let mut stats = CompactionStats::default();
+        let mut start = match from {
+            Resume::Done => "-".to_owned(),
+            Resume::After(key) | Resume::At(key) => format!("({}", keys::encode_id(key.as_key())),
+        };
+        loop {
+            let ids: Vec<String> = self.with_conn(&mut conn, |c| {
+                redis::cmd("ZRANGEBYLEX")
+                    .arg(&index)
+                    .arg(&start)
+                    .arg("+")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(64)
+                    .query(c)
+            })?;
+            let Some(last) = ids.last() else {
+                return Ok(BatchPlan {
+                    stats,
+                    plans: Vec::new(),
+                    resume: Resume::Done,
+                });
+            };
+            start = format!("({last}");
+            for id in &ids {
+                let Some(stored) = decode_id(id, info.key_kind) else {
+                    continue;
+                };
+                self.compact_entity(&mut conn, kind, &info, &stored, &mut stats)?;
+                if stats.rows_scanned >= max_rows {
+                    return Ok(BatchPlan {
+                        stats,
+                        plans: Vec::new(),
+                        resume: Resume::After(stored),
+                    });
+                }
+            }
+        }
+    }
+
+    fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {
+        let info = self.kind(kind)?;
+        let entity = Entity::new(&info, key);
+        let mut conn = self.checkout()?;
+        let (document, buckets) = self.with_conn(&mut conn, |c| read_entity(c, &entity))?;
+        let Some(inc) = document.get("inc") else {
+            return Err(gone(kind, key));
+        };
+        let index = kind.field_index(field);
+        Ok(rows_of(kind, inc, &buckets)
+            .filter(|(_, i, _, _)| Some(*i) == index)
+            .count() as u64)
+    }
+}
+
+fn delete_document() -> &'static redis::Script {
+    static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        redis::Script::new(
+            "local inc = redis.call('HGET', KEYS[1], 'inc') \
+             redis.call('DEL', KEYS[1]) return inc",
+        )
+    })
+}
+
+fn delete_bucket() -> &'static redis::Script {
+    static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        redis::Script::new(
+            "if redis.call('HGET', KEYS[1], '~') == ARGV[1] then \
+             return redis.call('DEL', KEYS[1]) end return 0",
+        )
+    })
+}
+
+/// An index member back as a key (`None` for a member of the other id
+/// type, which the registry makes impossible).
+fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
+    match (kind, id.split_at_checked(1)?) {
+        (KeyKind::Int, ("i", n)) => n.parse().ok().map(StoredKey::Int),
+        (KeyKind::Text, ("s", s)) => Some(StoredKey::Text(s.to_owned())),
+        _ => None,
+    }
+}
+
+/// What compaction does to one field's rows in one bucket.
+struct BucketPlan {
+    index: usize,
+    target: i64,
+    /// The target's value as read, if it was there.
+    target_value: Option<String>,
+    /// Rows folded into the target and deleted, with their values as read.
+    removed: Vec<(i64, String)>,
+}
+
+/// Plans one bucket: a dynamic field's rows fold into its lowest row; a
+/// static field's rows at or above `shards` fold into the bucket's lowest
+/// shard below `shards` (shard number `bucket`), or, in a bucket that
+/// holds no shard below `shards`, into the lowest of them.
+fn plan_bucket(kind: &Kind, bucket: usize, rows: &[(usize, i64, &String)]) -> Vec<BucketPlan> {
+    let mut plans = Vec::new();
+    for (index, spec) in kind.fields.iter().enumerate() {
+        let mut group: Vec<(i64, &String)> = rows
+            .iter()
+            .filter(|(i, _, _)| *i == index)
+            .map(|(_, s, v)| (*s, *v))
+            .collect();
+        group.sort();
+        let (target, removed): (i64, Vec<(i64, String)>) = match spec.shards {
+            None if group.len() > 1 => (
+                group[0].0,
+                group[1..].iter().map(|(s, v)| (*s, (*v).clone())).collect(),
+            ),
+            None => continue,
+            Some(n) => {
+                let n = i64::from(n);
+                let surplus: Vec<(i64, String)> = group
+                    .iter()
+                    .filter(|(s, _)| *s >= n)
+                    .map(|(s, v)| (*s, (*v).clone()))
+                    .collect();
+                let home = bucket as i64;
+                if surplus.is_empty() {
+                    continue;
+                } else if home < n {
+                    (home, surplus)
+                } else if surplus.len() > 1 {
+                    (surplus[0].0, surplus[1..].to_vec())
+                } else {
+                    continue;
+                }
+            }
+        };
+        let target_value = group
+            .iter()
+            .find(|(s, _)| *s == target)
+            .map(|(_, v)| (*v).clone());
+        plans.push(BucketPlan {
+            index,
+            target,
+            target_value,
+            removed,
+        });
+    }
+    plans
+}
+
+impl RedisCluster {
+    /// Folds each delta into its shard's row as read now, in one pipelined
+    /// read, so that a fold error is found before a save writes anything.
+    fn dry_run(
+        &self,
+        conn: &mut Conn,
+        kind: &Kind,
+        entity: &Entity,
+        key: Key<'_>,
+        statics: &[(&mapper::Delta, i64)],
+    ) -> Result<()> {
+        let stored: Vec<Option<String>> = self.with_conn(conn, |c| {
+            let mut pipe = cluster_pipe();
+            for (delta, shard) in statics {
+                pipe.cmd("HGET")
+                    .arg(&entity.buckets[keys::static_bucket(*shard)])
+                    .arg(keys::row_field(delta.spec.name, *shard));
+            }
+            pipe.query(c)
+        })?;
+        for ((delta, _), stored) in statics.iter().zip(stored) {
+            let value = stored
+                .as_deref()
+                .map(|s| decode(s).map_err(|r| kind.corrupt(&key, delta.spec.name, r)))
+                .transpose()?;
+            kind.fold_delta(&key, delta.index, value, &delta.value)?;
+        }
+        Ok(())
+    }
+
+    /// Folds `delta` into static shard `shard`: `HINCRBY` for a field
+    /// whose fold adds integers, else read, fold in Rust and
+    /// compare-and-set, retried on conflict. Returns the attempts made.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_static(
+        &self,
+        conn: &mut Conn,
+        kind: &Kind,
+        info: &KindInfo,
+        entity: &Entity,
+        key: Key<'_>,
+        delta: &mapper::Delta,
+        shard: i64,
+    ) -> Result<u32> {
+        let bucket = keys::static_bucket(shard);
+        let bucket_key = &entity.buckets[bucket];
+        let slot = entity.bucket_slot(bucket);
+        let row = keys::row_field(delta.spec.name, shard);
+        // One operation id for the delta, kept across compare-and-set
+        // retries: a retry after a lost reply must be recognised as the
+        // same piece.
+        let id = self.next_seq(conn);
+        if let (true, Value::Integer(add)) = (info.sums[delta.index], &delta.value) {
+            let piece = Piece {
+                script: scripts::add(),
+                key: bucket_key,
+                slot,
+                args: vec![row.clone(), add.to_string()],
+            };
+            match self.run(conn, &piece, id)? {
+                Reply::Gone => return Err(gone(kind, key)),
+                reply if reply.applied() => return Ok(1),
+                // Not an integer there, or the sum leaves i64: fold in
+                // Rust, which does whatever the user's fold does there.
+                _ => {}
+            }
+        }
+        let max = self.options().max_attempts;
+        for attempt in 1..=max {
+            let stored: Option<String> = self.with_conn(conn, |c| {
+                redis::cmd("HGET").arg(bucket_key).arg(&row).query(c)
+            })?;
+            let value = stored
+                .as_deref()
+                .map(|s| decode(s).map_err(|r| kind.corrupt(&key, delta.spec.name, r)))
+                .transpose()?;
+            let new = kind.fold_delta(&key, delta.index, value, &delta.value)?;
+            let piece = Piece {
+                script: scripts::compare_and_set(),
+                key: bucket_key,
+                slot,
+                args: vec![
+                    row.clone(),
+                    if stored.is_some() { "1" } else { "0" }.to_owned(),
+                    stored.unwrap_or_default(),
+                    encode(&new),
+                ],
+            };
+            match self.run(conn, &piece, id)? {
+                Reply::Gone => return Err(gone(kind, key)),
+                Reply::Conflict => super::backoff(attempt),
+                _ => return Ok(attempt),
+            }
+        }
+        Err(Error::Conflict { attempts: max })
+    }
+
+    /// Compacts every bucket of one entity, each bucket's fold one script.
+    fn compact_entity(
+        &self,
+        conn: &mut Conn,
+        kind: &Kind,
+        info: &KindInfo,
+        stored: &StoredKey,
+        stats: &mut CompactionStats,
+    ) -> Result<()> {
+        let key = stored.as_key();
+        let entity = Entity::new(info, key);
+        let max = self.options().max_attempts;
+        let mut compacted = false;
+        let mut counted = false;
+        for bucket in 0..BUCKETS {
+            for attempt in 1..=max {
+                let (inc, read): (Option<String>, HashMap<String, String>) =
+                    self.with_conn(conn, |c| {
+                        let mut pipe = cluster_pipe();
+                        pipe.cmd("HGET").arg(&entity.document).arg("inc");
+                        pipe.cmd("HGETALL").arg(&entity.buckets[bucket]);
+                        pipe.query(c)
+                    })?;
+                let Some(inc) = inc else {
+                    // Deleted meanwhile: nothing left to fold.
+                    return Ok(());
+                };
+                if read.get("~") != Some(&inc) {
+                    break;
+                }
+                let all: Vec<(&str, i64, &String)> = read
+                    .iter()
+                    .filter_map(|(name, v)| {
+                        let (field, shard) = keys::parse_row_field(name)?;
+                        Some((field, shard, v))
+                    })
+                    .collect();
+                let rows: Vec<(usize, i64, &String)> = all
+                    .iter()
+                    .filter_map(|(f, s, v)| Some((kind.field_index(f)?, *s, *v)))
+                    .collect();
+                if attempt == 1 {
+                    stats.rows_scanned += all.len() as u64;
+                    if !all.is_empty() && !counted {
+                        stats.entities_visited += 1;
+                        counted = true;
+                    }
+                }
+                let plans = plan_bucket(kind, bucket, &rows);
+                if plans.is_empty() {
+                    break;
+                }
+                let mut conflict = false;
+                for plan in &plans {
+                    let spec = &kind.fields[plan.index];
+                    let values = plan
+                        .target_value
+                        .iter()
+                        .chain(plan.removed.iter().map(|(_, v)| v))
+                        .map(|v| decode(v).map_err(|r| kind.corrupt(&key, spec.name, r)))
+                        .collect::<Result<Vec<_>>>()?;
+                    let value = kind.fold(&key, plan.index, &mut values.into_iter())?;
+                    let mut args = vec![inc.clone(), keys::row_field(spec.name, plan.target)];
+                    for (shard, v) in &plan.removed {
+                        args.push(keys::row_field(spec.name, *shard));
+                        args.push(v.clone());
+                    }
+                    args.push(
+                        if plan.target_value.is_some() {
+                            "1"
+                        } else {
+                            "0"
+                        }
+                        .into(),
+                    );
+                    args.push(plan.target_value.clone().unwrap_or_default());
+                    args.push(encode(&value));
+                    let piece = Piece {
+                        script: scripts::compact(),
+                        key: &entity.buckets[bucket],
+                        slot: entity.bucket_slot(bucket),
+                        args,
+                    };
+                    let id = self.next_seq(conn);
+                    match self.run(conn, &piece, id)? {
+                        Reply::Gone => return Ok(()),
+                        Reply::Conflict => {
+                            conflict = true;
+                            break;
+                        }
+                        _ => {
+                            stats.rows_merged += plan.removed.len() as u64;
+                            compacted = true;
+                        }
+                    }
+                }
+                if !conflict {
+                    break;
+                }
+                if attempt == max {
+                    return Err(Error::Conflict { attempts: max });
+                }
+                super::backoff(attempt);
+            }
+        }
+        if compacted {
+            stats.entities_compacted += 1;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_and_integers_stay_plain() {
+        for value in [
+            Value::Integer(-42),
+            Value::Integer(i64::MAX),
+            Value::Real(0.1),
+            Value::Real(-1e300),
+            Value::Real(3.0),
+            Value::Text("[1,2]".into()),
+            Value::Text("\"5\"".into()),
+        ] {
+            assert_eq!(decode(&encode(&value)).unwrap(), value);
+        }
+        assert_eq!(encode(&Value::Integer(7)), "7");
+        assert!(decode("x").is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! The Lua scripts of the store: each is one *piece* of an operation, runs
+//! atomically on one slot's master, and is applied at most once per
+//! operation id.
+//!
+//! Every script gets `KEYS[1]` (the document or bucket it works on) and
+//! `KEYS[2]` (the writer table of the same slot), and `ARGV[1..3]` = writer
+//! id, sequence number and the writer table's retention in seconds. It
+//! first checks the writer table: if this writer already applied this
+//! sequence number (or a later one) there, the piece was applied by an
+//! earlier attempt whose reply was lost, and it answers `DUP` without
+//! doing anything. Otherwise it does its work and records the sequence
+//! number in the same script, so "applied" and "recorded" are one atomic
+//! step. An empty writer id turns the check off (the control run of the
+//! exactly-once test).
+//!
+//! Replies are status words: `OK`, `DUP`, `GONE` (the document or bucket
+//! does not exist: the entity is not stored), `EXISTS` (insert of a taken
+//! id), `NOTINT` and `OVERFLOW` (an integer add that must be folded in Rust
+//! instead), `CONFLICT` (compare-and-set lost).
+
+use redis::Script;
+use std::sync::OnceLock;
+
+/// The prelude every script starts with: the exactly-once check and mark.
+/// A mark is `seq:unix time`; when a slot's table holds more than 1,024
+/// writers, marks older than the retention are dropped (a writer is one
+/// pooled connection, so this only grows with connections ever opened).
+const PRELUDE: &str = r#"
+local wkey, writer, seq, keep = KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if writer ~= '' then
+  local last = redis.call('HGET', wkey, writer)
+  if last and tonumber(string.match(last, '^(%d+)')) >= seq then
+    return 'DUP'
+  end
+end
+local function mark()
+  if writer == '' then return end
+  local now = tonumber(redis.call('TIME')[1])
+  redis.call('HSET', wkey, writer, ARGV[2] .. ':' .. now)
+  if redis.call('HLEN', wkey) > 1024 then
+    local all = redis.call('HGETALL', wkey)
+    for i = 1, #all, 2 do
+      local t = tonumber(string.match(all[i + 1], ':(%d+)$'))
+      if t and t < now - keep then redis.call('HDEL', wkey, all[i]) end
+    end
+  end
+end
+"#;
+
+fn script(cell: &'static OnceLock<Script>, body: &str) -> &'static Script {
+    cell.get_or_init(|| Script::new(&format!("{PRELUDE}{body}")))
+}
+
+/// Insert's document: `ARGV[4]` the JSON, `ARGV[5]` the incarnation.
+pub(crate) fn insert_document() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'EXISTS' end
+redis.call('HSET', KEYS[1], 'doc', ARGV[4], 'inc', ARGV[5])
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// Insert's bucket: replaces whatever an earlier incarnation left with `~`
+/// = `ARGV[4]` and the rows `ARGV[5..]` (field, value pairs).
+pub(crate) fn insert_bucket() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], '~', ARGV[4])
+for i = 5, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// Save's document: `ARGV[4]` the JSON; `GONE` if the entity is not stored.
+pub(crate) fn write_document() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+redis.call('HSET', KEYS[1], 'doc', ARGV[4])
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// A static save of a sum: `HINCRBY` row `ARGV[4]` by `ARGV[5]` (a missing
+/// row counts as 0). `NOTINT` if the row holds something else, `OVERFLOW`
+/// if the sum leaves `i64` (Redis refuses it and writes nothing).
+pub(crate) fn add() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+local cur = redis.call('HGET', KEYS[1], ARGV[4])
+if cur and not string.match(cur, '^-?%d+$') then return 'NOTINT' end
+local r = redis.pcall('HINCRBY', KEYS[1], ARGV[4], ARGV[5])
+if type(r) == 'table' and r.err then return 'OVERFLOW' end
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// Compare-and-set of row `ARGV[4]`: if it holds `ARGV[6]` (or is absent
+/// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`.
+pub(crate) fn compare_and_set() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+local cur = redis.call('HGET', KEYS[1], ARGV[4])
+if ARGV[5] == '0' then
+  if cur then return 'CONFLICT' end
+elseif cur ~= ARGV[6] then
+  return 'CONFLICT'
+end
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[7])
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// A dynamic save: appends `ARGV[5]` as a new row of field `ARGV[4]` in
+/// bucket `ARGV[6]`, numbered `2^20 + 16 * t + bucket` where `t` is the
+/// server's clock in microseconds since 2025, raised past the bucket's last
+/// number if the clock did not move: rows of one bucket are numbered in
+/// order, rows of sequential saves in any buckets too (the nodes share a
+/// clock), and all of them lie above every static shard (at most 10,000).
+/// Lua's numbers are doubles: exact up to 2^53, which this stays below
+/// until about 2042.
+pub(crate) fn append() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+local t = redis.call('TIME')
+local us = (tonumber(t[1]) - 1735689600) * 1000000 + tonumber(t[2])
+local last = tonumber(redis.call('HGET', KEYS[1], '~seq') or '0')
+if us <= last then us = last + 1 end
+redis.call('HSET', KEYS[1], '~seq', string.format('%.0f', us))
+local n = string.format('%.0f', 1048576 + us * 16 + tonumber(ARGV[6]))
+redis.call('HSET', KEYS[1], 'r:' .. ARGV[4] .. ':' .. n, ARGV[5])
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// One compaction step in one bucket of incarnation `ARGV[4]`: rows
+/// `ARGV[6..]` (field, expected value pairs) must still hold what the scan
+/// read; then they are deleted, and the target row `ARGV[5]` gets the value
+/// after them (`ARGV[#ARGV]`, compare-and-set on the target's read value,
+/// the pair just before it: `0` and `` if it was absent). Otherwise
+/// `CONFLICT`, and nothing changes.
+pub(crate) fn compact() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('HGET', KEYS[1], '~') ~= ARGV[4] then return 'GONE' end
+local n = #ARGV
+local target, present, expected, value = ARGV[5], ARGV[n - 2], ARGV[n - 1], ARGV[n]
+local cur = redis.call('HGET', KEYS[1], target)
+if present == '0' then
+  if cur then return 'CONFLICT' end
+elseif cur ~= expected then
+  return 'CONFLICT'
+end
+for i = 6, n - 3, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 'CONFLICT' end
+end
+for i = 6, n - 3, 2 do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+end
+redis.call('HSET', KEYS[1], target, value)
+mark()
+return 'OK'
+"#,
+    )
+}

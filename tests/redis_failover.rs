@@ -1,0 +1,234 @@
+//! kill -9 of a Redis Cluster master while writers save to one hot entity
+//! whose 10 shards live on all masters, in each durability mode: the store
+//! must recover by itself (no writer goes more than a few seconds without
+//! a successful save), nothing may be counted twice, and with
+//! `Durability::Replicated` no acknowledged save may be lost. With
+//! `Durability::Async` the acknowledged-but-lost saves are counted and
+//! reported: replication is asynchronous, so a failover may drop them.
+//!
+//! Each round: 4 writers save; one master (in turn) is killed with SIGKILL
+//! (`scripts/redis-cluster kill`); the cluster promotes its replica; the
+//! killed node is restarted and rejoins as a replica (`scripts/redis-
+//! cluster revive`, which waits until the cluster is healthy); the writers
+//! go on for a moment and stop; the total is compared with the
+//! acknowledgements. 5 rounds per mode by default;
+//! `AUTOSHARD_FAILOVER_ROUNDS=N` for a longer soak
+//! (`cargo test --test redis_failover -- --ignored` runs 20).
+//!
+//! This test changes which nodes are masters; the cluster stays healthy.
+#![cfg(feature = "redis")]
+
+use autoshard::{Durability, Error, RedisCluster, Store};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[path = "common/entities.rs"]
+mod entities;
+#[path = "common/stores.rs"]
+mod stores;
+use entities::Question;
+use stores::redis_cluster as rc;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn script(args: &[&str]) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster");
+    let status = Command::new("bash")
+        .arg(path)
+        .args(args)
+        .status()
+        .expect("run scripts/redis-cluster");
+    assert!(status.success(), "scripts/redis-cluster {args:?} failed");
+}
+
+/// The ports of the current masters that are up.
+fn master_ports() -> Vec<u16> {
+    let first = &rc::nodes()[0];
+    let mut conn = redis::Client::open(format!("redis://{first}"))
+        .and_then(|c| c.get_connection())
+        .unwrap();
+    let listing: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
+    listing
+        .lines()
+        .filter(|l| {
+            let flags = l.split(' ').nth(2).unwrap();
+            flags.contains("master") && !flags.contains("fail")
+        })
+        .map(|l| {
+            let addr = l.split(' ').nth(1).unwrap().split('@').next().unwrap();
+            addr.rsplit_once(':').unwrap().1.parse().unwrap()
+        })
+        .collect()
+}
+
+#[derive(Debug, Default)]
+struct Round {
+    acked: u64,
+    in_doubt: u64,
+    retried: u64,
+    total: i64,
+    recovered: Duration,
+}
+
+/// Writers save `vote(1)` on entity 1 while a master is killed and
+/// revived; they count acknowledgements and in-doubt saves (after which a
+/// writer reloads, as the error asks) and the longest time any of them
+/// went without a successful save.
+fn round(db: &RedisCluster, durability: Durability, victim: u16) -> Round {
+    let start_total = db.load::<Question>(&1).unwrap().unwrap().votes;
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    let in_doubt = Arc::new(AtomicU64::new(0));
+    let retried = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let db = rc::builder(db.prefix(), &stores::Options::default())
+                .durability(durability)
+                .in_doubt_timeout(Duration::from_secs(15))
+                .open()
+                .unwrap();
+            let stop = stop.clone();
+            let (acked, in_doubt, retried) = (acked.clone(), in_doubt.clone(), retried.clone());
+            thread::spawn(move || {
+                let mut q: Question = db.load(&1).unwrap().unwrap();
+                // The longest time this writer went without a successful
+                // save: the outage it saw.
+                let (mut last_ok, mut longest) = (Instant::now(), Duration::ZERO);
+                while !stop.load(Ordering::Acquire) {
+                    q.vote(1);
+                    loop {
+                        match db.save(&mut q) {
+                            Ok(_) => {
+                                acked.fetch_add(1, Ordering::SeqCst);
+                                longest = longest.max(last_ok.elapsed());
+                                last_ok = Instant::now();
+                                break;
+                            }
+                            Err(Error::InDoubt { .. }) => {
+                                in_doubt.fetch_add(1, Ordering::SeqCst);
+                                // The outcome is unknown: never resave it.
+                                q = loop {
+                                    match db.load(&1) {
+                                        Ok(q) => break q.unwrap(),
+                                        Err(_) => thread::sleep(Duration::from_millis(50)),
+                                    }
+                                };
+                                break;
+                            }
+                            Err(e) if e.is_retryable() => {
+                                retried.fetch_add(1, Ordering::SeqCst);
+                                if stop.load(Ordering::Acquire) {
+                                    // Nothing of it was written; drop it.
+                                    return longest;
+                                }
+                            }
+                            Err(e) => panic!("save failed: {e:?}"),
+                        }
+                    }
+                }
+                longest
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    script(&["kill", &victim.to_string()]);
+    // Failover (cluster-node-timeout 3 s, then an election), then the old
+    // master comes back as a replica.
+    thread::sleep(Duration::from_secs(6));
+    script(&["revive", &victim.to_string()]);
+    thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Release);
+    let recovered = writers
+        .into_iter()
+        .map(|w| w.join().expect("writer panicked"))
+        .max()
+        .unwrap();
+    let total = db.load::<Question>(&1).unwrap().unwrap().votes - start_total;
+    Round {
+        acked: acked.load(Ordering::SeqCst),
+        in_doubt: in_doubt.load(Ordering::SeqCst),
+        retried: retried.load(Ordering::SeqCst),
+        total,
+        recovered,
+    }
+}
+
+fn failover(durability: Durability, rounds: usize) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = rc::new_prefix();
+    let _cleanup = rc::DropPrefix(prefix.clone());
+    let db = rc::builder(&prefix, &stores::Options::default())
+        .open()
+        .unwrap();
+    db.insert(&Question::new(1, 0, 0)).unwrap();
+    let (mut lost, mut doubled) = (0i64, 0i64);
+    for n in 0..rounds {
+        let masters = master_ports();
+        let victim = masters[n % masters.len()];
+        let r = round(&db, durability, victim);
+        // Every acknowledged save is in `total` unless lost; an in-doubt
+        // one may or may not be.
+        let round_lost = (r.acked as i64 - r.total).max(0);
+        let round_doubled = (r.total - r.acked as i64 - r.in_doubt as i64).max(0);
+        eprintln!(
+            "{durability:?} round {n}: killed master {victim}; {} acknowledged, {} in doubt, \
+             {} retried, stored {}; lost {round_lost}, doubled {round_doubled}; \
+             longest time without a successful save {:.1?}",
+            r.acked, r.in_doubt, r.retried, r.total, r.recovered
+        );
+        assert!(
+            r.recovered < Duration::from_secs(15),
+            "recovery took {:?}",
+            r.recovered
+        );
+        lost += round_lost;
+        doubled += round_doubled;
+    }
+    eprintln!("{durability:?}: {rounds} kills, {lost} acknowledged saves lost, {doubled} doubled");
+    assert_eq!(doubled, 0, "saves counted twice");
+    if matches!(durability, Durability::Replicated { .. }) {
+        assert_eq!(
+            lost, 0,
+            "acknowledged saves lost with replica acknowledgements"
+        );
+    }
+}
+
+fn rounds() -> usize {
+    std::env::var("AUTOSHARD_FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+}
+
+#[test]
+fn kill_a_master_async() {
+    failover(Durability::Async, rounds());
+}
+
+#[test]
+fn kill_a_master_replicated() {
+    failover(
+        Durability::Replicated {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        },
+        rounds(),
+    );
+}
+
+#[test]
+#[ignore = "soak: 20 kills per mode, several minutes"]
+fn soak_kill_masters() {
+    failover(Durability::Async, 20);
+    failover(
+        Durability::Replicated {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        },
+        20,
+    );
+}
