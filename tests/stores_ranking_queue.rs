@@ -40,6 +40,7 @@ store_tests!(
     worker_handles_stop_on_drop_and_report_what_they_did,
     workers_on_four_handles_apply_every_update_once_in_order,
     sequence_numbers_survive_an_empty_queue,
+    a_queued_row_the_board_refuses_is_set_aside_and_the_rest_drains,
 );
 
 /// A store under test that can hold boards.
@@ -364,6 +365,71 @@ fn sequence_numbers_survive_an_empty_queue<S: Boards>() {
     assert_eq!(board.score("p1").unwrap(), Some(50));
     assert_eq!(board.score("late").unwrap(), Some(60));
     assert_eq!(worker.stop().unwrap().updates, 2);
+    board.check_integrity().unwrap();
+}
+
+/// Item 12 of issue 12: queued rows the board refuses (a score outside its
+/// range, an empty player name), written behind the store's back as a hand
+/// edit or damage would, used to stop every worker for good at the first
+/// of them with `ScoreOutOfRange` or `InvalidName`, and that queue shard
+/// stayed blocked. Before the fix this failed at the flush on every store:
+/// `FlushTimeout { remaining: 26, .. }` (the worker had stopped with
+/// `ScoreOutOfRange { score: 1000 }`). Now the worker moves them to the dead
+/// letters, in the transaction that drains the rows around them, and the
+/// rest drains, rows behind them in the same shard included.
+fn a_queued_row_the_board_refuses_is_set_aside_and_the_rest_drains<S: Boards>() {
+    let store = S::fresh();
+    let board = Ranking::create(store.db(), "b", RankingConfig::new(0..100).queues(2)).unwrap();
+    let good: Vec<String> = (0..20).map(|i| format!("good-{i}")).collect();
+    for (i, player) in good.iter().enumerate() {
+        board.enqueue(player, i as i64).unwrap();
+    }
+    board.enqueue("bad-score", 5).unwrap();
+    board.enqueue("bad-name", 6).unwrap();
+    for (i, player) in good.iter().enumerate() {
+        board.enqueue(player, 50 + i as i64).unwrap();
+    }
+    let edits = [
+        "UPDATE autoshard_rank_queue SET score = 1000 WHERE player = 'bad-score'",
+        "UPDATE autoshard_rank_queue SET player = '' WHERE player = 'bad-name'",
+    ];
+    for sql in edits {
+        assert_eq!(store.execute(sql), 1, "{sql}");
+    }
+    let worker = board.worker().batch_size(8).spawn().unwrap();
+    board.flush_within(Duration::from_secs(30)).unwrap();
+    let stats = worker.stop().unwrap();
+    assert_eq!((stats.updates, stats.dead_letters), (40, 2), "{stats:?}");
+    assert_eq!(board.queued().unwrap(), 0);
+    for (i, player) in good.iter().enumerate() {
+        assert_eq!(board.score(player).unwrap(), Some(50 + i as i64));
+    }
+    assert_eq!(board.len().unwrap(), 20);
+    board.check_integrity().unwrap();
+
+    let letters = board.dead_letters().unwrap();
+    let found = |player: &str| {
+        let letter = letters.iter().find(|l| l.player == player);
+        letter.unwrap_or_else(|| panic!("{player:?} not in {letters:?}"))
+    };
+    let (score, name) = (found("bad-score"), found(""));
+    assert_eq!(letters.len(), 2, "{letters:?}");
+    assert_eq!(score.score, Some(1000));
+    assert!(
+        score.reason.contains("outside the board's range 0..100"),
+        "{score:?}"
+    );
+    assert_eq!(name.score, Some(6));
+    assert!(name.reason.contains("1 to 256 bytes"), "{name:?}");
+    assert!(score.queue < 2 && name.queue < 2 && score.id != name.id);
+
+    // Set right by hand: the corrected update queued, the letter deleted.
+    board.enqueue("bad-score", 99).unwrap();
+    assert!(board.delete_dead_letter(score.id).unwrap());
+    assert!(!board.delete_dead_letter(score.id).unwrap());
+    assert_eq!(board.worker().drain().unwrap().updates, 1);
+    assert_eq!(board.score("bad-score").unwrap(), Some(99));
+    assert_eq!(board.dead_letters().unwrap(), std::slice::from_ref(name));
     board.check_integrity().unwrap();
 }
 
@@ -700,11 +766,13 @@ mod pg_crash {
         assert_eq!(board.worker().drain().unwrap().updates, enqueues as u64);
     }
 
-    /// A queued update the board refuses (written behind the library's
-    /// back) stops the worker with that error; nothing of its batch is
-    /// applied and both rows stay queued.
+    /// With dead letters off, a queued update the board refuses (written
+    /// behind the library's back) stops the worker with `Error::Corrupt`
+    /// (before issue 12's item 12: `ScoreOutOfRange`); nothing of its batch
+    /// is applied and both rows stay queued. The default worker sets it
+    /// aside (`a_queued_row_the_board_refuses_is_set_aside_and_the_rest_drains`).
     #[test]
-    fn pg_a_worker_stops_at_an_update_it_cannot_apply() {
+    fn pg_without_dead_letters_a_worker_stops_at_an_update_it_cannot_apply() {
         let store = <autoshard::Postgres as TestStore>::fresh();
         let board = Ranking::create(&*store, "b", RankingConfig::new(0..100)).unwrap();
         board.enqueue("good", 5).unwrap();
@@ -718,9 +786,10 @@ mod pg_crash {
                 &[],
             )
             .unwrap();
-        let err = board.worker().spawn().unwrap().join().unwrap_err();
+        let worker = board.worker().dead_letter(false).spawn().unwrap();
+        let err = worker.join().unwrap_err();
         assert!(
-            matches!(err, Error::ScoreOutOfRange { score: 1000, .. }),
+            matches!(&err, Error::Corrupt { reason, .. } if reason.contains("score 1000")),
             "{err:?}"
         );
         assert_eq!(board.queued().unwrap(), 2);

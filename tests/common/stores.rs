@@ -61,6 +61,7 @@ pub struct Fresh<S> {
     rows: Box<dyn Fn(&str) -> Rows + Send + Sync>,
     documents: Box<dyn Fn(&str) -> Documents + Send + Sync>,
     rank_nodes: Box<dyn Fn(&str) -> RankNodes + Send + Sync>,
+    execute: Box<dyn Fn(&str) -> u64 + Send + Sync>,
     // Dropped last: the temporary directory or the schema.
     _cleanup: Box<dyn Send + Sync>,
 }
@@ -108,6 +109,12 @@ impl<S> Fresh<S> {
     pub fn rank_nodes(&self, board: &str) -> RankNodes {
         (self.rank_nodes)(board)
     }
+
+    /// Runs one SQL statement behind the store's back (unqualified table
+    /// names: in the store's schema); the rows it changed.
+    pub fn execute(&self, sql: &str) -> u64 {
+        (self.execute)(sql)
+    }
 }
 
 /// Unique per process and call: names temporary schemas.
@@ -146,12 +153,14 @@ impl TestStore for Sqlite {
         };
         let rows_path = path.clone();
         let docs_path = path.clone();
+        let sql_path = path.clone();
         Fresh {
             store: open(&options),
             open: Box::new(open),
             rows: Box::new(move |base| sqlite_rows(&rows_path, base)),
             documents: Box::new(move |base| sqlite_documents(&docs_path, base)),
             rank_nodes: Box::new(move |board| sqlite_rank_nodes(&path, board)),
+            execute: Box::new(move |sql| sqlite_execute(&sql_path, sql)),
             _cleanup: Box::new(dir),
         }
     }
@@ -204,6 +213,13 @@ fn sqlite_rank_nodes(path: &std::path::Path, board: &str) -> RankNodes {
         })
         .unwrap();
     rows.map(Result::unwrap).collect()
+}
+
+fn sqlite_execute(path: &std::path::Path, sql: &str) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    conn.execute(sql, []).unwrap() as u64
 }
 
 fn sqlite_documents(path: &std::path::Path, base: &str) -> Documents {
@@ -321,12 +337,14 @@ pub mod pg {
         };
         let rows_schema = schema.clone();
         let docs_schema = schema.clone();
+        let sql_schema = schema.clone();
         Fresh {
             store: open(&options),
             open: Box::new(open),
             rows: Box::new(move |base| rows(&rows_schema, base)),
             documents: Box::new(move |base| documents(&docs_schema, base)),
             rank_nodes: Box::new(move |board| rank_nodes(&schema, board)),
+            execute: Box::new(move |sql| execute(&sql_schema, sql)),
             _cleanup: Box::new(cleanup),
         }
     }
@@ -382,6 +400,16 @@ pub mod pg {
             .collect()
     }
 
+    pub fn execute(schema: &str, sql: &str) -> u64 {
+        let mut client = client();
+        let mut tx = client.transaction().unwrap();
+        tx.batch_execute(&format!("SET LOCAL search_path TO \"{schema}\""))
+            .unwrap();
+        let n = tx.execute(sql, &[]).unwrap();
+        tx.commit().unwrap();
+        n
+    }
+
     pub fn documents(schema: &str, base: &str) -> Documents {
         let mut client = client();
         let Ok(rows) = client.query(
@@ -431,6 +459,7 @@ pub mod pg {
                 rows,
                 documents,
                 rank_nodes,
+                execute,
                 _cleanup,
             } = fresh(Concurrency::Optimistic, options);
             Fresh {
@@ -444,6 +473,7 @@ pub mod pg {
                 rows,
                 documents,
                 rank_nodes,
+                execute,
                 _cleanup,
             }
         }

@@ -45,6 +45,13 @@ pub(crate) fn check(st: &dyn Storage, g: &Geometry, shards: u32) -> Result<()> {
             "outside the board's range".into(),
         ));
     }
+    // A score's counter (an `i64`) must exceed every arrival held there.
+    if let Some(&(score, arrival)) = players.iter().find(|p| p.1 >= i64::MAX as u64) {
+        return Err(st.corrupt(
+            format!("players at score {score}"),
+            format!("arrival {arrival} leaves no room for the arrival counter"),
+        ));
+    }
     let counters = check_score_tree(st, g, shards, &players)?;
     check_arrival_trees(st, g, &players, &counters)
 }
@@ -103,7 +110,7 @@ fn check_score_tree(
                 format!("malformed or misplaced shard row {shard}"),
             ));
         }
-        if v.is_empty() {
+        if all_zero(v) {
             return Err(st.corrupt(name(key), format!("shard row {shard} is stored all zero")));
         }
         if group.as_ref().is_some_and(|(k, ..)| *k != key) {
@@ -130,6 +137,12 @@ fn check_score_tree(
         ));
     }
     Ok(counters)
+}
+
+/// Whether a (well-formed) vector holds no nonzero entry: empty, or
+/// explicit zeros a writer should have trimmed and deleted.
+fn all_zero(v: &[u8]) -> bool {
+    storage::entries(v).all(|x| x == 0)
 }
 
 fn score_node_name((h, idx): (u32, u64)) -> String {
@@ -272,7 +285,7 @@ fn check_arrival_trees(
     let mut stored = vec![0; g.b()];
     st.scan_arrival_nodes(&mut |score, h, idx, va| {
         let key = (score, h, idx);
-        if !storage::well_formed(va, g.b()) || va.is_empty() {
+        if !storage::well_formed(va, g.b()) || all_zero(va) {
             return Err(st.corrupt(name(key), "malformed or stored all zero".into()));
         }
         let key_of = |(s, e): &(i64, Expected)| (*s, e.key.0, e.key.1);
@@ -776,14 +789,32 @@ mod tests {
         }
     }
 
-    /// Known gap, left unfixed: the module docs (and invariant 6 of
-    /// docs/design.md) say `check` finds any stored row that is all zeros,
-    /// but it only finds empty ones (`v.is_empty()`): a score-tree row of
-    /// explicit zero entries (8 zero bytes, as a writer that forgot to trim
-    /// would store) passes, at any key inside the tree. (Arrival rows are
-    /// safe by accident: an all-zero one never matches a recount.)
+    /// Regression (issue 12, item 10): a player row with arrival
+    /// `i64::MAX` made the recount's `arrival as i64 + 1` overflow: "attempt
+    /// to add with overflow" in `expected_score_nodes`, a panic this test
+    /// showed before the fix (and a wrapped, negative counter in release).
     #[test]
-    #[ignore = "known gap: check() misses non-empty all-zero score-tree rows"]
+    fn an_arrival_of_i64_max_is_reported() {
+        let board = Board::new(0..100, 10, 1);
+        board.set_scores(0, &[("a", 5), ("b", 5)]).unwrap();
+        board.st.tables_mut().put_player("b", 5, i64::MAX as u64);
+        match board.check_integrity() {
+            Err(Error::Corrupt { reason, .. }) => {
+                assert!(
+                    reason.contains("no room for the arrival counter"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Regression: the module docs (and invariant 6 of docs/design.md) say
+    /// `check` finds any stored row that is all zeros, but it only found
+    /// empty ones (`v.is_empty()`): a score-tree row of explicit zero
+    /// entries (8 zero bytes, as a writer that forgot to trim would store)
+    /// passed, at any key inside the tree (`Ok(())` here before the fix).
+    #[test]
     fn a_row_of_zero_entries_is_reported() {
         let board = Board::new(0..100, 10, 2);
         board.set("a", 5).unwrap();

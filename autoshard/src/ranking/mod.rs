@@ -51,6 +51,7 @@ mod tree;
 
 pub use self::config::RankingConfig;
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
+pub use crate::seam::DeadLetter;
 
 use self::apply::Batch;
 use self::query::Want;
@@ -58,7 +59,7 @@ use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
 use crate::error::{Error, Result};
-use crate::seam::{Backend, Board, BoardStore, QueuedUpdate};
+use crate::seam::{Backend, Board, BoardStore};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -362,6 +363,8 @@ impl Ranking {
                 counter: tie == Tie::Ordinal,
             };
             let place = player_place(st, g, score, want)?;
+            // Counts are at most `i64::MAX` (`query::count`), so none of
+            // these sums can overflow, whatever the rows hold.
             Ok(Some(match tie {
                 Tie::Standard => place.above + 1,
                 Tie::Dense => place.distinct_above + 1,
@@ -483,23 +486,6 @@ impl Ranking {
     pub fn check_integrity(&self) -> Result<()> {
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
-    }
-
-    /// Applies `updates` in slice order inside the caller's write
-    /// transaction `st` (any backend): each player's absolute score is
-    /// stored with the tree, so applying the same updates twice changes
-    /// nothing. Every update is validated before anything is written.
-    /// Inner-node deltas go to shard 0: the queue worker writes in big
-    /// batches, so it need not spread.
-    pub(crate) fn apply_in(&self, st: &dyn Storage, updates: &[QueuedUpdate]) -> Result<()> {
-        for u in updates {
-            self.check_update(&u.player, u.score)?;
-        }
-        let updates: Vec<_> = updates
-            .iter()
-            .map(|u| (u.player.as_str(), u.score))
-            .collect();
-        apply_updates(st, self.geometry(), 0, &updates).map(drop)
     }
 
     /// Checks one queued update (player name, score range) without writing.

@@ -10,6 +10,7 @@ use super::storage::{self, Part, Storage};
 use super::tree::{self, Geometry};
 use super::Entry;
 use crate::error::Result;
+use std::ops::RangeInclusive;
 
 /// Where a score sits in the score tree.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +32,35 @@ pub(crate) struct Want {
     pub counter: bool,
 }
 
-/// A count read from the store, checked to be a count.
+/// A count read from the store, checked to be a count: between 0 and
+/// `i64::MAX`. A board cannot hold more players than that (an arrival
+/// number is below `2^63`, and so is every stored count), and the bound
+/// makes a rank's arithmetic safe: `count + 1`, and the ordinal rank
+/// `above + before + 1`, fit a `u64` with no check.
 fn count(st: &dyn Storage, value: i128, what: impl FnOnce() -> String) -> Result<u64> {
     u64::try_from(value)
-        .map_err(|_| st.corrupt(what(), format!("count {value} is negative or too large")))
+        .ok()
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| st.corrupt(what(), format!("count {value} is negative or too large")))
 }
 
 fn node_name(h: u32, idx: u64) -> String {
     format!("score-tree node (height {h}, idx {idx})")
+}
+
+/// Checks that a row a store answered a read with has a height the read
+/// asked for (`heights`): a damaged store can answer with a row from
+/// elsewhere, and a height outside the tree would overflow the geometry's
+/// arithmetic (`B^(h-1)` at height 0).
+fn asked_height(st: &dyn Storage, h: u32, heights: RangeInclusive<u32>, tree: &str) -> Result<()> {
+    if heights.contains(&h) {
+        Ok(())
+    } else {
+        Err(st.corrupt(
+            format!("{tree} row at height {h}"),
+            format!("read for heights {heights:?}"),
+        ))
+    }
 }
 
 /// Checks one stored row before it is summed.
@@ -69,6 +91,7 @@ pub(crate) fn place_of(
     }
     let (mut above, mut distinct, mut counter) = (0i128, 0i128, 0i64);
     st.path_rows(&path[..depth], &mut |h, part, shard, v| {
+        asked_height(st, h, 1..=g.depth(), "score-tree")?;
         check_row(st, g, h, g.node(offset, h), shard, v)?;
         let c = g.child(offset, h);
         match (part, h) {
@@ -101,6 +124,7 @@ const MAX_DEPTH: usize = 64;
 pub(crate) fn len(st: &dyn Storage, g: &Geometry) -> Result<u64> {
     let mut total = 0i128;
     st.path_rows(&[(g.depth(), 0, false)], &mut |h, _, shard, v| {
+        asked_height(st, h, g.depth()..=g.depth(), "score-tree")?;
         check_row(st, g, h, 0, shard, v)?;
         total += storage::sum_from(v, 0);
         Ok(())
@@ -125,6 +149,7 @@ pub(crate) fn arrived_before(
     }
     let mut before = 0i128;
     st.arrival_path(score, &path[..height as usize], &mut |h, v| {
+        asked_height(st, h, 1..=height, "arrival-tree")?;
         before += storage::sum_to(v, tree::child(bf, arrival, h));
         Ok(())
     })?;
@@ -153,7 +178,8 @@ fn node_sums(
 ) -> Result<()> {
     a.fill(0);
     b.fill(0);
-    st.path_rows(&[(h, idx, true)], &mut |_, part, shard, v| {
+    st.path_rows(&[(h, idx, true)], &mut |at, part, shard, v| {
+        asked_height(st, at, h..=h, "score-tree")?;
         check_row(st, g, h, idx, shard, v)?;
         let sums = match part {
             Part::A => &mut *a,
@@ -280,12 +306,15 @@ pub(crate) fn page(st: &dyn Storage, g: &Geometry, from: u64, to: u64) -> Result
     if got < want {
         st.entries_below(first.score, want - got, &mut found)?;
     }
+    // Counts are at most `i64::MAX` (`count`), so neither `+ 1` nor the
+    // increments below (one per entry) can overflow; positions stop at
+    // `to`, which an open range (`from..`) would step past at `u64::MAX`.
     let mut rank = first.place.above + 1;
     let mut dense = first.place.distinct_above + 1;
     let mut previous = first.score;
     Ok(found
         .into_iter()
-        .zip(from..)
+        .zip(from..=to)
         .map(|((player, score), position)| {
             if score != previous {
                 // The first player at a lower score starts its standard rank.
@@ -564,23 +593,50 @@ mod tests {
         board
     }
 
-    /// Known bug, left unfixed: counts summed over shard rows are checked
-    /// to fit a `u64`, but a sum of exactly `u64::MAX` passes, and the `+ 1`
-    /// that makes it a rank overflows: a debug build panics ("attempt to
-    /// add with overflow", `page`: `dense = first.place.distinct_above +
-    /// 1`), a release build answers dense rank 0.
+    /// Regression: counts summed over shard rows were checked to fit a
+    /// `u64`, but a sum of exactly `u64::MAX` passed, and the `+ 1` that
+    /// makes it a rank overflowed: a debug build panicked ("attempt to add
+    /// with overflow" at `page`'s `dense = first.place.distinct_above + 1`,
+    /// which this test showed before the fix), a release build answered
+    /// dense rank 0. Counts are now at most `i64::MAX`.
     #[test]
-    #[ignore = "known bug: a count summing to u64::MAX overflows the rank"]
     fn a_page_under_a_count_of_u64_max_reports_corruption() {
-        corrupt(distinct_count_of_u64_max().page(1, 1), "");
+        corrupt(distinct_count_of_u64_max().page(1, 1), "too large");
     }
 
     /// The same in `Ranking::rank` (mod.rs, `Tie::Dense =>
     /// place.distinct_above + 1`; likewise `above + 1` for the standard
-    /// rank and `rank_of_score`), which `Board::rank` repeats.
+    /// rank and `rank_of_score`), which `Board::rank` repeats: it panicked
+    /// the same way before the fix.
     #[test]
-    #[ignore = "known bug: a count summing to u64::MAX overflows the rank"]
     fn a_dense_rank_under_a_count_of_u64_max_reports_corruption() {
-        corrupt(distinct_count_of_u64_max().rank("a", Tie::Dense), "");
+        corrupt(
+            distinct_count_of_u64_max().rank("a", Tie::Dense),
+            "too large",
+        );
+    }
+
+    /// Just past the bound: a count of `i64::MAX + 1` (two shard rows of
+    /// 2^62) is corruption, `i64::MAX` itself is a count (and its rank,
+    /// `i64::MAX + 1`, fits).
+    #[test]
+    fn counts_stop_at_i64_max() {
+        let board = Board::new(0..100, 10, 2);
+        board.set("a", 5).unwrap();
+        let row = |a, last| {
+            let mut v = [0; 10];
+            (v[0], v[9]) = (a, last);
+            enc(&v)
+        };
+        let mut t = board.st.tables_mut();
+        t.nodes.insert((2, 0, Part::A, 0), row(1, 1 << 62));
+        t.nodes.insert((2, 0, Part::A, 1), row(0, (1 << 62) - 1));
+        drop(t);
+        assert_eq!(board.rank_of_score(50).unwrap(), 1 << 63);
+        let mut t = board.st.tables_mut();
+        t.nodes.insert((2, 0, Part::A, 1), row(0, 1 << 62));
+        drop(t);
+        corrupt(board.rank_of_score(50), "too large");
+        corrupt(board.rank("a", Tie::Standard), "too large");
     }
 }

@@ -36,6 +36,46 @@ pub(crate) struct QueuedUpdate {
     pub score: Option<i64>,
 }
 
+/// A row of a queue shard as a worker took it: an update, or what could be
+/// read of a row that is not one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueuedRow {
+    pub seq: i64,
+    pub player: String,
+    pub score: Option<i64>,
+    /// Why the store could not read the row as an update (a player that is
+    /// not text, or not UTF-8; a score that is not an integer); `player`
+    /// and `score` then hold what could be read, for the dead letter.
+    pub unreadable: Option<String>,
+}
+
+/// A queued update that a worker could not apply and moved aside, into the
+/// board's dead letters, so that the rest of its queue shard drains: its
+/// player name is invalid, its score is outside the board's range, or the
+/// store could not read the row at all. Such a row was written behind the
+/// library's back (a hand edit, or damage to the database): `enqueue`
+/// refuses what a worker would refuse. Listed by
+/// [`Ranking::dead_letters`](crate::ranking::Ranking::dead_letters).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// Its id among the dead letters, for
+    /// [`Ranking::delete_dead_letter`](crate::ranking::Ranking::delete_dead_letter).
+    pub id: i64,
+    /// The queue shard it was taken from.
+    pub queue: u32,
+    /// Its sequence number in that shard.
+    pub seq: i64,
+    /// The player, as far as it could be read (invalid UTF-8 replaced by
+    /// U+FFFD, an unreadable value as empty).
+    pub player: String,
+    /// The score; `None` for a queued removal or a score that could not be
+    /// read (`reason` says which).
+    pub score: Option<i64>,
+    /// Why it could not be applied: what [`Error::Corrupt`] said about it.
+    pub reason: String,
+}
+
 /// The queue shards `items` go to, ascending: the order an append takes
 /// them in (so two appends never wait for each other in a cycle).
 pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
@@ -91,6 +131,12 @@ pub(crate) trait BoardStore: Send + Sync {
     /// Updates below the marks still queued; with `count` false, only
     /// whether there is any (0 or 1).
     fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64>;
+
+    /// The board's dead letters, by id (see [`Storage::dead_letter`]).
+    fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>>;
+
+    /// Deletes dead letter `id` of the board; whether there was one.
+    fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool>;
 }
 
 /// Which vector of a score-tree node a row holds.
@@ -147,17 +193,27 @@ pub(crate) trait Storage {
     /// store whose writers are serialized anyway always succeeds.
     fn claim_queue(&self, queue: u32) -> Result<bool>;
 
-    /// Appends up to `limit` of the oldest updates of queue shard `queue`
-    /// to `out`, in sequence order; the last sequence number taken.
-    fn take_queued(
+    /// Appends up to `limit` of the oldest rows of queue shard `queue` to
+    /// `out`, in sequence order. A row the store cannot read as an update is
+    /// passed on with [`QueuedRow::unreadable`] set, not refused: the
+    /// worker moves it aside ([`dead_letter`](Storage::dead_letter)).
+    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()>;
+
+    /// Deletes queue shard `queue`'s rows up to sequence `through`; how many
+    /// it deleted (the worker checks that they are the ones it took).
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64>;
+
+    /// Stores a queued row that cannot be applied in the board's dead
+    /// letters (the queue tables' companion, created with them), with why;
+    /// the worker deletes it from the queue in the same transaction.
+    fn dead_letter(
         &self,
         queue: u32,
-        limit: usize,
-        out: &mut Vec<QueuedUpdate>,
-    ) -> Result<Option<i64>>;
-
-    /// Deletes queue shard `queue`'s updates up to sequence `through`.
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<()>;
+        seq: i64,
+        player: &str,
+        score: Option<i64>,
+        reason: &str,
+    ) -> Result<()>;
 
     /// Before a write transaction reads these players' rows: a locking
     /// backend locks them (present or not) until commit.

@@ -19,9 +19,10 @@
 mod boards;
 mod entities;
 
+pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival,
-    ScannedNode, Storage,
+    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
+    ScannedArrival, ScannedNode, Storage,
 };
 pub(crate) use self::entities::{EntityStore, Kind, Stored, StoredKey};
 

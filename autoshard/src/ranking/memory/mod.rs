@@ -37,7 +37,7 @@ pub(crate) use self::compare::{assert_same, diff};
 use super::storage::{self, Storage};
 use super::tree::Geometry;
 use crate::error::Result;
-use crate::seam::{NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode};
+use crate::seam::{DeadLetter, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode};
 use std::cell::{Ref, RefCell, RefMut};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,8 +68,11 @@ pub(crate) struct Tables {
     pub nodes: BTreeMap<(u32, u64, Part, u32), Vec<u8>>,
     /// Arrival-tree rows by `(score, height, idx)`.
     pub arrivals: BTreeMap<(i64, u32, u64), Vec<u8>>,
-    /// Queued updates by `(queue shard, sequence)`.
-    pub queue: BTreeMap<(u32, i64), QueuedUpdate>,
+    /// Queued updates by `(queue shard, sequence)`: player and score
+    /// (`None`: a removal).
+    pub queue: BTreeMap<(u32, i64), (String, Option<i64>)>,
+    /// Dead letters by id.
+    pub dead_letters: BTreeMap<i64, DeadLetter>,
 }
 
 impl Tables {
@@ -269,27 +272,55 @@ impl Storage for MemoryTx<'_> {
         Ok(true)
     }
 
-    fn take_queued(
-        &self,
-        queue: u32,
-        limit: usize,
-        out: &mut Vec<QueuedUpdate>,
-    ) -> Result<Option<i64>> {
+    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
         self.rule(Who::Writers, "take_queued", |_| Ok(()));
         let tables = self.tables();
-        let mut last = None;
-        for (&(_, seq), update) in tables.queue.range((queue, 0)..(queue + 1, 0)).take(limit) {
-            last = Some(seq);
-            out.push(update.clone());
+        let shard = tables.queue.range((queue, i64::MIN)..=(queue, i64::MAX));
+        for (&(_, seq), (player, score)) in shard.take(limit) {
+            out.push(QueuedRow {
+                seq,
+                player: player.clone(),
+                score: *score,
+                unreadable: None,
+            });
         }
-        Ok(last)
+        Ok(())
     }
 
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
         self.rule(Who::Writers, "delete_queued", |_| Ok(()));
-        self.tables_mut()
+        let mut tables = self.tables_mut();
+        let before = tables.queue.len();
+        tables
             .queue
             .retain(|&(q, seq), _| q != queue || seq > through);
+        Ok((before - tables.queue.len()) as u64)
+    }
+
+    fn dead_letter(
+        &self,
+        queue: u32,
+        seq: i64,
+        player: &str,
+        score: Option<i64>,
+        reason: &str,
+    ) -> Result<()> {
+        self.rule(Who::Writers, "dead_letter", |_| Ok(()));
+        let mut tables = self.tables_mut();
+        let id = tables
+            .dead_letters
+            .keys()
+            .next_back()
+            .map_or(1, |id| id + 1);
+        let letter = DeadLetter {
+            id,
+            queue,
+            seq,
+            player: player.to_owned(),
+            score,
+            reason: reason.to_owned(),
+        };
+        tables.dead_letters.insert(id, letter);
         Ok(())
     }
 

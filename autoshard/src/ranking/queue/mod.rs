@@ -24,10 +24,11 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
-use super::Ranking;
+use super::tree::Geometry;
+use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{QueuedUpdate, Storage};
+use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -50,10 +51,15 @@ const FLUSH_POLL: Duration = Duration::from_millis(5);
 
 /// What one worker transaction did.
 pub(super) struct Drained {
-    /// Updates applied (and deleted from the queue).
+    /// Rows taken from the queue (and deleted from it): applied or set
+    /// aside.
+    taken: usize,
+    /// Updates applied.
     applied: usize,
+    /// Rows moved to the dead letters.
+    dead_letters: usize,
     /// Whether a queue shard was skipped because another worker held it:
-    /// the queue may not be empty although nothing was applied.
+    /// the queue may not be empty although nothing was taken.
     contended: bool,
 }
 
@@ -190,42 +196,148 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker transaction: the oldest queued updates (up to `max`) of
-    /// the shards no other worker holds, taken in turn from `first`, applied
-    /// in queue order with the code direct writes use, then deleted, all in
-    /// one transaction.
-    fn drain_batch(&self, max: usize, first: u32) -> Result<Drained> {
+    /// One worker transaction ([`drain_in`]); with `dead_letter` false, a
+    /// row that cannot be applied fails it instead of being set aside.
+    fn drain_batch(&self, max: usize, first: u32, dead_letter: bool) -> Result<Drained> {
         let queues = self.queues().max(1);
         self.write_with(|st: &dyn Storage| {
-            let mut updates = Vec::new();
-            let mut taken = Vec::new();
-            let mut contended = false;
-            for k in 0..queues {
-                let room = max - updates.len();
-                if room == 0 {
-                    break;
-                }
-                let queue = (first + k) % queues;
-                if !st.claim_queue(queue)? {
-                    contended = true;
-                    continue;
-                }
-                if let Some(last) = st.take_queued(queue, room, &mut updates)? {
-                    taken.push((queue, last));
-                }
-            }
-            if !updates.is_empty() {
-                self.apply_in(st, &updates)?;
-                for &(queue, last) in &taken {
-                    st.delete_queued(queue, last)?;
-                }
-            }
-            Ok(Drained {
-                applied: updates.len(),
-                contended,
-            })
+            drain_in(st, self.geometry(), queues, max, first, dead_letter)
         })
     }
+
+    /// The queued updates that could not be applied and were moved aside,
+    /// oldest first: rows written behind the library's back (a hand edit,
+    /// or damage to the database) with a player name or a score the board
+    /// refuses, or that the store could not read. A worker moves each such
+    /// row here, in the transaction that drains its neighbours, so the rest
+    /// of its queue shard keeps draining ([`WorkerStats::dead_letters`]
+    /// counts them). To apply one after all, [`enqueue`](Ranking::enqueue)
+    /// it corrected; then [`delete_dead_letter`](Ranking::delete_dead_letter)
+    /// it. Reads one row per dead letter.
+    ///
+    /// # Errors
+    ///
+    /// A store error (also when a stored dead letter cannot be read).
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        self.queue_state()?;
+        self.inner.boards.dead_letters(self.inner.id)
+    }
+
+    /// Deletes dead letter `id` ([`DeadLetter::id`]); whether there was one.
+    ///
+    /// # Errors
+    ///
+    /// A store error; nothing is deleted then.
+    pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
+        self.queue_state()?;
+        self.inner.boards.delete_dead_letter(self.inner.id, id)
+    }
+}
+
+/// One worker transaction over any storage: the oldest rows (up to `max`)
+/// of the queue shards no other worker holds, taken in turn from `first`;
+/// those that cannot be applied (an invalid player name, a score outside
+/// the board, a row the store cannot read) moved to the dead letters, or
+/// with `dead_letter` false reported as [`Error::Corrupt`]; the others
+/// applied in queue order with the code direct writes use (inner-node
+/// deltas to shard 0: the worker writes in big batches, so it need not
+/// spread); then every row taken deleted from the queue. All in the
+/// caller's transaction, so applied (or set aside) and dequeued together.
+///
+/// The delete is checked: a shard's rows must come in increasing sequence
+/// order and be exactly the ones `seq <= last` deletes. A queue index that
+/// damage put out of order would otherwise hand out rows the delete never
+/// reaches, and the worker would apply them again forever.
+fn drain_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    queues: u32,
+    max: usize,
+    first: u32,
+    dead_letter: bool,
+) -> Result<Drained> {
+    let mut rows = Vec::new();
+    // Per queue shard read: the shard and its rows' range in `rows`.
+    let mut taken = Vec::new();
+    let mut contended = false;
+    for k in 0..queues {
+        let room = max - rows.len();
+        if room == 0 {
+            break;
+        }
+        let queue = (first + k) % queues;
+        if !st.claim_queue(queue)? {
+            contended = true;
+            continue;
+        }
+        let start = rows.len();
+        st.take_queued(queue, room, &mut rows)?;
+        if rows.len() > start {
+            taken.push((queue, start..rows.len()));
+        }
+    }
+    let row_name = |queue: u32, seq: i64| format!("queued update (queue {queue}, seq {seq})");
+    for (queue, range) in &taken {
+        if let Some(w) = rows[range.clone()]
+            .windows(2)
+            .find(|w| w[0].seq >= w[1].seq)
+        {
+            return Err(st.corrupt(
+                row_name(*queue, w[1].seq),
+                format!("taken after seq {}: the queue is out of order", w[0].seq),
+            ));
+        }
+    }
+    let mut updates = Vec::with_capacity(rows.len());
+    let mut dead_letters = 0;
+    for (queue, range) in &taken {
+        for row in &rows[range.clone()] {
+            let Some(reason) = unappliable(g, row) else {
+                updates.push((row.player.as_str(), row.score));
+                continue;
+            };
+            if !dead_letter {
+                return Err(st.corrupt(row_name(*queue, row.seq), reason));
+            }
+            st.dead_letter(*queue, row.seq, &row.player, row.score, &reason)?;
+            dead_letters += 1;
+        }
+    }
+    if !updates.is_empty() {
+        apply_updates(st, g, 0, &updates)?;
+    }
+    for (queue, range) in taken {
+        let last = rows[range.end - 1].seq;
+        let deleted = st.delete_queued(queue, last)?;
+        if deleted != range.len() as u64 {
+            return Err(st.corrupt(
+                format!("queue shard {queue}"),
+                format!(
+                    "took {} rows through seq {last}, but deleting them deleted {deleted}",
+                    range.len()
+                ),
+            ));
+        }
+    }
+    Ok(Drained {
+        taken: rows.len(),
+        applied: updates.len(),
+        dead_letters,
+        contended,
+    })
+}
+
+/// Why a queued row cannot be applied, if it cannot: what `enqueue` would
+/// have refused it for, or why the store could not read it.
+fn unappliable(g: &Geometry, row: &QueuedRow) -> Option<String> {
+    if let Some(why) = &row.unreadable {
+        return Some(why.clone());
+    }
+    let refused = check_player(&row.player).and_then(|()| match row.score {
+        Some(score) => g.checked_offset(score).map(drop),
+        None => Ok(()),
+    });
+    refused.err().map(|e| e.to_string())
 }
 
 /// The queue state of board `board` in `database`, shared by every handle of
@@ -277,6 +389,109 @@ impl Ranking {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ranking::memory::harness::Board;
+
+    /// Queued rows by `(queue shard, seq)`: player and score.
+    type Rows<'a> = &'a [(u32, i64, &'a str, Option<i64>)];
+
+    fn queue(board: &Board, rows: Rows<'_>) {
+        let mut t = board.st.tables_mut();
+        for &(queue, seq, player, score) in rows {
+            t.queue.insert((queue, seq), (player.to_owned(), score));
+        }
+    }
+
+    /// The drain transaction, store-neutral, on the reference storage:
+    /// rows the board refuses are moved to the dead letters with why, the
+    /// others applied in order (rows behind a bad one included), and every
+    /// row taken leaves the queue; with dead letters off, the first bad row
+    /// is `Corrupt` and nothing is written.
+    #[test]
+    fn a_drain_sets_aside_the_rows_it_cannot_apply() {
+        let board = Board::new(0..100, 10, 1);
+        board.set("leaving", 50).unwrap();
+        let rows: Rows<'_> = &[
+            (0, 3, "a", Some(5)),
+            (0, 4, "", Some(5)),
+            (0, 5, "b", Some(100)),
+            (0, 6, "a", Some(7)),
+            (1, 0, "nul\0", None),
+            (1, 1, "leaving", None),
+            (1, 2, "c", Some(-1)),
+            (1, 3, "d", Some(99)),
+        ];
+        queue(&board, rows);
+        let pristine = board.st.tables().clone();
+        let strict = board
+            .st
+            .write(|tx| drain_in(tx, board.g(), 2, 100, 1, false));
+        match strict {
+            Err(Error::Corrupt { field, reason, .. }) => {
+                assert_eq!(field, "queued update (queue 1, seq 0)");
+                assert!(reason.contains("may not contain NUL"), "{reason}");
+            }
+            other => panic!("{:?}", other.map(|d| d.taken)),
+        }
+        assert_eq!(*board.st.tables(), pristine, "a refused batch wrote");
+
+        let drained = board
+            .st
+            .write(|tx| drain_in(tx, board.g(), 2, 100, 1, true))
+            .unwrap();
+        let counts = (drained.taken, drained.applied, drained.dead_letters);
+        assert_eq!(counts, (8, 4, 4));
+        let t = board.st.tables();
+        assert!(t.queue.is_empty(), "{:?}", t.queue);
+        let players: Vec<_> = t.players().iter().map(|(p, s)| (p.as_str(), s.0)).collect();
+        assert_eq!(players, [("a", 7), ("d", 99)]);
+        // Taken from shard 1 first (`first` is 1), in sequence order.
+        let letters: Vec<_> = t
+            .dead_letters
+            .values()
+            .map(|l| (l.id, l.queue, l.seq, l.player.as_str(), l.score))
+            .collect();
+        assert_eq!(
+            letters,
+            [
+                (1, 1, 0, "nul\0", None),
+                (2, 1, 2, "c", Some(-1)),
+                (3, 0, 4, "", Some(5)),
+                (4, 0, 5, "b", Some(100)),
+            ]
+        );
+        let reasons: Vec<_> = t.dead_letters.values().map(|l| l.reason.as_str()).collect();
+        assert!(reasons[1].contains("score -1 is outside"), "{reasons:?}");
+        assert!(reasons[2].contains("1 to 256 bytes"), "{reasons:?}");
+        drop(t);
+        board.check_integrity().unwrap();
+    }
+
+    /// A batch takes at most `max` rows, shard by shard from `first`; a
+    /// batch of nothing but bad rows still counts as taken (the worker is
+    /// not idle), and applies nothing.
+    #[test]
+    fn a_drain_takes_at_most_max_rows_from_first_on() {
+        let board = Board::new(0..100, 10, 1);
+        queue(
+            &board,
+            &[
+                (0, 0, "a", Some(1)),
+                (1, 0, "", Some(1)),
+                (1, 1, "b", Some(2)),
+            ],
+        );
+        let drain = |max, first| {
+            let d = board
+                .st
+                .write(|tx| drain_in(tx, board.g(), 2, max, first, true))
+                .unwrap();
+            (d.taken, d.applied, d.dead_letters, d.contended)
+        };
+        assert_eq!(drain(1, 1), (1, 0, 1, false));
+        assert_eq!(drain(5, 1), (2, 2, 0, false));
+        assert_eq!(drain(5, 0), (0, 0, 0, false));
+        assert_eq!(board.score("b").unwrap(), Some(2));
+    }
 
     #[test]
     fn queue_shards_are_stable_and_spread() {

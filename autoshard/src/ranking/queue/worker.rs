@@ -26,6 +26,7 @@ pub struct Worker {
     idle_timeout: Duration,
     linger: Duration,
     exit_when_idle: bool,
+    dead_letter: bool,
 }
 
 /// What a worker did.
@@ -38,6 +39,12 @@ pub struct WorkerStats {
     pub updates: u64,
     /// Transactions that found the store busy and were tried again later.
     pub busy: u64,
+    /// Queued rows that could not be applied (an invalid player name, a
+    /// score outside the board, a row the store could not read: corruption,
+    /// as [`Error::Corrupt`](crate::Error::Corrupt) would report it) and
+    /// were moved to the board's
+    /// [dead letters](crate::ranking::Ranking::dead_letters).
+    pub dead_letters: u64,
 }
 
 impl Worker {
@@ -48,6 +55,7 @@ impl Worker {
             idle_timeout: Duration::from_millis(20),
             linger: Duration::from_millis(20),
             exit_when_idle: false,
+            dead_letter: true,
         }
     }
 
@@ -88,6 +96,22 @@ impl Worker {
     /// to empty the queue, not to wait for producers.
     pub fn exit_when_idle(mut self, exit: bool) -> Self {
         self.exit_when_idle = exit;
+        self
+    }
+
+    /// What the worker does with a queued row it cannot apply: a player
+    /// name or a score the board refuses, or a row the store cannot read,
+    /// which can only have been written behind the library's back (a hand
+    /// edit, or damage to the database). With `true` (the default) it moves
+    /// the row to the board's [dead
+    /// letters](crate::ranking::Ranking::dead_letters), in the transaction
+    /// that applies the rows around it, and counts it in
+    /// [`WorkerStats::dead_letters`], so the rest of the queue keeps
+    /// draining. With `false` it stops at the row with
+    /// [`Error::Corrupt`](crate::Error::Corrupt), applying nothing of that
+    /// batch and leaving the row queued.
+    pub fn dead_letter(mut self, enabled: bool) -> Self {
+        self.dead_letter = enabled;
         self
     }
 
@@ -138,19 +162,29 @@ impl Worker {
                 let signal = state.signal();
                 (signal.enqueued, signal.flushes, signal.items)
             };
-            let drained = self.ranking.drain_batch(self.batch_size, first);
-            let applied = match drained {
+            let drained = self
+                .ranking
+                .drain_batch(self.batch_size, first, self.dead_letter);
+            let taken = match drained {
                 // Nothing for us, but other workers hold shards that may
                 // still have rows: not idle, only waiting our turn.
                 Ok(Drained {
-                    applied: 0,
+                    taken: 0,
                     contended: true,
+                    ..
                 }) => {
                     stats.busy += 1;
                     std::thread::sleep(BUSY_PAUSE);
                     continue;
                 }
-                Ok(drained) => drained.applied,
+                Ok(drained) => {
+                    if drained.applied > 0 {
+                        stats.batches += 1;
+                        stats.updates += drained.applied as u64;
+                    }
+                    stats.dead_letters += drained.dead_letters as u64;
+                    drained.taken
+                }
                 Err(e) if e.is_retryable() => {
                     stats.busy += 1;
                     std::thread::sleep(BUSY_PAUSE);
@@ -159,15 +193,13 @@ impl Worker {
                 Err(e) => return Err(e),
             };
             first = (first + 1) % queues;
-            if applied > 0 {
-                stats.batches += 1;
-                stats.updates += applied as u64;
+            if taken > 0 {
                 state.note_applied();
             }
-            if applied == self.batch_size {
+            if taken == self.batch_size {
                 continue;
             }
-            if applied == 0 {
+            if taken == 0 {
                 if self.exit_when_idle {
                     break;
                 }

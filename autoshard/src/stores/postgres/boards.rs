@@ -19,7 +19,8 @@ use super::{Postgres, Tx};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{
-    Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode, Storage,
+    Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
+    ScannedArrival, ScannedNode, Storage,
 };
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
@@ -304,6 +305,14 @@ impl BoardStore for Postgres {
 
     fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
         queue::below(self, &self.boards_sql().queue, board, marks, count)
+    }
+
+    fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
+        queue::dead_letters(self, &self.boards_sql().queue, board)
+    }
+
+    fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
+        queue::delete_dead_letter(self, &self.boards_sql().queue, board, id)
     }
 }
 
@@ -610,12 +619,7 @@ impl Storage for PgTx<'_, '_> {
         )
     }
 
-    fn take_queued(
-        &self,
-        queue: u32,
-        limit: usize,
-        out: &mut Vec<QueuedUpdate>,
-    ) -> Result<Option<i64>> {
+    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
         queue::take(
             &mut self.tx.borrow_mut(),
             &self.sql.queue,
@@ -626,7 +630,7 @@ impl Storage for PgTx<'_, '_> {
         )
     }
 
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
         queue::delete(
             &mut self.tx.borrow_mut(),
             &self.sql.queue,
@@ -634,6 +638,19 @@ impl Storage for PgTx<'_, '_> {
             queue,
             through,
         )
+    }
+
+    fn dead_letter(
+        &self,
+        queue: u32,
+        seq: i64,
+        player: &str,
+        score: Option<i64>,
+        reason: &str,
+    ) -> Result<()> {
+        let tx = &mut self.tx.borrow_mut();
+        let at = (queue, seq);
+        queue::dead_letter(tx, &self.sql.queue, self.board, at, player, score, reason)
     }
 
     fn board_name(&self) -> &str {

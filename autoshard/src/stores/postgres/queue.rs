@@ -24,7 +24,7 @@
 use super::{Postgres, Tx};
 use crate::error::Result;
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{queue_shards, QueuedUpdate};
+use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate};
 
 /// Every queue statement, with the schema's table names filled in.
 pub(super) struct QueueSql {
@@ -38,6 +38,9 @@ pub(super) struct QueueSql {
     try_lock: String,
     select: String,
     delete: String,
+    dead_letter: String,
+    dead_letters: String,
+    delete_dead_letter: String,
     /// Seeds the shard lock keys: advisory locks are per database, queues
     /// per schema.
     seed: u64,
@@ -47,8 +50,10 @@ impl QueueSql {
     pub(super) fn new(schema: &str) -> Self {
         let queue = format!("{schema}.autoshard_rank_queue");
         let heads = format!("{schema}.autoshard_rank_queue_heads");
+        let dead = format!("{schema}.autoshard_rank_dead_letters");
         QueueSql {
-            probe: heads.clone(),
+            // The table created last: a schema that has it has them all.
+            probe: dead.clone(),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {queue} (
                      board bigint NOT NULL,
@@ -63,7 +68,18 @@ impl QueueSql {
                      queue integer NOT NULL,
                      next bigint NOT NULL,
                      PRIMARY KEY (board, queue)
-                 );"
+                 );
+                 CREATE TABLE IF NOT EXISTS {dead} (
+                     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                     board bigint NOT NULL,
+                     queue integer NOT NULL,
+                     seq bigint NOT NULL,
+                     player text COLLATE \"C\" NOT NULL,
+                     score bigint,
+                     reason text NOT NULL
+                 );
+                 CREATE INDEX IF NOT EXISTS autoshard_rank_dead_letters_board
+                     ON {dead} (board, id);"
             ),
             // One statement per shard, whatever the number of updates: the
             // head's upsert numbers them, the insert takes the numbers.
@@ -92,6 +108,15 @@ impl QueueSql {
                  WHERE board = $1 AND queue = $2 ORDER BY seq LIMIT $3"
             ),
             delete: format!("DELETE FROM {queue} WHERE board = $1 AND queue = $2 AND seq <= $3"),
+            dead_letter: format!(
+                "INSERT INTO {dead} (board, queue, seq, player, score, reason) \
+                 VALUES ($1, $2, $3, $4, $5, $6)"
+            ),
+            dead_letters: format!(
+                "SELECT id, queue, seq, player, score, reason FROM {dead} \
+                 WHERE board = $1 ORDER BY id"
+            ),
+            delete_dead_letter: format!("DELETE FROM {dead} WHERE board = $1 AND id = $2"),
             seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
     }
@@ -195,37 +220,82 @@ pub(super) fn try_lock(tx: &mut Tx<'_>, sql: &QueueSql, key: i64) -> Result<bool
     Ok(row.expect("a function call returns a row").try_get(0)?)
 }
 
-/// Appends up to `limit` of shard `queue`'s oldest updates to `out`; the
-/// last sequence number taken.
+/// Appends up to `limit` of shard `queue`'s oldest rows to `out`; a NULL
+/// player (a hand edit that dropped the constraint) is marked unreadable.
 pub(super) fn take(
     tx: &mut Tx<'_>,
     sql: &QueueSql,
     board: i64,
     queue: u32,
     limit: usize,
-    out: &mut Vec<QueuedUpdate>,
-) -> Result<Option<i64>> {
+    out: &mut Vec<QueuedRow>,
+) -> Result<()> {
     let rows = tx.query(&sql.select, &[&board, &small(queue), &(limit as i64)])?;
-    let mut last = None;
     for row in &rows {
-        last = Some(row.try_get::<_, i64>(0)?);
-        out.push(QueuedUpdate {
-            queue,
-            player: row.try_get(1)?,
+        let player: Option<String> = row.try_get(1)?;
+        out.push(QueuedRow {
+            seq: row.try_get(0)?,
+            unreadable: player.is_none().then(|| "the player is NULL".to_owned()),
+            player: player.unwrap_or_default(),
             score: row.try_get(2)?,
         });
     }
-    Ok(last)
+    Ok(())
 }
 
-/// Deletes shard `queue`'s updates up to sequence `through`.
+/// Deletes shard `queue`'s updates up to sequence `through`; how many.
 pub(super) fn delete(
     tx: &mut Tx<'_>,
     sql: &QueueSql,
     board: i64,
     queue: u32,
     through: i64,
+) -> Result<u64> {
+    Ok(tx.execute(&sql.delete, &[&board, &small(queue), &through])?)
+}
+
+/// Stores a row a worker cannot apply in the board's dead letters.
+pub(super) fn dead_letter(
+    tx: &mut Tx<'_>,
+    sql: &QueueSql,
+    board: i64,
+    (queue, seq): (u32, i64),
+    player: &str,
+    score: Option<i64>,
+    reason: &str,
 ) -> Result<()> {
-    tx.execute(&sql.delete, &[&board, &small(queue), &through])?;
+    let params: [&(dyn ::postgres::types::ToSql + Sync); 6] =
+        [&board, &small(queue), &seq, &player, &score, &reason];
+    tx.execute(&sql.dead_letter, &params)?;
     Ok(())
+}
+
+pub(super) fn dead_letters(db: &Postgres, sql: &QueueSql, board: i64) -> Result<Vec<DeadLetter>> {
+    db.read(|tx| {
+        let rows = tx.query(&sql.dead_letters, &[&board])?;
+        rows.iter()
+            .map(|r| {
+                let queue: i32 = r.try_get(1)?;
+                Ok(DeadLetter {
+                    id: r.try_get(0)?,
+                    queue: u32::try_from(queue).unwrap_or(u32::MAX),
+                    seq: r.try_get(2)?,
+                    player: r.try_get(3)?,
+                    score: r.try_get(4)?,
+                    reason: r.try_get(5)?,
+                })
+            })
+            .collect()
+    })
+}
+
+pub(super) fn delete_dead_letter(
+    db: &Postgres,
+    sql: &QueueSql,
+    board: i64,
+    id: i64,
+) -> Result<bool> {
+    let (deleted, _) =
+        db.write_read_committed(|tx| Ok(tx.execute(&sql.delete_dead_letter, &[&board, &id])? > 0))?;
+    Ok(deleted)
 }

@@ -26,7 +26,8 @@
 use super::{queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
-    Board, BoardSpec, BoardStore, NodeRow, Part, QueuedUpdate, ScannedArrival, ScannedNode, Storage,
+    Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
+    ScannedArrival, ScannedNode, Storage,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -161,6 +162,14 @@ impl BoardStore for Sqlite {
 
     fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
         queue::below(self, board, marks, count)
+    }
+
+    fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
+        queue::dead_letters(self, board)
+    }
+
+    fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
+        queue::delete_dead_letter(self, board, id)
     }
 }
 
@@ -473,17 +482,23 @@ impl Storage for SqliteTx<'_> {
         Ok(true)
     }
 
-    fn take_queued(
-        &self,
-        queue: u32,
-        limit: usize,
-        out: &mut Vec<QueuedUpdate>,
-    ) -> Result<Option<i64>> {
+    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
         queue::take(self.tx, self.board, queue, limit, out)
     }
 
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<()> {
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
         queue::delete(self.tx, self.board, queue, through)
+    }
+
+    fn dead_letter(
+        &self,
+        queue: u32,
+        seq: i64,
+        player: &str,
+        score: Option<i64>,
+        reason: &str,
+    ) -> Result<()> {
+        queue::dead_letter(self.tx, self.board, queue, seq, player, score, reason)
     }
 
     fn board_name(&self) -> &str {

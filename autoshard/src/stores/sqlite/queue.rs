@@ -7,14 +7,16 @@
 
 use super::Sqlite;
 use crate::error::Result;
-use crate::seam::{queue_shards, QueuedUpdate};
+use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate};
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Transaction};
 use std::path::PathBuf;
 
 /// `autoshard_rank_queue` holds the updates; `autoshard_rank_queue_heads`
 /// the next sequence number of each queue shard, so numbers are never reused
 /// when a shard runs empty (a `flush` compares them with a mark taken
-/// earlier).
+/// earlier); `autoshard_rank_dead_letters` the rows a worker could not
+/// apply, moved aside.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
     board INTEGER NOT NULL,
@@ -30,6 +32,17 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
     next INTEGER NOT NULL,
     PRIMARY KEY (board, queue)
 ) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS autoshard_rank_dead_letters (
+    id INTEGER PRIMARY KEY,
+    board INTEGER NOT NULL,
+    queue INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    player TEXT NOT NULL,
+    score INTEGER,
+    reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS autoshard_rank_dead_letters_board
+    ON autoshard_rank_dead_letters (board, id);
 ";
 
 /// Creates the queue tables if needed; the key handles of one file share
@@ -118,39 +131,113 @@ fn below_in(tx: &Transaction<'_>, board: i64, marks: &[(u32, i64)], count: bool)
     Ok(total)
 }
 
-/// Appends up to `limit` of shard `queue`'s oldest updates to `out`; the
-/// last sequence number taken.
+/// Appends up to `limit` of shard `queue`'s oldest rows to `out`, a row
+/// that is not an update (a player that is not UTF-8 text, a score that is
+/// not an integer: damage, or a hand edit) marked unreadable.
 pub(super) fn take(
     tx: &Transaction<'_>,
     board: i64,
     queue: u32,
     limit: usize,
-    out: &mut Vec<QueuedUpdate>,
-) -> Result<Option<i64>> {
+    out: &mut Vec<QueuedRow>,
+) -> Result<()> {
     let mut select = tx.prepare_cached(
         "SELECT seq, player, score FROM autoshard_rank_queue \
          WHERE board = ?1 AND queue = ?2 ORDER BY seq LIMIT ?3",
     )?;
     let mut rows = select.query(params![board, queue, limit as i64])?;
-    let mut last = None;
     while let Some(row) = rows.next()? {
-        last = Some(row.get::<_, i64>(0)?);
-        out.push(QueuedUpdate {
-            queue,
-            player: row.get(1)?,
-            score: row.get(2)?,
+        let mut unreadable = Vec::new();
+        let player = match row.get_ref(1)? {
+            ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(player) => player.to_owned(),
+                Err(_) => {
+                    unreadable.push("the player is not valid UTF-8".to_owned());
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            },
+            other => {
+                unreadable.push(format!("the player is {:?}, not text", other.data_type()));
+                String::new()
+            }
+        };
+        let score = match row.get_ref(2)? {
+            ValueRef::Integer(score) => Some(score),
+            ValueRef::Null => None,
+            other => {
+                unreadable.push(format!(
+                    "the score is {:?}, not an integer",
+                    other.data_type()
+                ));
+                None
+            }
+        };
+        out.push(QueuedRow {
+            seq: row.get(0)?,
+            player,
+            score,
+            unreadable: (!unreadable.is_empty()).then(|| unreadable.join("; ")),
         });
     }
-    Ok(last)
+    Ok(())
 }
 
-/// Deletes shard `queue`'s updates up to sequence `through`.
-pub(super) fn delete(tx: &Transaction<'_>, board: i64, queue: u32, through: i64) -> Result<()> {
+/// Deletes shard `queue`'s updates up to sequence `through`; how many.
+pub(super) fn delete(tx: &Transaction<'_>, board: i64, queue: u32, through: i64) -> Result<u64> {
+    let deleted = tx
+        .prepare_cached(
+            "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
+        )?
+        .execute(params![board, queue, through])?;
+    Ok(deleted as u64)
+}
+
+/// Stores a row a worker cannot apply in the board's dead letters.
+pub(super) fn dead_letter(
+    tx: &Transaction<'_>,
+    board: i64,
+    queue: u32,
+    seq: i64,
+    player: &str,
+    score: Option<i64>,
+    reason: &str,
+) -> Result<()> {
     tx.prepare_cached(
-        "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
+        "INSERT INTO autoshard_rank_dead_letters (board, queue, seq, player, score, reason) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(params![board, queue, through])?;
+    .execute(params![board, queue, seq, player, score, reason])?;
     Ok(())
+}
+
+pub(super) fn dead_letters(db: &Sqlite, board: i64) -> Result<Vec<DeadLetter>> {
+    db.read(|tx| {
+        let mut stmt = tx.prepare_cached(
+            "SELECT id, queue, seq, player, score, reason FROM autoshard_rank_dead_letters \
+             WHERE board = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([board], |r| {
+            Ok(DeadLetter {
+                id: r.get(0)?,
+                queue: r.get(1)?,
+                seq: r.get(2)?,
+                player: r.get(3)?,
+                score: r.get(4)?,
+                reason: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
+}
+
+pub(super) fn delete_dead_letter(db: &Sqlite, board: i64, id: i64) -> Result<bool> {
+    let (deleted, _) = db.write(|tx| {
+        let n = tx
+            .prepare_cached("DELETE FROM autoshard_rank_dead_letters WHERE board = ?1 AND id = ?2")?
+            .execute(params![board, id])?;
+        Ok(n > 0)
+    })?;
+    Ok(deleted)
 }
 
 #[cfg(test)]
