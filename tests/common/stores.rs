@@ -686,6 +686,7 @@ pub mod redis_cluster {
                         .collect()
                 }),
                 rank_nodes: Box::new(|_| panic!("no ranking boards on Redis Cluster")),
+                execute: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
                 _cleanup: Box::new(cleanup),
             }
         }

@@ -10,7 +10,7 @@
 
 use super::RedisCluster;
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardSpec, BoardStore, QueuedUpdate, Storage};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
 
 fn unsupported() -> Error {
     Error::InvalidRanking {
@@ -56,6 +56,14 @@ impl BoardStore for RedisCluster {
     }
 
     fn queue_marks(&self, _board: i64) -> Result<Vec<(u32, i64)>> {
+        Err(unsupported())
+    }
+
+    fn dead_letters(&self, _board: i64) -> Result<Vec<DeadLetter>> {
+        Err(unsupported())
+    }
+
+    fn delete_dead_letter(&self, _board: i64, _id: i64) -> Result<bool> {
         Err(unsupported())
     }
 
