@@ -75,8 +75,13 @@
 //!   identity: shard rows are folded in no particular order.
 #![warn(missing_docs)]
 
+// Generated code names `::autoshard`; unit tests derive entities in here.
+#[cfg(test)]
+extern crate self as autoshard;
+
 mod any;
 mod compaction;
+mod compactor;
 mod entity;
 mod error;
 pub mod fold;
@@ -96,6 +101,7 @@ pub mod __private;
 
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
+pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
 pub use crate::error::{Error, Result};
 pub use crate::store::{CompactionStats, Saved, Store};

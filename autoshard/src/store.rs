@@ -2,6 +2,7 @@
 //! of them over the seam (`crate::seam`).
 
 use crate::compaction;
+use crate::compactor::Compactor;
 use crate::entity::{EntityId, Shardable};
 use crate::error::Result;
 use crate::mapper;
@@ -112,6 +113,17 @@ pub trait Store: Backend {
         let kind = Kind::of::<T>();
         let entities = self.__entities().0;
         compaction::run_batches(progress, |from| entities.compact_batch(&kind, from))
+    }
+
+    /// The compaction job for kind `T` as a background thread: a
+    /// [`Compactor`] builder (interval, batch size, the share of time it may
+    /// hold the writer) that [`spawn`](Compactor::spawn)s it. Any number of
+    /// compactors, in any number of processes, may run on one store.
+    fn compactor<T: Shardable>(&self) -> Compactor<T>
+    where
+        Self: Clone + Send + Sync + Sized + 'static,
+    {
+        Compactor::new(self, Kind::of::<T>())
     }
 
     /// How many shard rows `field` of entity `id` has now: operators use it to

@@ -23,6 +23,13 @@ pub(crate) struct Kind {
     /// The sharded fields, in declaration order; a field is named by its
     /// index here.
     pub fields: &'static [FieldSpec],
+    /// Rows a compaction batch reads, when the caller (a
+    /// [`Compactor`](crate::Compactor)) chose; `None`: the store's
+    /// `compaction_batch_rows`. Stores need not look: [`BatchScan::new`]
+    /// applies it.
+    ///
+    /// [`BatchScan::new`]: crate::compaction::BatchScan::new
+    pub batch_rows: Option<usize>,
     fold: FoldFn,
 }
 
@@ -32,6 +39,7 @@ impl Kind {
             name: T::KIND,
             key_kind: T::Id::KEY_KIND,
             fields: T::__FIELDS,
+            batch_rows: None,
             fold: T::__fold,
         }
     }
