@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 /// store has already retried it `max_attempts` times by then.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
+/// The shortest pause the cap makes the compactor take; see [`Throttle`].
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
 /// Runs compaction batches for [`Store::compactor`](crate::Store::compactor)
 /// in the background: interval, batch size, and a cap on the share of time
 /// it may hold the writer.
@@ -38,11 +41,14 @@ const RETRY_PAUSE: Duration = Duration::from_millis(20);
 /// `BEGIN IMMEDIATE` was granted), on PostgreSQL the time its transaction
 /// holds the row locks of the rows it folds. Waiting for the lock is not
 /// holding it. After a batch that held the writer for `h`, the compactor
-/// pauses `h × (1 − c) / c`, where `c` is the
-/// [`max_writer_share`](Compactor::max_writer_share); so in every stretch
-/// of time from the start of one batch to the start of the next, and so
-/// over its whole life, the compactor holds the writer for at most `c` of
-/// the time. [`CompactorStats::writer_time`] is the measured total.
+/// owes a pause of `h × (1 − c) / c`, where `c` is the
+/// [`max_writer_share`](Compactor::max_writer_share), and pauses as soon as
+/// it owes a millisecond or more (a shorter sleep would overshoot; an
+/// overshoot counts towards the next pause). So at the start of every
+/// batch, the time it has held the writer is at most `c` times its age,
+/// plus `c` × 1 ms; a pass run with [`run_once`](Compactor::run_once) pays
+/// what it owes before it returns. [`CompactorStats::writer_time`] is the
+/// measured total, [`CompactorStats::writer_share`] the share.
 ///
 /// **Guarantees**, the same as [`Store::compact`](crate::Store::compact)'s,
 /// because a pass is made of the same batches:
@@ -258,23 +264,26 @@ impl<T> Compactor<T> {
     /// folded, or a store error. Batches committed before it stay committed.
     pub fn run_once(&self) -> Result<CompactorStats> {
         let shared = Shared::new();
-        self.job.pass(&shared)?;
+        let mut throttle = Throttle::default();
+        self.job.pass(&shared, &mut throttle)?;
+        throttle.pay(&shared, Duration::ZERO);
         Ok(shared.stats())
     }
 }
 
 impl Job {
     fn run(&self, shared: &Shared) -> Result<()> {
+        let mut throttle = Throttle::default();
         while !shared.stopping() {
             let started = Instant::now();
-            self.pass(shared)?;
+            self.pass(shared, &mut throttle)?;
             shared.sleep_until(started + self.interval);
         }
         Ok(())
     }
 
     /// One scan of the kind; returns early, between batches, on a stop.
-    fn pass(&self, shared: &Shared) -> Result<()> {
+    fn pass(&self, shared: &Shared, throttle: &mut Throttle) -> Result<()> {
         let mut from = Resume::Done;
         loop {
             if shared.stopping() {
@@ -291,10 +300,8 @@ impl Job {
             };
             let held = batch.started.elapsed();
             shared.lock().stats.add_batch(&batch.stats, held);
-            let pause = self.pause_after(held);
-            let paused = Instant::now();
-            shared.sleep_until(paused + pause);
-            shared.lock().stats.throttled += paused.elapsed();
+            throttle.owe(self.pause_after(held));
+            throttle.pay(shared, MIN_PAUSE);
             match batch.resume {
                 Resume::Done => {
                     shared.lock().stats.passes += 1;
@@ -306,10 +313,38 @@ impl Job {
     }
 
     /// The pause that keeps the share of time holding the writer at most
-    /// the cap: `held / (held + pause) <= share`.
+    /// the cap: `held / (held + pause) == share`.
     fn pause_after(&self, held: Duration) -> Duration {
         let share = self.max_writer_share;
         held.mul_f64((1.0 - share) / share)
+    }
+}
+
+/// Pauses owed to the cap. A pause shorter than [`MIN_PAUSE`] is put off
+/// and added to the next one, because a sleep that short overshoots by more
+/// than its length; an overshoot is credit against the next pause. So the
+/// time paused is never less than the time owed minus `MIN_PAUSE`.
+#[derive(Default)]
+struct Throttle {
+    /// Seconds owed; negative is credit.
+    owed: f64,
+}
+
+impl Throttle {
+    fn owe(&mut self, pause: Duration) {
+        self.owed += pause.as_secs_f64();
+    }
+
+    /// Pauses for what is owed, if that is at least `min`.
+    fn pay(&mut self, shared: &Shared, min: Duration) {
+        if self.owed <= 0.0 || self.owed < min.as_secs_f64() {
+            return;
+        }
+        let paused = Instant::now();
+        shared.sleep_until(paused + Duration::from_secs_f64(self.owed));
+        let slept = paused.elapsed();
+        self.owed -= slept.as_secs_f64();
+        shared.lock().stats.throttled += slept;
     }
 }
 
