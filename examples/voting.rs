@@ -664,3 +664,27 @@ fn thousands(n: u64) -> String {
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
+
+// `cargo test` runs this (see `autoshard::testing`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn question_obeys_the_fold_laws() {
+        let laws = autoshard::testing::laws::<Question>()
+            .values("votes", -1_000_000i64..1_000_000)
+            .values("views", 0i64..1_000_000);
+        laws.check_folds();
+        let q = Question {
+            id: 1,
+            question: QUESTIONS[0].1.into(),
+            author: QUESTIONS[0].0.into(),
+            votes: 0,
+            views: 0,
+            pending: Pending::default(),
+        };
+        laws.check_shard_method(&q, Question::vote_up);
+        laws.check_shard_method(&q, Question::view);
+    }
+}

@@ -93,6 +93,8 @@ pub mod ranking;
 mod seam;
 mod store;
 mod stores;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod value;
 
 #[doc(hidden)]
