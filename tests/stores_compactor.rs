@@ -13,9 +13,10 @@
 //! rows into shard 0, a row that savers write too; folding a surplus row
 //! twice, or writing shard 0 from a stale read, changes the total.
 //!
-//! That these checks catch a compactor that is not atomic is shown live in
-//! `compactor_crash.rs` (a compactor that deletes and writes back in two
-//! transactions, killed, is caught by the same invariant).
+//! The control at the end shows the check failing live: two compactors
+//! that read the rows to fold outside the transaction that folds them (so
+//! both may fold the same rows) are caught within seconds. That it also
+//! catches a compactor that is not atomic is shown in `compactor_crash.rs`.
 //!
 //! The tests take a lock so they run one after another: each runs a dozen
 //! threads, and overlapping them would starve the 2 CI cores.
@@ -28,6 +29,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/entities.rs"]
 mod entities;
 #[path = "common/ledger.rs"]
@@ -88,15 +91,21 @@ fn load_ledger<S: Store>(db: &S, id: u64) -> Ledger {
 
 /// The invariant of one loaded snapshot.
 fn check_ledger(ledger: &Ledger) {
-    assert_eq!(
-        ledger.fixed + ledger.grown,
-        ledger.ops.len() as i64,
-        "ledger {}: fixed {} + grown {} != {} distinct ops: a row was folded twice or lost",
-        ledger.id,
-        ledger.fixed,
-        ledger.grown,
-        ledger.ops.len()
-    );
+    if let Some(error) = ledger_error(ledger) {
+        panic!("{error}");
+    }
+}
+
+fn ledger_error(ledger: &Ledger) -> Option<String> {
+    (ledger.fixed + ledger.grown != ledger.ops.len() as i64).then(|| {
+        format!(
+            "ledger {}: fixed {} + grown {} != {} distinct ops: a row was folded twice or lost",
+            ledger.id,
+            ledger.fixed,
+            ledger.grown,
+            ledger.ops.len()
+        )
+    })
 }
 
 /// Waits until `done` holds, failing after a minute.
@@ -355,4 +364,96 @@ fn pile_up<S: Store>(db: &S, entities: u64, views: u64) {
             db.save(&mut q).unwrap();
         }
     }
+}
+
+/// Control: the bug the tests above guard against, made on purpose. Two
+/// compactors (raw SQL on SQLite) read an entity's `grown` rows in one
+/// transaction and add them to the kept row and delete them in a second
+/// one, without reading them again: when both read the same rows, both add
+/// them. With writers saving alongside, the invariant check catches it.
+#[test]
+fn sqlite_control_compactors_that_do_not_reread_fold_twice_and_are_caught() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let db = common::db();
+    for id in 0..ENTITIES {
+        db.store.insert(&Ledger::new(id)).unwrap();
+    }
+    let done = AtomicBool::new(false);
+    let caught = thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut conn = common::raw(&db.path);
+                while !done.load(Ordering::Relaxed) {
+                    for entity in 0..ENTITIES as i64 {
+                        stale_fold(&mut conn, entity);
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            let mut ledgers: Vec<Ledger> =
+                (0..ENTITIES).map(|id| load_ledger(&db.store, id)).collect();
+            let mut seq = 0;
+            while !done.load(Ordering::Relaxed) {
+                let ledger = &mut ledgers[rand::random_range(0..ENTITIES) as usize];
+                ledger.count_dynamic(op_id(0, 0, seq));
+                db.store.save(ledger).unwrap();
+                seq += 1;
+            }
+        });
+        let started = Instant::now();
+        let caught = loop {
+            if started.elapsed() > Duration::from_secs(30) {
+                break None;
+            }
+            let id = rand::random_range(0..ENTITIES);
+            if let Some(error) = ledger_error(&load_ledger(&db.store, id)) {
+                break Some(error);
+            }
+        };
+        done.store(true, Ordering::Relaxed);
+        caught
+    });
+    let message = caught.expect("30 s of racing stale compactors went unnoticed");
+    assert!(message.contains("folded twice or lost"), "{message}");
+    eprintln!("caught: {message}");
+}
+
+/// One stale fold of an entity's `grown` rows: read, then write in another
+/// transaction.
+fn stale_fold(conn: &mut rusqlite::Connection, entity: i64) {
+    let rows: Vec<(i64, i64)> = conn
+        .prepare_cached(
+            "SELECT shard, value FROM as_shard_ledger \
+             WHERE entity = ?1 AND field = 'grown' ORDER BY shard",
+        )
+        .unwrap()
+        .query_map([entity], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let [(kept, _), removed @ ..] = &rows[..] else {
+        return;
+    };
+    if removed.is_empty() {
+        return;
+    }
+    let sum: i64 = removed.iter().map(|(_, v)| v).sum();
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute(
+        "UPDATE as_shard_ledger SET value = value + ?3 \
+         WHERE entity = ?1 AND field = 'grown' AND shard = ?2",
+        (entity, kept, sum),
+    )
+    .unwrap();
+    for (shard, _) in removed {
+        tx.execute(
+            "DELETE FROM as_shard_ledger WHERE entity = ?1 AND field = 'grown' AND shard = ?2",
+            (entity, shard),
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
 }
