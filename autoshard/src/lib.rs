@@ -73,6 +73,11 @@
 //!   and once on the aggregate, so side effects in it happen twice;
 //! - a fold must be commutative and associative, with `neutral` as its
 //!   identity: shard rows are folded in no particular order.
+//!
+//! [`Store::compactor`] runs the compaction job on a thread of its own,
+//! holding the writer for at most a set share of the time; the cargo
+//! feature `testing` adds `autoshard::testing`, which checks a struct's
+//! folds and shard methods against those laws in the application's tests.
 #![warn(missing_docs)]
 
 // Generated code names `::autoshard`; unit tests derive entities in here.
