@@ -96,6 +96,7 @@ mod naming;
 mod random;
 pub mod ranking;
 mod seam;
+mod stats;
 mod store;
 mod stores;
 #[cfg(feature = "testing")]
@@ -111,6 +112,7 @@ pub use crate::any::{open, AnyStore};
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable};
 pub use crate::error::{Error, Result};
+pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Store};
 #[cfg(feature = "postgres")]
 pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};

@@ -1,7 +1,7 @@
 //! autoshard's benchmarks: one binary, one command.
 //!
 //! ```text
-//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|ranking|all] [--quick]
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! ```
 //!
@@ -11,6 +11,7 @@
 //! report names the file system, since tmpfs would hide every fsync.
 
 mod compaction;
+mod compactor;
 mod contention;
 mod machine;
 mod mapper;
@@ -22,7 +23,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|contention|ranking|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -30,8 +31,12 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "contention" | "ranking" => which.push(arg),
-            "all" => which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from)),
+            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking" => {
+                which.push(arg)
+            }
+            "all" => which.extend(
+                ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
+            ),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -43,7 +48,7 @@ fn main() {
         }
     }
     if which.is_empty() {
-        which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from));
+        which.extend(["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from));
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = format!(
@@ -63,6 +68,7 @@ fn main() {
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
+            "compactor" => compactor::run(dir.path(), quick),
             _ => compaction::run(dir.path(), quick),
         };
         result
