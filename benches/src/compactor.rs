@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-type Result<T> = std::result::Result<T, Box<dyn Error>>;
+type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 
 /// A page whose views pile up one dynamic row per save.
 #[derive(Shardable, Debug)]
@@ -137,6 +137,106 @@ fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
     })
 }
 
+/// A backlog of `rows` pending rows (by raw SQL, one transaction), then one
+/// pass of the compactor at `cap` while the writers keep saving; the writers
+/// stop when the pass ends.
+fn measure_backlog(path: &Path, rows: u64, cap: f64) -> Result<(Measured, Duration)> {
+    let open = || {
+        Sqlite::builder(path)
+            .synchronous(Synchronous::Normal)
+            .open()
+    };
+    let db = open()?;
+    for id in 0..PAGES {
+        db.insert(&Page {
+            id,
+            views: 0,
+            pending: Pending::default(),
+        })?;
+    }
+    {
+        let mut conn = rusqlite::Connection::open(path)?;
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO as_shard_page (entity, field, shard, value) VALUES (?1, 'views', ?2, 1)",
+            )?;
+            for n in 0..rows {
+                insert.execute(((n % PAGES) as i64, (1 + n / PAGES) as i64))?;
+            }
+        }
+        tx.commit()?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    }
+    let compactor = open()?.compactor::<Page>().max_writer_share(cap);
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let (pass, results) = thread::scope(|s| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let stop = &stop;
+                s.spawn(move || -> Result<(u64, Samples)> {
+                    let db = open()?;
+                    let mut pages: Vec<Page> = (0..PAGES)
+                        .map(|id| db.load(&id)?.ok_or_else(|| "page missing".into()))
+                        .collect::<Result<_>>()?;
+                    let mut latencies = Samples::with_capacity(100_000);
+                    let mut saves = 0u64;
+                    let mut next = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let page = &mut pages[(next % PAGES) as usize];
+                        next = next
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407)
+                            >> 1;
+                        page.view();
+                        let t = Instant::now();
+                        db.save(page)?;
+                        latencies.push(t.elapsed());
+                        saves += 1;
+                    }
+                    Ok((saves, latencies))
+                })
+            })
+            .collect();
+        let pass = compactor.run_once();
+        stop.store(true, Ordering::Relaxed);
+        let results: Vec<_> = writers
+            .into_iter()
+            .map(|w| w.join().expect("writer"))
+            .collect();
+        (pass, results)
+    });
+    let elapsed = started.elapsed();
+    let pass = pass?;
+    let mut saves = 0;
+    let mut latencies = Samples::default();
+    for result in results {
+        let (n, mut l) = result?;
+        saves += n;
+        latencies.append(&mut l);
+    }
+    if pass.rows_merged < rows {
+        return Err(format!("merged {} of {rows} backlog rows", pass.rows_merged).into());
+    }
+    let views: i64 = (0..PAGES)
+        .map(|id| Ok(db.load::<Page>(&id)?.ok_or("page missing")?.views))
+        .sum::<Result<i64>>()?;
+    if views != (rows + saves) as i64 {
+        return Err(format!("{views} views stored for {rows} + {saves}").into());
+    }
+    Ok((
+        Measured {
+            saves,
+            elapsed,
+            latencies,
+            pending_at_end: 0,
+            compactor: Some(pass),
+        },
+        elapsed,
+    ))
+}
+
 pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let seconds = if quick { 2.0 } else { 5.0 };
     println!("## Background compactor");
@@ -178,6 +278,38 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             us(m.latencies.percentile(50.0)),
             us(m.latencies.percentile(99.0)),
             thousands(m.pending_at_end),
+        );
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+    println!();
+
+    let backlog: u64 = if quick { 50_000 } else { 400_000 };
+    println!(
+        "A backlog of {} pending rows, folded by one pass (`run_once`, default batches) \
+         while the same {WRITERS} writers keep saving, at each cap: the cap binds here. \
+         The writers run for as long as the pass takes.",
+        thousands(backlog)
+    );
+    println!();
+    println!("| cap | pass | rows merged/s | writer share | longest batch | paused | writers' saves/s | p50 | p99 |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, cap) in [1.0, 0.5, 0.25, 0.1].into_iter().enumerate() {
+        eprintln!("compactor: backlog, cap {cap}");
+        let path = dir.join(format!("compactor-backlog-{i}.db"));
+        let (m, elapsed) = measure_backlog(&path, backlog, cap)?;
+        let c = m.compactor.expect("a pass");
+        println!(
+            "| {cap} | {:.2} s | {} | {:.1}% | {} | {:.0} ms | {} | {} | {} |",
+            elapsed.as_secs_f64(),
+            per_sec(c.rows_merged as f64, elapsed),
+            100.0 * c.writer_share(),
+            us(c.longest_batch.as_nanos() as f64),
+            c.throttled.as_secs_f64() * 1e3,
+            per_sec(m.saves as f64, m.elapsed),
+            us(m.latencies.percentile(50.0)),
+            us(m.latencies.percentile(99.0)),
         );
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
