@@ -67,3 +67,27 @@ fn main() -> autoshard::Result<()> {
     println!("{:?}: {} votes, {} views", q.question, q.votes, q.views);
     Ok(())
 }
+
+// `cargo test` runs this: the folds are lawful and the shard methods
+// replayable (see `autoshard::testing`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn question_obeys_the_fold_laws() {
+        let laws = autoshard::testing::laws::<Question>()
+            .values("votes", -1_000_000i64..1_000_000)
+            .values("views", 0i64..1_000_000);
+        laws.check_folds();
+        let q = Question {
+            id: 1,
+            question: "?".into(),
+            votes: 0,
+            views: 0,
+            pending: Pending::default(),
+        };
+        laws.check_shard_method(&q, Question::vote_up);
+        laws.check_shard_method(&q, Question::view);
+    }
+}

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::seam::{Kind, StoredKey};
 use crate::store::CompactionStats;
 use crate::value::Value;
+use std::time::Instant;
 
 /// The rewrite of one (entity, field) group.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,6 +117,7 @@ pub(crate) struct BatchScan<'k> {
     current: Option<StoredKey>,
     group: Option<Group>,
     resume: Resume,
+    started: Instant,
 }
 
 /// What one batch rewrites.
@@ -125,13 +127,19 @@ pub(crate) struct BatchPlan {
     /// `(entity, field index, plan)` in scan order.
     pub plans: Vec<(StoredKey, usize, Plan)>,
     pub resume: Resume,
+    /// When the scan began: stores start it inside the write transaction,
+    /// so the time from here to the commit is how long the batch held the
+    /// writer (the compactor's cap is on that).
+    pub started: Instant,
 }
 
 impl<'k> BatchScan<'k> {
+    /// A batch's scan; `max_rows` is the store's default, which a
+    /// [`Kind::batch_rows`] chosen by the caller overrides.
     pub fn new(kind: &'k Kind, from: &Resume, max_rows: usize) -> Self {
         BatchScan {
             kind,
-            max_rows,
+            max_rows: kind.batch_rows.unwrap_or(max_rows).max(1),
             revisited: match from {
                 Resume::At(entity) => Some(entity.clone()),
                 _ => None,
@@ -141,6 +149,7 @@ impl<'k> BatchScan<'k> {
             current: None,
             group: None,
             resume: Resume::Done,
+            started: Instant::now(),
         }
     }
 
@@ -212,6 +221,7 @@ impl<'k> BatchScan<'k> {
             stats: self.stats,
             plans: self.plans,
             resume: self.resume,
+            started: self.started,
         })
     }
 

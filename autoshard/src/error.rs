@@ -317,6 +317,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// The store does not implement this operation yet (for example
+    /// [`Store::stats`](crate::Store::stats) on Redis Cluster). Nothing was
+    /// read or written.
+    #[error("{operation} is not implemented on the {store} store yet")]
+    Unsupported {
+        /// The store (`"redis-cluster"`, ...).
+        store: &'static str,
+        /// The operation.
+        operation: &'static str,
+    },
+
     /// A group commit of concurrent
     /// [`Ranking::enqueue`](crate::ranking::Ranking::enqueue) calls failed,
     /// and its error is not one of the variants that can be copied to every

@@ -73,10 +73,20 @@
 //!   and once on the aggregate, so side effects in it happen twice;
 //! - a fold must be commutative and associative, with `neutral` as its
 //!   identity: shard rows are folded in no particular order.
+//!
+//! [`Store::compactor`] runs the compaction job on a thread of its own,
+//! holding the writer for at most a set share of the time; the cargo
+//! feature `testing` adds `autoshard::testing`, which checks a struct's
+//! folds and shard methods against those laws in the application's tests.
 #![warn(missing_docs)]
+
+// Generated code names `::autoshard`; unit tests derive entities in here.
+#[cfg(test)]
+extern crate self as autoshard;
 
 mod any;
 mod compaction;
+mod compactor;
 mod deadline;
 mod entity;
 mod error;
@@ -87,8 +97,11 @@ mod naming;
 mod random;
 pub mod ranking;
 mod seam;
+mod stats;
 mod store;
 mod stores;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod value;
 
 #[doc(hidden)]
@@ -97,8 +110,10 @@ pub mod __private;
 
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
+pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Store};
 #[cfg(feature = "postgres")]
 pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};

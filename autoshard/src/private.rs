@@ -105,6 +105,9 @@ pub fn fold_values<T: ShardValue, R: FoldOutput<T>>(
     neutral: T,
     fold: fn(T, T) -> R,
 ) -> Result<Value, FoldError> {
+    // How `testing::laws` learns a field's type: it folds nothing and asks.
+    #[cfg(feature = "testing")]
+    crate::testing::note_field_type::<T>();
     let folded = fold_typed(values, neutral, fold)?;
     value::encode(&folded).map_err(FoldError::Encode)
 }

@@ -2,10 +2,12 @@
 //! of them over the seam (`crate::seam`).
 
 use crate::compaction;
+use crate::compactor::Compactor;
 use crate::entity::{key_of, Shardable};
 use crate::error::Result;
 use crate::mapper;
 use crate::seam::{Backend, Kind};
+use crate::stats::KindStats;
 
 /// A database that persists [`Shardable`] entities with property sharding:
 /// [`Sqlite`](crate::Sqlite), [`Postgres`](crate::Postgres) and
@@ -133,6 +135,40 @@ pub trait Store: Backend {
         let kind = Kind::of::<T>();
         let entities = self.__entities().0;
         compaction::run_batches(progress, |from| entities.compact_batch(&kind, from))
+    }
+
+    /// The compaction job for kind `T` as a background thread: a
+    /// [`Compactor`] builder (interval, batch size, the share of time it may
+    /// hold the writer) that [`spawn`](Compactor::spawn)s it. Any number of
+    /// compactors, in any number of processes, may run on one store.
+    fn compactor<T: Shardable>(&self) -> Compactor<T>
+    where
+        Self: Clone + Send + Sync + Sized + 'static,
+    {
+        Compactor::new(self, Kind::of::<T>())
+    }
+
+    /// What the store holds for kind `T`, counted in one snapshot: its
+    /// entities and, per sharded field, the shard rows, the entities they
+    /// belong to, and how many rows compaction would fold now (dynamic rows
+    /// beyond one per entity, static rows numbered `shards` or above). An
+    /// operator watches `pending` to see rows pile up and a
+    /// [`compactor`](Store::compactor) keep up. It reads every shard row of
+    /// the kind: an operator's call, not one for every request.
+    ///
+    /// Neither store records when a row was written, so the age of the
+    /// oldest pending row is not reported; a compactor's passes bound it
+    /// (a row waits about one `interval` plus one pass).
+    ///
+    /// # Errors
+    ///
+    /// A store error, or [`Error::InvalidName`](crate::Error::InvalidName)
+    /// / [`Error::SchemaMismatch`](crate::Error::SchemaMismatch) if the
+    /// kind's tables belong to another kind or id type.
+    fn stats<T: Shardable>(&self) -> Result<KindStats> {
+        let kind = Kind::of::<T>();
+        let census = self.__entities().0.census(&kind)?;
+        Ok(KindStats::new(&kind, census))
     }
 
     /// How many shard rows `field` of entity `id` has now: operators use it to

@@ -1,7 +1,7 @@
 //! autoshard's benchmarks: one binary, one command.
 //!
 //! ```text
-//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|ranking|all] [--quick]
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
@@ -12,6 +12,7 @@
 //! report names the file system, since tmpfs would hide every fsync.
 
 mod compaction;
+mod compactor;
 mod contention;
 mod machine;
 mod mapper;
@@ -24,7 +25,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|contention|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -32,10 +33,11 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "contention" | "ranking" | "redis" => {
-                which.push(arg)
-            }
-            "all" => which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from)),
+            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking"
+            | "redis" => which.push(arg),
+            "all" => which.extend(
+                ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
+            ),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -47,7 +49,7 @@ fn main() {
         }
     }
     if which.is_empty() {
-        which.extend(["mapper", "voting", "compaction", "ranking"].map(String::from));
+        which.extend(["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from));
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = format!(
@@ -68,6 +70,7 @@ fn main() {
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
+            "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

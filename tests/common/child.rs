@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `Child::kill` sends SIGKILL on Unix.
 const SIGKILL: i32 = 9;
@@ -108,6 +108,34 @@ impl Child {
         // Fails only if the child is already reaped, which `wait` reports.
         let _ = self.process.kill();
         self.finish()
+    }
+
+    /// SIGKILLs the child at the first moment `now(pid)` holds, polled from
+    /// `delay` after the child is ready, or after `within` more whatever it
+    /// says; then reaps it. Also returns whether `now` held: a test uses it
+    /// to kill a child in the middle of something (a transaction) rather
+    /// than at a random moment.
+    pub fn kill_when(
+        mut self,
+        delay: Duration,
+        within: Duration,
+        mut now: impl FnMut(u32) -> bool,
+    ) -> (Run, bool) {
+        self.wait_ready();
+        thread::sleep(delay);
+        let pid = self.process.id();
+        let deadline = Instant::now() + within;
+        let held = loop {
+            if now(pid) {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            thread::sleep(Duration::from_micros(50));
+        };
+        let _ = self.process.kill();
+        (self.finish(), held)
     }
 
     /// Waits for the child to end by itself.

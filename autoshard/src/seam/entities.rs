@@ -23,6 +23,13 @@ pub(crate) struct Kind {
     /// The sharded fields, in declaration order; a field is named by its
     /// index here.
     pub fields: &'static [FieldSpec],
+    /// Rows a compaction batch reads, when the caller (a
+    /// [`Compactor`](crate::Compactor)) chose; `None`: the store's
+    /// `compaction_batch_rows`. Stores need not look: [`BatchScan::new`]
+    /// applies it.
+    ///
+    /// [`BatchScan::new`]: crate::compaction::BatchScan::new
+    pub batch_rows: Option<usize>,
     fold: FoldFn,
 }
 
@@ -32,6 +39,7 @@ impl Kind {
             name: T::KIND,
             key_kind: T::Id::KEY_KIND,
             fields: T::__FIELDS,
+            batch_rows: None,
             fold: T::__fold,
         }
     }
@@ -168,6 +176,28 @@ pub(crate) struct Stored {
     pub rows: Vec<(usize, Result<Value, String>)>,
 }
 
+/// What a store counts for [`Store::stats`](crate::Store::stats), in one
+/// read snapshot; `crate::stats` says what the counts mean.
+#[derive(Debug, Default)]
+pub(crate) struct Census {
+    /// Entities stored.
+    pub entities: u64,
+    /// Per sharded field of the kind, in its order.
+    pub fields: Vec<FieldCensus>,
+}
+
+/// The shard rows of one field, over every entity.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FieldCensus {
+    /// Rows.
+    pub rows: u64,
+    /// Distinct entities among them.
+    pub entities: u64,
+    /// Rows whose shard number is `shards` or more (a static field's
+    /// surplus); 0 for a dynamic field.
+    pub surplus: u64,
+}
+
 /// The entity operations a store implements, each one transaction (retried
 /// whole as the store's concurrency demands). `docs/design.md` states the
 /// semantics; the mapper computes what to write.
@@ -200,4 +230,11 @@ pub(crate) trait EntityStore: Send + Sync {
     /// Shard rows of field `field` of the entity; [`Error::NotFound`] if it
     /// is not stored.
     fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64>;
+
+    /// Counts the kind's entities and, per declared sharded field, its rows,
+    /// the distinct entities they belong to, and (static fields) the rows
+    /// numbered `shards` or above, all in one read snapshot. Rows of fields
+    /// the kind no longer declares are not counted. A full scan is fine:
+    /// it is an operator's call, not a hot path.
+    fn census(&self, kind: &Kind) -> Result<Census>;
 }

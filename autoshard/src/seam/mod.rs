@@ -3,9 +3,9 @@
 //! A store is a handle type (say `Sqlite`) that implements two crate-private
 //! traits over store-neutral descriptions:
 //!
-//! - [`EntityStore`]: insert, load, save, delete, one compaction batch and a
-//!   shard count for a [`Kind`], with the rows the mapper planned
-//!   (`crate::mapper`) and the compaction batch scan decided
+//! - [`EntityStore`]: insert, load, save, delete, one compaction batch, a
+//!   shard count and a census of the rows for a [`Kind`], with the rows the
+//!   mapper planned (`crate::mapper`) and the compaction batch scan decided
 //!   (`crate::compaction`). The store only runs statements.
 //! - [`BoardStore`]: ranking boards: create and open a board, run one read
 //!   or write transaction on it through [`Storage`], and the queue's
@@ -24,7 +24,7 @@ pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
     ScannedArrival, ScannedNode, Storage,
 };
-pub(crate) use self::entities::{EntityStore, Kind, Stored, StoredKey};
+pub(crate) use self::entities::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
-use crate::seam::{EntityStore, Kind, Stored, StoredKey};
+use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
@@ -244,6 +244,33 @@ impl EntityStore for Postgres {
             return Err(kind.not_found(&key));
         }
         Ok(row.get::<_, i64>(1) as u64)
+    }
+
+    fn census(&self, kind: &Kind) -> Result<Census> {
+        let tables = self.tables(kind)?;
+        let names: Vec<&str> = kind.fields.iter().map(|f| f.name).collect();
+        let surplus_from: Vec<i64> = kind
+            .fields
+            .iter()
+            .map(|f| f.shards.map_or(i64::MAX, i64::from))
+            .collect();
+        let rows = self.read(|tx| Ok(tx.query(&tables.census, &[&names, &surplus_from])?))?;
+        let mut census = Census {
+            entities: 0,
+            fields: vec![FieldCensus::default(); names.len()],
+        };
+        for row in &rows {
+            census.entities = row.get::<_, i64>(0) as u64;
+            let name: Option<&str> = row.get(1);
+            if let Some(index) = name.and_then(|name| kind.field_index(name)) {
+                census.fields[index] = FieldCensus {
+                    rows: row.get::<_, i64>(2) as u64,
+                    entities: row.get::<_, i64>(3) as u64,
+                    surplus: row.get::<_, i64>(4) as u64,
+                };
+            }
+        }
+        Ok(census)
     }
 }
 

@@ -189,6 +189,7 @@ pub(crate) struct KindTables {
     pub add_to_shard: String,
     pub append_shard: String,
     pub count_shards: String,
+    pub census: String,
     /// Compaction scans, per mode: `[first, after, from, next]`.
     scans: [[String; 4]; 2],
     pub delete_shards: String,
@@ -297,6 +298,20 @@ impl KindTables {
             count_shards: format!(
                 "SELECT EXISTS (SELECT 1 FROM {entity} WHERE id = $1), \
                  (SELECT count(*) FROM {shard} WHERE entity = $1 AND field = $2)"
+            ),
+            // One statement, so one snapshot: a row per field named in $1
+            // (one row with a NULL name if none), rows at or above its $2
+            // counted apart.
+            census: format!(
+                "SELECT e.n, c.name, c.rows, c.entities, c.surplus \
+                 FROM (SELECT count(*) AS n FROM {entity}) e LEFT JOIN ( \
+                     SELECT f.name, count(s.entity) AS rows, \
+                            count(DISTINCT s.entity) AS entities, \
+                            count(s.entity) FILTER (WHERE s.shard >= f.threshold) AS surplus \
+                     FROM unnest($1::text[], $2::bigint[]) AS f(name, threshold) \
+                     LEFT JOIN {shard} s ON s.field = f.name \
+                     GROUP BY f.name, f.threshold \
+                 ) c ON true"
             ),
             scans,
             delete_shards: format!(

@@ -8,7 +8,7 @@ use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::naming::table_base;
-use crate::seam::{EntityStore, Kind, Stored, StoredKey};
+use crate::seam::{Census, EntityStore, Kind, Stored, StoredKey};
 use crate::store::CompactionStats;
 use crate::stores::registry::KindTables;
 use crate::value::Value;
@@ -318,6 +318,7 @@ impl EntityStore for RedisCluster {
     }
 
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
+        let started = std::time::Instant::now();
         let info = self.kind(kind)?;
         let mut conn = self.checkout()?;
         let index = info.keys.index();
@@ -343,6 +344,7 @@ impl EntityStore for RedisCluster {
                     stats,
                     plans: Vec::new(),
                     resume: Resume::Done,
+                    started,
                 });
             };
             start = format!("({last}");
@@ -356,10 +358,18 @@ impl EntityStore for RedisCluster {
                         stats,
                         plans: Vec::new(),
                         resume: Resume::After(stored),
+                        started,
                     });
                 }
             }
         }
+    }
+
+    fn census(&self, _kind: &Kind) -> Result<Census> {
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "stats",
+        })
     }
 
     fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {

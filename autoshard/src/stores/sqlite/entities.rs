@@ -7,7 +7,7 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
 use crate::mapper::{self, Delta, InsertPlan, SavePlan};
-use crate::seam::{EntityStore, Kind, Stored};
+use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored};
 use crate::value::Value;
 use rusqlite::{ffi, OptionalExtension, Transaction};
 
@@ -109,6 +109,34 @@ impl EntityStore for Sqlite {
                 .prepare_cached(&tables.count_shards)?
                 .query_row((key, field), |r| r.get(0))?;
             Ok(count as u64)
+        })
+    }
+
+    fn census(&self, kind: &Kind) -> Result<Census> {
+        let tables = self.tables(kind)?;
+        self.read(|tx| {
+            let entities: i64 = tx
+                .prepare_cached(&tables.count_entities)?
+                .query_row([], |r| r.get(0))?;
+            let mut count = tx.prepare_cached(&tables.count_field)?;
+            let fields = kind
+                .fields
+                .iter()
+                .map(|spec| {
+                    let surplus_from = spec.shards.map_or(i64::MAX, i64::from);
+                    count.query_row((spec.name, surplus_from), |r| {
+                        Ok(FieldCensus {
+                            rows: r.get::<_, i64>(0)? as u64,
+                            entities: r.get::<_, i64>(1)? as u64,
+                            surplus: r.get::<_, i64>(2)? as u64,
+                        })
+                    })
+                })
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Census {
+                entities: entities as u64,
+                fields,
+            })
         })
     }
 }

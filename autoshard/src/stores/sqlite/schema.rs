@@ -36,6 +36,8 @@ pub(crate) struct KindTables {
     pub upsert_shard: String,
     pub append_shard: String,
     pub count_shards: String,
+    pub count_entities: String,
+    pub count_field: String,
     pub scan_first: String,
     pub scan_after: String,
     pub scan_from: String,
@@ -85,6 +87,11 @@ impl KindTables {
                  WHERE entity = ?1 AND field = ?2"
             ),
             count_shards: format!("SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"),
+            count_entities: format!("SELECT count(*) FROM {entity}"),
+            count_field: format!(
+                "SELECT count(*), count(DISTINCT entity), coalesce(sum(shard >= ?2), 0) \
+                 FROM {shard} WHERE field = ?1"
+            ),
             scan_first: format!("{scan} ORDER BY entity, field, shard"),
             scan_after: format!("{scan} WHERE entity > ?1 ORDER BY entity, field, shard"),
             scan_from: format!("{scan} WHERE entity >= ?1 ORDER BY entity, field, shard"),

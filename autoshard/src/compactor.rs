@@ -1,0 +1,688 @@
+//! The compaction job running by itself: a [`Compactor`], made by
+//! [`Store::compactor`](crate::Store::compactor), folds one kind's shard
+//! rows on a thread of its own, a batch at a time, and holds the writer for
+//! at most a set share of the time.
+//!
+//! It is written once, over the seam's `compact_batch` (one committed
+//! transaction per call, `crate::compaction` deciding what it folds), so
+//! every store gets it unchanged.
+
+use crate::compaction::{BatchPlan, Resume};
+use crate::error::Result;
+use crate::seam::{Backend, Kind};
+use crate::store::CompactionStats;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The pause before a batch that failed with a retryable error (a busy
+/// store, a serialization conflict, a lost connection) is tried again. The
+/// store has already retried it `max_attempts` times by then.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// The shortest pause the cap makes the compactor take; see [`Throttle`].
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
+/// Runs compaction batches for [`Store::compactor`](crate::Store::compactor)
+/// in the background: interval, batch size, and a cap on the share of time
+/// it may hold the writer.
+///
+/// A **pass** is what [`Store::compact`](crate::Store::compact) does: a scan
+/// of every entity of the kind, in key order, in batches, each batch one
+/// committed write transaction that folds the rows it read. The compactor
+/// starts a pass every [`interval`](Compactor::interval) (at once if the
+/// last one took longer) until it is stopped.
+///
+/// **Holding the writer.** A batch *holds the writer* from its first
+/// statement inside its write transaction to the return of its commit: on
+/// SQLite that is the time it owns the file's single write lock (after
+/// `BEGIN IMMEDIATE` was granted), on PostgreSQL the time its transaction
+/// holds the row locks of the rows it folds. Waiting for the lock is not
+/// holding it. After a batch that held the writer for `h`, the compactor
+/// owes a pause of `h × (1 − c) / c`, where `c` is the
+/// [`max_writer_share`](Compactor::max_writer_share), and pauses as soon as
+/// it owes a millisecond or more (a shorter sleep would overshoot; an
+/// overshoot counts towards the next pause). So at the start of every
+/// batch, the time it has held the writer is at most `c` times its age,
+/// plus `c` × 1 ms; a pass run with [`run_once`](Compactor::run_once) pays
+/// what it owes before it returns. [`CompactorStats::writer_time`] is the
+/// measured total, [`CompactorStats::writer_share`] the share.
+///
+/// **Guarantees**, the same as [`Store::compact`](crate::Store::compact)'s,
+/// because a pass is made of the same batches:
+///
+/// - every batch preserves each field's folded value exactly, and commits
+///   whole or not at all, so the compactor can be stopped, can fail, or its
+///   process can be killed at any point;
+/// - any number of compactors (and `compact` calls) may run on one store at
+///   once, in threads or processes, alongside any number of writers: every
+///   batch re-reads the rows it rewrites inside its own write transaction,
+///   so no row is folded twice (on SQLite batches take turns on the write
+///   lock; on PostgreSQL a batch locks the rows it read, or fails its
+///   commit in optimistic mode and is retried);
+/// - a retryable error (a busy store, a conflict, a lost connection) makes
+///   the compactor wait and try the same batch again; any other error stops
+///   it, and [`CompactorHandle::stop`] returns that error.
+///
+/// ```
+/// use autoshard::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store};
+/// use std::time::Duration;
+///
+/// #[derive(Shardable, Debug)]
+/// struct Page {
+///     #[shard(id)]
+///     id: u64,
+///     #[shard(neutral = 0)] // dynamic: one row per save until compacted
+///     views: i64,
+///     #[shard(pending)]
+///     pending: Pending<Self>,
+/// }
+///
+/// impl Page {
+///     #[shard_method]
+///     fn view(&mut self) {
+///         self.views += 1;
+///     }
+///     #[shard_fold]
+///     fn fold_views(a: i64, b: i64) -> i64 {
+///         a + b
+///     }
+/// }
+///
+/// # fn main() -> autoshard::Result<()> {
+/// let db = Sqlite::memory()?;
+/// db.insert(&Page { id: 1, views: 0, pending: Pending::default() })?;
+/// let compactor = db
+///     .compactor::<Page>()
+///     .interval(Duration::from_millis(10)) // a pass every 10 ms
+///     .batch_rows(1_000)                   // rows read per transaction
+///     .max_writer_share(0.25)              // hold the writer at most 25% of the time
+///     .spawn();
+///
+/// let mut page: Page = db.load(&1)?.unwrap();
+/// for _ in 0..100 {
+///     page.view();
+///     db.save(&mut page)?; // appends a row; the compactor folds them
+/// }
+/// while db.shard_count::<Page>(&1, "views")? > 1 {
+///     std::thread::sleep(Duration::from_millis(5));
+/// }
+/// let stats = compactor.stop()?;
+/// assert_eq!(stats.rows_merged, 100);
+/// assert!(stats.writer_share() <= 0.25 + 0.05);
+/// assert_eq!(db.load::<Page>(&1)?.unwrap().views, 100);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Compactor<T> {
+    job: Job,
+    _entity: PhantomData<fn() -> T>,
+}
+
+/// The compactor's settings and store, without the entity type, for its
+/// thread.
+#[derive(Clone)]
+struct Job {
+    store: Arc<dyn Batches>,
+    kind: Kind,
+    interval: Duration,
+    max_writer_share: f64,
+}
+
+/// What a [`Compactor`] did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactorStats {
+    /// Passes completed: scans of every entity of the kind.
+    pub passes: u64,
+    /// Batch transactions committed.
+    pub batches: u64,
+    /// Entities that had rows to fold, counted once per pass.
+    pub entities_compacted: u64,
+    /// Shard rows read.
+    pub rows_scanned: u64,
+    /// Shard rows folded into another row and deleted.
+    pub rows_merged: u64,
+    /// Batches that failed with a retryable error (after the store's own
+    /// retries) and were tried again.
+    pub retries: u64,
+    /// Time spent holding the writer, summed over the committed batches
+    /// (see [`Compactor`] for the definition).
+    pub writer_time: Duration,
+    /// The longest any one batch held the writer.
+    pub longest_batch: Duration,
+    /// Time spent pausing to keep the writer share under the cap.
+    pub throttled: Duration,
+    /// Time since the compactor started (until it ended, once it has).
+    pub elapsed: Duration,
+}
+
+impl CompactorStats {
+    /// The share of its life the compactor held the writer:
+    /// `writer_time / elapsed`, between 0 and 1 (0 before any time passed).
+    pub fn writer_share(&self) -> f64 {
+        if self.elapsed.is_zero() {
+            return 0.0;
+        }
+        self.writer_time.as_secs_f64() / self.elapsed.as_secs_f64()
+    }
+
+    fn add_batch(&mut self, batch: &CompactionStats, held: Duration) {
+        self.batches += 1;
+        self.entities_compacted += batch.entities_compacted;
+        self.rows_scanned += batch.rows_scanned;
+        self.rows_merged += batch.rows_merged;
+        self.writer_time += held;
+        self.longest_batch = self.longest_batch.max(held);
+    }
+}
+
+impl<T> Compactor<T> {
+    pub(crate) fn new<S: Backend + Clone + Send + Sync + 'static>(store: &S, kind: Kind) -> Self {
+        Compactor {
+            job: Job {
+                store: Arc::new(store.clone()),
+                kind,
+                interval: Duration::from_secs(1),
+                max_writer_share: 0.25,
+            },
+            _entity: PhantomData,
+        }
+    }
+
+    /// How often a pass starts (default 1 s): the next pass starts this long
+    /// after the previous one started, or as soon as it ended if it took
+    /// longer. Rows saved just after a pass passed their entity wait about
+    /// this long to be folded.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.job.interval = interval;
+        self
+    }
+
+    /// Rows a batch transaction reads (default: the store's
+    /// `compaction_batch_rows`, 10,000; at least 1). Smaller batches hold
+    /// the writer for shorter stretches; bigger ones pay the commit less
+    /// often.
+    pub fn batch_rows(mut self, rows: usize) -> Self {
+        self.job.kind.batch_rows = Some(rows.max(1));
+        self
+    }
+
+    /// The largest share of time the compactor may hold the writer, in
+    /// `(0, 1]` (default 0.25): after a batch that held it for `h`, it
+    /// pauses `h × (1 − share) / share`. `1.0` never pauses.
+    ///
+    /// # Panics
+    ///
+    /// If `share` is not in `(0, 1]`.
+    pub fn max_writer_share(mut self, share: f64) -> Self {
+        assert!(
+            share > 0.0 && share <= 1.0,
+            "max_writer_share must be in (0, 1], got {share}"
+        );
+        self.job.max_writer_share = share;
+        self
+    }
+
+    /// Starts the compactor on a thread of its own; its first pass starts
+    /// at once. It runs until the handle is stopped or dropped, or until an
+    /// error that is not retryable.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot start a thread.
+    pub fn spawn(self) -> CompactorHandle {
+        let shared = Arc::new(Shared::new());
+        let job = self.job;
+        let thread = std::thread::Builder::new()
+            .name(format!("autoshard-compactor-{}", job.kind.name))
+            .spawn({
+                let shared = shared.clone();
+                move || {
+                    let result = job.run(&shared);
+                    shared.lock().ended = Some(Instant::now());
+                    result
+                }
+            })
+            .expect("failed to spawn the compactor thread");
+        CompactorHandle {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// Runs one pass on this thread, pausing after each batch as the cap
+    /// demands, and returns what it did.
+    ///
+    /// # Errors
+    ///
+    /// The first error that is not retryable (retryable ones are waited out
+    /// and the batch tried again): [`Error::Corrupt`](crate::Error::Corrupt)
+    /// or [`Error::Fold`](crate::Error::Fold) for rows that cannot be
+    /// folded, or a store error. Batches committed before it stay committed.
+    pub fn run_once(&self) -> Result<CompactorStats> {
+        let shared = Shared::new();
+        let mut throttle = Throttle::default();
+        self.job.pass(&shared, &mut throttle)?;
+        throttle.pay(&shared, Duration::ZERO);
+        Ok(shared.stats())
+    }
+}
+
+impl Job {
+    fn run(&self, shared: &Shared) -> Result<()> {
+        let mut throttle = Throttle::default();
+        while !shared.stopping() {
+            let started = Instant::now();
+            self.pass(shared, &mut throttle)?;
+            shared.sleep_until(started + self.interval);
+        }
+        Ok(())
+    }
+
+    /// One scan of the kind; returns early, between batches, on a stop.
+    fn pass(&self, shared: &Shared, throttle: &mut Throttle) -> Result<()> {
+        let mut from = Resume::Done;
+        loop {
+            if shared.stopping() {
+                return Ok(());
+            }
+            let batch = match self.store.compact_batch(&self.kind, &from) {
+                Ok(batch) => batch,
+                Err(e) if e.is_retryable() => {
+                    shared.lock().stats.retries += 1;
+                    shared.sleep_until(Instant::now() + RETRY_PAUSE);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let held = batch.started.elapsed();
+            shared.lock().stats.add_batch(&batch.stats, held);
+            throttle.owe(self.pause_after(held));
+            throttle.pay(shared, MIN_PAUSE);
+            match batch.resume {
+                Resume::Done => {
+                    shared.lock().stats.passes += 1;
+                    return Ok(());
+                }
+                resume => from = resume,
+            }
+        }
+    }
+
+    /// The pause that keeps the share of time holding the writer at most
+    /// the cap: `held / (held + pause) == share`.
+    fn pause_after(&self, held: Duration) -> Duration {
+        let share = self.max_writer_share;
+        held.mul_f64((1.0 - share) / share)
+    }
+}
+
+/// Pauses owed to the cap. A pause shorter than [`MIN_PAUSE`] is put off
+/// and added to the next one, because a sleep that short overshoots by more
+/// than its length; an overshoot is credit against the next pause. So the
+/// time paused is never less than the time owed minus `MIN_PAUSE`.
+#[derive(Default)]
+struct Throttle {
+    /// Seconds owed; negative is credit.
+    owed: f64,
+}
+
+impl Throttle {
+    fn owe(&mut self, pause: Duration) {
+        self.owed += pause.as_secs_f64();
+    }
+
+    /// Pauses for what is owed, if that is at least `min`.
+    fn pay(&mut self, shared: &Shared, min: Duration) {
+        if self.owed <= 0.0 || self.owed < min.as_secs_f64() {
+            return;
+        }
+        let paused = Instant::now();
+        shared.sleep_until(paused + Duration::from_secs_f64(self.owed));
+        let slept = paused.elapsed();
+        self.owed -= slept.as_secs_f64();
+        shared.lock().stats.throttled += slept;
+    }
+}
+
+impl<T> Clone for Compactor<T> {
+    fn clone(&self) -> Self {
+        Compactor {
+            job: self.job.clone(),
+            _entity: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Compactor<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compactor")
+            .field("kind", &self.job.kind.name)
+            .field("interval", &self.job.interval)
+            .field("batch_rows", &self.job.kind.batch_rows)
+            .field("max_writer_share", &self.job.max_writer_share)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running [`Compactor`]. Dropping it stops the compactor after its
+/// current batch and waits for it; [`stop`](CompactorHandle::stop) does the
+/// same and reports how it ended.
+#[must_use = "dropping the handle stops the compactor"]
+pub struct CompactorHandle {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl CompactorHandle {
+    /// What the compactor did so far (while it runs, or after it ended).
+    pub fn stats(&self) -> CompactorStats {
+        self.shared.stats()
+    }
+
+    /// Whether the compactor has ended: only an error ends it by itself.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Stops the compactor after its current batch (a batch is never cut
+    /// short; a pause or the wait for the next pass is) and returns what it
+    /// did.
+    ///
+    /// # Errors
+    ///
+    /// The error that had stopped the compactor, as
+    /// [`Compactor::run_once`] describes. A panic in the compactor's thread
+    /// (in a user's fold) is resumed here.
+    pub fn stop(mut self) -> Result<CompactorStats> {
+        self.shared.request_stop();
+        let thread = self.thread.take().expect("stopped once");
+        match thread.join() {
+            Ok(result) => result.map(|()| self.shared.stats()),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for CompactorHandle {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.shared.request_stop();
+            // The outcome is for `stop`; a dropped handle has nobody to tell.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl fmt::Debug for CompactorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompactorHandle")
+            .field("stats", &self.stats())
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+/// A store as the compactor's thread owns it.
+trait Batches: Send + Sync {
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan>;
+}
+
+impl<S: Backend + Send + Sync> Batches for S {
+    fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
+        self.__entities().0.compact_batch(kind, from)
+    }
+}
+
+/// What the compactor's thread and its handle share.
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+struct State {
+    stop: bool,
+    stats: CompactorStats,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Shared {
+            state: Mutex::new(State {
+                stop: false,
+                stats: CompactorStats::default(),
+                started: Instant::now(),
+                ended: None,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while holding it; a poisoned lock still holds
+        // consistent counters.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stats(&self) -> CompactorStats {
+        let state = self.lock();
+        let end = state.ended.unwrap_or_else(Instant::now);
+        CompactorStats {
+            elapsed: end.saturating_duration_since(state.started),
+            ..state.stats
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.lock().stop
+    }
+
+    fn request_stop(&self) {
+        self.lock().stop = true;
+        self.wake.notify_all();
+    }
+
+    /// Sleeps until `deadline`, or less if a stop is requested.
+    fn sleep_until(&self, deadline: Instant) {
+        let mut state = self.lock();
+        while !state.stop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            state = self
+                .wake
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store};
+
+    #[derive(Shardable, Debug)]
+    #[shard(kind = "Page")]
+    struct Page {
+        #[shard(id)]
+        id: u64,
+        #[shard(neutral = 0)]
+        views: i64,
+        #[shard(neutral = 0, shards = 2)]
+        likes: i64,
+        #[shard(pending)]
+        pending: Pending<Self>,
+    }
+
+    impl Page {
+        fn new(id: u64) -> Self {
+            Page {
+                id,
+                views: 0,
+                likes: 0,
+                pending: Pending::default(),
+            }
+        }
+        #[shard_method]
+        fn view(&mut self) {
+            self.views += 1;
+        }
+        #[shard_fold]
+        fn fold_views(a: i64, b: i64) -> i64 {
+            a + b
+        }
+        #[shard_fold]
+        fn fold_likes(a: i64, b: i64) -> i64 {
+            a + b
+        }
+    }
+
+    /// `pages` entities with `views` dynamic rows each beyond the first.
+    fn piled_up(pages: u64, views: u64) -> Sqlite {
+        let db = Sqlite::memory().unwrap();
+        for id in 0..pages {
+            db.insert(&Page::new(id)).unwrap();
+            let mut page: Page = db.load(&id).unwrap().unwrap();
+            for _ in 0..views {
+                page.view();
+                db.save(&mut page).unwrap();
+            }
+        }
+        db
+    }
+
+    #[test]
+    fn a_pass_folds_what_compact_would() {
+        let db = piled_up(20, 5);
+        let stats = db.compactor::<Page>().batch_rows(7).run_once().unwrap();
+        assert_eq!(stats.passes, 1);
+        assert_eq!(stats.rows_merged, 20 * 5);
+        assert_eq!(stats.entities_compacted, 20);
+        // 20 × (6 views rows + 2 likes rows) = 160 rows in batches of ~7.
+        assert!(stats.batches >= 160 / 8, "{stats:?}");
+        assert!(stats.writer_time >= stats.longest_batch);
+        for id in 0..20 {
+            assert_eq!(db.shard_count::<Page>(&id, "views").unwrap(), 1);
+            assert_eq!(db.load::<Page>(&id).unwrap().unwrap().views, 5);
+        }
+        assert_eq!(db.compact::<Page>().unwrap().rows_merged, 0);
+    }
+
+    #[test]
+    fn the_pause_keeps_the_share_at_the_cap() {
+        let compactor = Sqlite::memory()
+            .unwrap()
+            .compactor::<Page>()
+            .max_writer_share(0.2);
+        let held = Duration::from_millis(10);
+        let pause = compactor.job.pause_after(held);
+        assert_eq!(pause, Duration::from_millis(40));
+        let share = held.as_secs_f64() / (held + pause).as_secs_f64();
+        assert!((share - 0.2).abs() < 1e-9);
+        let full = compactor.max_writer_share(1.0);
+        assert_eq!(full.job.pause_after(held), Duration::ZERO);
+    }
+
+    #[test]
+    #[should_panic(expected = "max_writer_share must be in (0, 1]")]
+    fn a_share_of_zero_is_refused() {
+        let _ = Sqlite::memory()
+            .unwrap()
+            .compactor::<Page>()
+            .max_writer_share(0.0);
+    }
+
+    #[test]
+    fn a_throttled_pass_holds_the_writer_at_most_its_share() {
+        let db = piled_up(40, 20);
+        let stats = db
+            .compactor::<Page>()
+            .batch_rows(50)
+            .max_writer_share(0.1)
+            .run_once()
+            .unwrap();
+        assert_eq!(stats.rows_merged, 40 * 20);
+        // Paused 9 × what it held, after every batch.
+        assert!(stats.throttled >= stats.writer_time * 8, "{stats:?}");
+        assert!(stats.writer_share() <= 0.1 + 0.02, "{stats:?}");
+    }
+
+    #[test]
+    fn spawned_it_keeps_folding_until_stopped() {
+        let db = Sqlite::memory().unwrap();
+        db.insert(&Page::new(1)).unwrap();
+        let handle = db
+            .compactor::<Page>()
+            .interval(Duration::from_millis(1))
+            .max_writer_share(1.0)
+            .spawn();
+        let mut page: Page = db.load(&1).unwrap().unwrap();
+        for round in 0..5 {
+            for _ in 0..10 {
+                page.view();
+                db.save(&mut page).unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while db.shard_count::<Page>(&1, "views").unwrap() > 1 {
+                assert!(Instant::now() < deadline, "round {round} never compacted");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert!(!handle.is_finished());
+        let live = handle.stats();
+        let stats = handle.stop().unwrap();
+        assert_eq!(stats.rows_merged, 50);
+        assert!(
+            stats.passes >= 5 && stats.passes >= live.passes,
+            "{stats:?}"
+        );
+        assert_eq!(db.load::<Page>(&1).unwrap().unwrap().views, 50);
+    }
+
+    #[test]
+    fn stop_does_not_wait_for_the_interval() {
+        let db = Sqlite::memory().unwrap();
+        let handle = db
+            .compactor::<Page>()
+            .interval(Duration::from_secs(3600))
+            .spawn();
+        while handle.stats().passes == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let asked = Instant::now();
+        let stats = handle.stop().unwrap();
+        assert!(asked.elapsed() < Duration::from_secs(5));
+        assert_eq!(stats.passes, 1);
+        // Dropping stops it the same way.
+        drop(
+            db.compactor::<Page>()
+                .interval(Duration::from_secs(3600))
+                .spawn(),
+        );
+    }
+
+    #[test]
+    fn an_error_stops_it_and_stop_returns_it() {
+        let db = piled_up(1, 2);
+        db.with_conn(|conn| Ok(conn.execute_batch("DROP TABLE as_shard_page")?))
+            .unwrap();
+        let handle = db
+            .compactor::<Page>()
+            .interval(Duration::from_millis(1))
+            .spawn();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !handle.is_finished() {
+            assert!(Instant::now() < deadline, "the compactor never failed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = handle.stop().unwrap_err();
+        assert!(matches!(err, crate::Error::Sqlite(_)), "{err:?}");
+    }
+}

@@ -1,0 +1,94 @@
+//! What [`Store::stats`](crate::Store::stats) reports: how many entities a
+//! kind has, how many shard rows each sharded field keeps, and how many of
+//! them compaction would fold, so an operator can see dynamic rows pile up
+//! and a compactor keep up.
+//!
+//! A store counts (`seam::Census`, one read snapshot); what the counts mean
+//! is decided here, the same for every store.
+
+use crate::seam::{Census, Kind};
+
+/// The shard rows of one kind, as [`Store::stats`](crate::Store::stats)
+/// counted them in one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KindStats {
+    /// The stored kind.
+    pub kind: &'static str,
+    /// Entities stored.
+    pub entities: u64,
+    /// One entry per sharded field, in declaration order.
+    pub fields: Vec<FieldStats>,
+}
+
+/// The shard rows of one sharded field, over all entities of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FieldStats {
+    /// The field's name.
+    pub name: &'static str,
+    /// `shards = N` of a static field; `None` for a dynamic one.
+    pub shards: Option<u32>,
+    /// Shard rows stored.
+    pub rows: u64,
+    /// Entities with at least one row of the field.
+    pub entities: u64,
+    /// Rows that compaction would fold away now: a dynamic field's rows
+    /// beyond one per entity (one per save since the entity was last
+    /// compacted), a static field's rows numbered `N` or above.
+    pub pending: u64,
+}
+
+impl KindStats {
+    /// The sharded field `name`, if the kind declares it.
+    pub fn field(&self, name: &str) -> Option<&FieldStats> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Rows that compaction would fold away now, over all fields.
+    pub fn pending(&self) -> u64 {
+        self.fields.iter().map(|f| f.pending).sum()
+    }
+
+    pub(crate) fn new(kind: &Kind, census: Census) -> Self {
+        let fields = kind
+            .fields
+            .iter()
+            .zip(census.fields)
+            .map(|(spec, counted)| FieldStats {
+                name: spec.name,
+                shards: spec.shards,
+                rows: counted.rows,
+                entities: counted.entities,
+                pending: match spec.shards {
+                    Some(_) => counted.surplus,
+                    None => counted.rows - counted.entities,
+                },
+            })
+            .collect();
+        KindStats {
+            kind: kind.name,
+            entities: census.entities,
+            fields,
+        }
+    }
+}
+
+impl std::fmt::Display for KindStats {
+    /// One line per field: `votes (static, 10 shards): 160 rows on 16 entities, 0 pending`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} entities", self.kind, self.entities)?;
+        for field in &self.fields {
+            let sharding = match field.shards {
+                Some(n) => format!("static, {n} shards"),
+                None => "dynamic".to_owned(),
+            };
+            write!(
+                f,
+                "\n  {} ({sharding}): {} rows on {} entities, {} pending compaction",
+                field.name, field.rows, field.entities, field.pending
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! `db.stats::<T>()` on every store: entities, shard rows per sharded field,
+//! and the rows compaction would fold, checked against what the saves
+//! wrote and against the raw rows behind the store's back.
+
+use autoshard::{Pending, Shardable};
+
+#[path = "common/entities.rs"]
+mod entities;
+#[path = "common/stores.rs"]
+mod stores;
+use entities::{DynamicSwitch, Question, StaticSwitch};
+use stores::TestStore;
+
+store_tests!(
+    stats_count_entities_rows_and_pending_dynamic_rows,
+    stats_count_static_rows_beyond_the_shard_count_as_pending,
+    stats_of_a_kind_never_stored_are_zero,
+    stats_of_a_kind_without_sharded_fields_count_its_entities,
+);
+
+fn stats_count_entities_rows_and_pending_dynamic_rows<S: TestStore>() {
+    let db = S::fresh();
+    for id in 1..=3 {
+        db.insert(&Question::new(id, 10, 0)).unwrap();
+    }
+    for (id, saves) in [(1, 5), (2, 2)] {
+        let mut q: Question = db.load(&id).unwrap().unwrap();
+        for _ in 0..saves {
+            q.vote(1);
+            q.view();
+            db.save(&mut q).unwrap();
+        }
+    }
+    let stats = db.stats::<Question>().unwrap();
+    assert_eq!((stats.kind, stats.entities), ("Question", 3));
+    let votes = stats.field("votes").unwrap();
+    assert_eq!(
+        (votes.shards, votes.rows, votes.entities, votes.pending),
+        (Some(10), 30, 3, 0)
+    );
+    let views = stats.field("views").unwrap();
+    assert_eq!(
+        (views.shards, views.rows, views.entities, views.pending),
+        (None, 3 + 7, 3, 7)
+    );
+    assert_eq!(stats.pending(), 7);
+    // The same counts as the rows themselves.
+    let rows = db.shard_rows("question");
+    assert_eq!(rows.keys().filter(|k| k.1 == "views").count(), 10);
+    assert_eq!(rows.keys().filter(|k| k.1 == "votes").count(), 30);
+
+    let merged = db.compact::<Question>().unwrap().rows_merged;
+    let after = db.stats::<Question>().unwrap();
+    assert_eq!(merged, 7);
+    assert_eq!(after.field("views").unwrap().rows, 3);
+    assert_eq!(after.pending(), 0);
+    println!("{after}");
+}
+
+fn stats_count_static_rows_beyond_the_shard_count_as_pending<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&StaticSwitch {
+        id: 1,
+        hits: 0,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    // The same kind with `hits` dynamic: three appended rows beyond 0..4.
+    let mut grown: DynamicSwitch = db.load(&1).unwrap().unwrap();
+    for _ in 0..3 {
+        grown.hit();
+        db.save(&mut grown).unwrap();
+    }
+    let fixed = db.stats::<StaticSwitch>().unwrap();
+    let hits = fixed.field("hits").unwrap();
+    assert_eq!((hits.rows, hits.entities, hits.pending), (7, 1, 3));
+    // Seen as dynamic, everything but one row is pending.
+    let dynamic = db.stats::<DynamicSwitch>().unwrap();
+    assert_eq!(dynamic.field("hits").unwrap().pending, 6);
+
+    db.compact::<StaticSwitch>().unwrap();
+    let hits = db.stats::<StaticSwitch>().unwrap().fields[0].clone();
+    assert_eq!((hits.rows, hits.pending), (4, 0));
+}
+
+fn stats_of_a_kind_never_stored_are_zero<S: TestStore>() {
+    let db = S::fresh();
+    let stats = db.stats::<Question>().unwrap();
+    assert_eq!(stats.entities, 0);
+    assert_eq!(stats.fields.len(), 2);
+    assert!(stats.fields.iter().all(|f| f.rows == 0 && f.pending == 0));
+}
+
+#[derive(Shardable, Debug)]
+struct Note {
+    #[shard(id)]
+    id: String,
+    text: String,
+}
+
+fn stats_of_a_kind_without_sharded_fields_count_its_entities<S: TestStore>() {
+    let db = S::fresh();
+    for id in ["a", "b"] {
+        db.insert(&Note {
+            id: id.into(),
+            text: "hello".into(),
+        })
+        .unwrap();
+    }
+    let stats = db.stats::<Note>().unwrap();
+    assert_eq!(
+        (stats.entities, stats.fields.len(), stats.pending()),
+        (2, 0, 0)
+    );
+}
