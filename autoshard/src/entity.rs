@@ -352,9 +352,9 @@ impl<T: Shardable> Pending<T> {
     }
 }
 
-/// A copy made while deltas are pending shares them, and with them a
-/// [`Copies`] token, so only one copy can commit them; a copy made with
-/// nothing pending is as independent as a second load.
+/// A copy made while deltas are pending shares them, and with them a copy
+/// token, so only one copy can commit them; a copy made with nothing
+/// pending is as independent as a second load.
 impl<T: Shardable> Clone for Pending<T>
 where
     T::__Pending: Clone + PartialEq,
