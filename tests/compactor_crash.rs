@@ -630,14 +630,24 @@ fn kill_20_victims<S: CrashStore>() {
 /// trips it (above), so the check is shown to catch the bug.
 fn control<S: CrashStore>() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let err = kill_compactors::<S>("split", 20)
-        .map(|report| format!("{report:?}"))
-        .expect_err("the kills of a split compactor went unnoticed");
-    assert!(
-        err.contains("folded twice or lost"),
-        "unexpected report: {err}"
-    );
-    eprintln!("{}: split compactor caught: {err}", S::NAME);
+    // On a loaded machine a round's victims may all die before their first
+    // batch (seen once: 20 kills, none after a batch), which shows nothing
+    // either way: such a round is run again, up to three times.
+    let mut unnoticed = Vec::new();
+    for _ in 0..3 {
+        match kill_compactors::<S>("split", 20) {
+            Ok(report) => unnoticed.push(format!("{report:?}")),
+            Err(err) => {
+                assert!(
+                    err.contains("folded twice or lost"),
+                    "unexpected report: {err}"
+                );
+                eprintln!("{}: split compactor caught: {err}", S::NAME);
+                return;
+            }
+        }
+    }
+    panic!("the kills of a split compactor went unnoticed in 3 rounds: {unnoticed:?}");
 }
 
 #[test]
