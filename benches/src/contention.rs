@@ -35,7 +35,7 @@ const CLIENTS: [usize; 4] = [1, 4, 16, 64];
 /// "With retries" means until it succeeds, as in the paper.
 const RETRY_ATTEMPTS: u32 = 100_000;
 
-fn url() -> String {
+pub(crate) fn url() -> String {
     std::env::var("AUTOSHARD_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
@@ -138,9 +138,9 @@ impl Variant {
 
 /// One cell's figures, summed over its clients.
 #[derive(Default)]
-struct Cell {
+pub(crate) struct Cell {
     /// Every timed `save` call, failed ones included.
-    latency: Samples,
+    pub latency: Samples,
     ok: u64,
     failed: u64,
     /// Transactions tried, by successful and failed saves.
@@ -152,7 +152,7 @@ struct Cell {
 
 impl Cell {
     /// Sums another round of the same cell.
-    fn absorb(&mut self, mut other: Cell) {
+    pub(crate) fn absorb(&mut self, mut other: Cell) {
         self.latency.append(&mut other.latency);
         self.ok += other.ok;
         self.failed += other.failed;
@@ -161,11 +161,11 @@ impl Cell {
         self.elapsed += other.elapsed;
     }
 
-    fn failure_rate(&self) -> f64 {
+    pub(crate) fn failure_rate(&self) -> f64 {
         self.failed as f64 / (self.ok + self.failed).max(1) as f64
     }
 
-    fn votes_per_sec(&self) -> f64 {
+    pub(crate) fn votes_per_sec(&self) -> f64 {
         self.votes as f64 / self.elapsed.as_secs_f64()
     }
 
@@ -188,7 +188,7 @@ struct Client {
     end: Option<Instant>,
 }
 
-fn open(schema: &str, mode: Concurrency, attempts: u32) -> Result<Postgres> {
+pub(crate) fn open(schema: &str, mode: Concurrency, attempts: u32) -> Result<Postgres> {
     Postgres::builder(&url())
         .schema(schema)
         .pool_size(1)
@@ -264,7 +264,7 @@ fn client<T: Ballot>(
 /// Every cell works in this schema: the benchmarks crate has no SQL client
 /// of its own to drop a schema with, so it is reused by the next run, and
 /// each cell deletes and re-inserts its 16 questions.
-const SCHEMA: &str = "autoshard_bench_contention";
+pub(crate) const SCHEMA: &str = "autoshard_bench_contention";
 
 fn run_cell(
     variant: Variant,
@@ -274,16 +274,18 @@ fn run_cell(
     time: Duration,
 ) -> Result<Cell> {
     match variant {
-        Variant::Naive => run_typed::<OneShardVotes>(variant, mode, retries, clients, time),
-        Variant::Static => run_typed::<StaticVotes>(variant, mode, retries, clients, time),
-        Variant::Dynamic => run_typed::<DynamicVotes>(variant, mode, retries, clients, time),
-        Variant::NaiveSum => run_typed::<OneShardSum>(variant, mode, retries, clients, time),
-        Variant::StaticSum => run_typed::<StaticSum>(variant, mode, retries, clients, time),
+        Variant::Naive => run_typed::<OneShardVotes>(variant.short(), mode, retries, clients, time),
+        Variant::Static => run_typed::<StaticVotes>(variant.short(), mode, retries, clients, time),
+        Variant::Dynamic => run_typed::<DynamicVotes>(variant.short(), mode, retries, clients, time),
+        Variant::NaiveSum => run_typed::<OneShardSum>(variant.short(), mode, retries, clients, time),
+        Variant::StaticSum => run_typed::<StaticSum>(variant.short(), mode, retries, clients, time),
     }
 }
 
-fn run_typed<T: Ballot>(
-    variant: Variant,
+/// Runs `clients` threads voting on a fresh set of `T` questions for
+/// `time`; `label` names the cell in errors.
+pub(crate) fn run_typed<T: Ballot>(
+    label: &str,
     mode: Concurrency,
     retries: bool,
     clients: usize,
@@ -327,7 +329,7 @@ fn run_typed<T: Ballot>(
     }
     if stored != committed as i64 {
         return Err(format!(
-            "{variant:?} {mode:?} C={clients}: stored {stored} votes, clients committed {committed}"
+            "{label} {mode:?} C={clients}: stored {stored} votes, clients committed {committed}"
         )
         .into());
     }
@@ -477,7 +479,7 @@ fn chart_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/contention.svg")
 }
 
-fn relative(path: &Path) -> String {
+pub(crate) fn relative(path: &Path) -> String {
     path.to_string_lossy()
         .replace(&format!("{}/../", env!("CARGO_MANIFEST_DIR")), "")
 }
@@ -587,7 +589,7 @@ fn locking(slices: (usize, Duration)) -> Result<()> {
     Ok(())
 }
 
-fn humantime(d: Duration) -> String {
+pub(crate) fn humantime(d: Duration) -> String {
     if d.as_millis().is_multiple_of(1_000) {
         format!("{} s", d.as_secs())
     } else {

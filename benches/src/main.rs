@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
+//! cargo run --release -p autoshard-benches -- sweep [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
 //!
@@ -20,12 +21,13 @@ mod model;
 mod ranking;
 mod redis_cluster;
 mod stats;
+mod sweep;
 mod voting;
 
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|ranking|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -33,8 +35,8 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking"
-            | "redis" => which.push(arg),
+            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep"
+            | "ranking" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -69,6 +71,7 @@ fn main() {
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
+            "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),

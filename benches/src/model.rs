@@ -128,3 +128,10 @@ impl Counter {
         a + b
     }
 }
+
+// The shard-count sweep's other static counts (1 and 10 are above).
+sharded_ballot!(TwoShardVotes, neutral = 0, shards = 2);
+sharded_ballot!(FiveShardVotes, neutral = 0, shards = 5);
+sharded_ballot!(TwentyShardVotes, neutral = 0, shards = 20);
+sharded_ballot!(FiftyShardVotes, neutral = 0, shards = 50);
+sharded_ballot!(HundredShardVotes, neutral = 0, shards = 100);
