@@ -32,7 +32,8 @@ pub enum Role {
 
 pub struct Sharded {
     pub neutral: Expr,
-    pub shards: Option<u32>,
+    /// `None`: dynamic.
+    pub shards: Option<crate::attr::Shards>,
     /// `None`: the conventional `Self::fold_<field>`.
     pub fold: Option<Path>,
 }

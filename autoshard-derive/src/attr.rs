@@ -6,7 +6,7 @@
 use proc_macro2::Span;
 use quote::ToTokens;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, LitInt, LitStr, Path};
+use syn::{Attribute, Expr, ExprLit, ExprRange, Lit, LitStr, Path, RangeLimits};
 
 /// Upper bound on static shards: insert writes one row per shard, so an
 /// accidental `shards = 1000000` would turn every insert into a bulk load.
@@ -21,7 +21,7 @@ pub struct FieldAttrs {
     pub id: Option<Span>,
     pub pending: Option<Span>,
     pub neutral: Option<(Expr, Span)>,
-    pub shards: Option<(u32, Span)>,
+    pub shards: Option<(Shards, Span)>,
     pub fold: Option<(Path, Span)>,
     /// The first `shard` attribute, for errors about the field as a whole.
     pub attr: Option<Attribute>,
@@ -36,6 +36,15 @@ impl FieldAttrs {
         let fold = self.fold.as_ref().map(|(_, s)| ("fold", *s));
         neutral.or(shards).or(fold)
     }
+}
+
+/// `shards = N` or `shards = LOW..=HIGH`.
+#[derive(Clone, Copy)]
+pub enum Shards {
+    Fixed(u32),
+    /// An automatic count: each entity starts at the low end and the store
+    /// raises it under observed contention, up to the high end.
+    Auto(u32, u32),
 }
 
 /// What `#[shard(...)]` said about the struct.
@@ -99,13 +108,10 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 let expr: Expr = meta.value()?.parse()?;
                 set_once(&mut out.neutral, (expr, key.span()), key, errors);
             } else if key.is_ident("shards") {
-                let lit: LitInt = meta.value()?.parse().map_err(|e| {
-                    syn::Error::new(
-                        e.span(),
-                        "`shards` expects an integer literal, e.g. `shards = 10`",
-                    )
+                let expr: Expr = meta.value()?.parse().map_err(|e| {
+                    syn::Error::new(e.span(), SHARDS_EXPECTED)
                 })?;
-                let shards = parse_shards(&lit, errors);
+                let shards = parse_shards(&expr, errors);
                 set_once(&mut out.shards, (shards, key.span()), key, errors);
             } else if key.is_ident("fold") {
                 let path: Path = meta.value()?.parse().map_err(|e| {
@@ -169,9 +175,88 @@ fn set_once<T>(slot: &mut Option<T>, value: T, key: &Path, errors: &mut Errors) 
     }
 }
 
-fn parse_shards(lit: &LitInt, errors: &mut Errors) -> u32 {
+const SHARDS_EXPECTED: &str =
+    "`shards` expects an integer literal or an inclusive range of them, e.g. `shards = 10` or `shards = 1..=256`";
+
+/// `shards = N` or `shards = LOW..=HIGH`; after an error, a valid stand-in
+/// so that the rest of the derive still expands (one mistake, one message).
+fn parse_shards(expr: &Expr, errors: &mut Errors) -> Shards {
+    match expr {
+        Expr::Range(range) => parse_range(range, errors),
+        _ => match shard_literal(expr, errors) {
+            Some(n) if n >= 1 => Shards::Fixed(n),
+            Some(_) => {
+                errors.error_spanned(
+                    expr,
+                    format!(
+                        "`shards` must be between 1 and {MAX_SHARDS}; omit it for dynamic sharding"
+                    ),
+                );
+                Shards::Fixed(1)
+            }
+            None => Shards::Fixed(1),
+        },
+    }
+}
+
+/// `LOW..=HIGH` with `1 <= LOW < HIGH <= MAX_SHARDS`, both literals.
+fn parse_range(range: &ExprRange, errors: &mut Errors) -> Shards {
+    let fallback = Shards::Auto(1, 2);
+    let (Some(start), Some(end)) = (&range.start, &range.end) else {
+        errors.error_spanned(
+            range,
+            "an automatic shard count needs both ends, e.g. `shards = 1..=256`",
+        );
+        return fallback;
+    };
+    if let RangeLimits::HalfOpen(dots) = range.limits {
+        errors.error_spanned(
+            dots,
+            "an automatic shard count is an inclusive range: write `..=`, e.g. `shards = 1..=256`",
+        );
+        return fallback;
+    }
+    let (Some(low), Some(high)) = (shard_literal(start, errors), shard_literal(end, errors)) else {
+        return fallback;
+    };
+    if low == 0 {
+        errors.error_spanned(
+            start,
+            "an automatic shard count starts at 1 or more: an entity always has a row to write into",
+        );
+        return fallback;
+    }
+    if high > MAX_SHARDS {
+        errors.error_spanned(
+            end,
+            format!("an automatic shard count goes up to {MAX_SHARDS} at most"),
+        );
+        return fallback;
+    }
+    if low >= high {
+        errors.error_spanned(
+            range,
+            format!(
+                "the low end of an automatic shard count must be below its high end; \
+                 for a fixed count write `shards = {low}`"
+            ),
+        );
+        return fallback;
+    }
+    Shards::Auto(low, high)
+}
+
+/// An integer literal up to [`MAX_SHARDS`]; `None` after reporting why not.
+fn shard_literal(expr: &Expr, errors: &mut Errors) -> Option<u32> {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = expr
+    else {
+        errors.error_spanned(expr, SHARDS_EXPECTED);
+        return None;
+    };
     match lit.base10_parse::<u32>() {
-        Ok(n) if (1..=MAX_SHARDS).contains(&n) => n,
+        Ok(n) if n <= MAX_SHARDS => Some(n),
         _ => {
             errors.error(
                 lit.span(),
@@ -179,7 +264,7 @@ fn parse_shards(lit: &LitInt, errors: &mut Errors) -> u32 {
                     "`shards` must be between 1 and {MAX_SHARDS}; omit it for dynamic sharding"
                 ),
             );
-            1
+            None
         }
     }
 }

@@ -5,6 +5,7 @@
 //! field layout and the generated code stays small.
 
 use crate::ast::{Field, Input, Role, Sharded};
+use crate::attr::Shards;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::Index;
@@ -49,13 +50,17 @@ pub fn derive(input: &Input) -> TokenStream {
     let neutrals = sharded.iter().map(|(_, s)| &s.neutral);
     let specs = sharded.iter().map(|(f, s)| {
         let name = f.name();
-        let shards = match s.shards {
-            Some(n) => quote!(::core::option::Option::Some(#n)),
-            None => quote!(::core::option::Option::None),
+        let some = |n: u32| quote!(::core::option::Option::Some(#n));
+        let none = quote!(::core::option::Option::None);
+        let (shards, min_shards) = match s.shards {
+            Some(Shards::Fixed(n)) => (some(n), none.clone()),
+            Some(Shards::Auto(low, high)) => (some(high), some(low)),
+            None => (none.clone(), none),
         };
         quote!(::autoshard::__private::FieldSpec {
             name: #name,
             shards: #shards,
+            min_shards: #min_shards,
         })
     });
     let swap = swap_fields(&sharded, &pending);

@@ -7,6 +7,7 @@
 //! compaction must keep.
 
 use crate::__private::{FieldSpec, FoldError};
+use crate::auto_shards::{self, CountUpdate, StoredCount};
 use crate::error::{Error, Result};
 use crate::seam::{Kind, StoredKey};
 use crate::store::CompactionStats;
@@ -22,6 +23,8 @@ pub(crate) struct Plan {
     pub value: Value,
     /// Shard numbers whose rows are deleted.
     pub removed: Vec<i64>,
+    /// Rows numbered from here on are folded away; the kept ones are below.
+    pub keep_below: i64,
     /// Whether the target row was among the rows read (a static field's
     /// shard 0 may be missing). A store that cannot exclude concurrent
     /// writers must then fold into the row rather than overwrite it.
@@ -61,6 +64,7 @@ pub(crate) fn plan(
         target,
         value,
         removed,
+        keep_below,
         target_read,
     }))
 }
@@ -94,6 +98,7 @@ pub(crate) fn run_batches(
         stats.rows_scanned += done.stats.rows_scanned;
         stats.rows_merged += done.stats.rows_merged;
         stats.timeouts += done.stats.timeouts;
+        stats.counts_lowered += done.stats.counts_lowered;
         stats.batches += 1;
         progress(&stats);
         match done.resume {
@@ -116,6 +121,9 @@ pub(crate) struct BatchScan<'k> {
     plans: Vec<(StoredKey, usize, Plan)>,
     current: Option<StoredKey>,
     group: Option<Group>,
+    /// Groups of automatic fields, planned at the end, once the store has
+    /// read their entities' counts ([`BatchScan::finish_counted`]).
+    auto_groups: Vec<(StoredKey, usize, Vec<(i64, Value)>)>,
     resume: Resume,
     started: Instant,
 }
@@ -126,6 +134,8 @@ pub(crate) struct BatchPlan {
     pub stats: CompactionStats,
     /// `(entity, field index, plan)` in scan order.
     pub plans: Vec<(StoredKey, usize, Plan)>,
+    /// Automatic counts to lower, in the same transaction as the plans.
+    pub counts: Vec<CountUpdate>,
     pub resume: Resume,
     /// When the scan began: stores start it inside the write transaction,
     /// so the time from here to the commit is how long the batch held the
@@ -148,6 +158,7 @@ impl<'k> BatchScan<'k> {
             plans: Vec::new(),
             current: None,
             group: None,
+            auto_groups: Vec::new(),
             resume: Resume::Done,
             started: Instant::now(),
         }
@@ -207,6 +218,54 @@ impl<'k> BatchScan<'k> {
         Ok(true)
     }
 
+    /// The batch's groups of automatic fields, `(entity, field index)`, in
+    /// scan order: the store reads their counts (`None`: none recorded)
+    /// and hands them to [`finish_counted`](Self::finish_counted).
+    pub fn auto_groups(&mut self) -> Result<Vec<(StoredKey, usize)>> {
+        self.flush_group()?;
+        Ok(self
+            .auto_groups
+            .iter()
+            .map(|(entity, index, _)| (entity.clone(), *index))
+            .collect())
+    }
+
+    /// [`finish`](Self::finish) for a kind with automatic fields: `counts`
+    /// are the stored counts of [`auto_groups`](Self::auto_groups), read in
+    /// the batch's transaction.
+    pub fn finish_counted(mut self, counts: Vec<Option<StoredCount>>) -> Result<BatchPlan> {
+        let now = auto_shards::now_ms();
+        let quiet = self.kind.quiet_period();
+        let mut updates = Vec::new();
+        for ((entity, index, rows), stored) in std::mem::take(&mut self.auto_groups)
+            .into_iter()
+            .zip(counts)
+        {
+            let spec = &self.kind.fields[index];
+            let stored = stored.unwrap_or_else(|| StoredCount::start(spec));
+            let (plan, lowered) =
+                auto_shards::plan_group(spec, stored, quiet, now, rows, |values| {
+                    self.kind.raw_fold(index, values)
+                })
+                .map_err(|e| e.into_error(self.kind.name, &entity.to_string(), spec.name))?;
+            if let Some(to) = lowered {
+                updates.push(CountUpdate {
+                    entity: entity.clone(),
+                    index,
+                    from: stored.shards,
+                    to,
+                });
+            }
+            if let Some(plan) = plan {
+                self.plans.push((entity, index, plan));
+            }
+        }
+        self.stats.counts_lowered = updates.len() as u64;
+        let mut batch = self.finish()?;
+        batch.counts = updates;
+        Ok(batch)
+    }
+
     pub fn finish(mut self) -> Result<BatchPlan> {
         self.flush_group()?;
         let mut compacted: Vec<&StoredKey> = Vec::new();
@@ -220,6 +279,7 @@ impl<'k> BatchScan<'k> {
         Ok(BatchPlan {
             stats: self.stats,
             plans: self.plans,
+            counts: Vec::new(),
             resume: self.resume,
             started: self.started,
         })
@@ -236,6 +296,12 @@ impl<'k> BatchScan<'k> {
             return Ok(());
         };
         let spec = &self.kind.fields[index];
+        if spec.auto_range().is_some() {
+            if let Some(entity) = &self.current {
+                self.auto_groups.push((entity.clone(), index, rows));
+            }
+            return Ok(());
+        }
         let plan = plan(spec, rows, |values| self.kind.raw_fold(index, values))
             .map_err(|e| e.into_error(self.kind.name, &self.current_label(), spec.name))?;
         if let (Some(plan), Some(entity)) = (plan, &self.current) {
@@ -255,8 +321,14 @@ impl Group {
     /// Whether folding the rows read so far would remove at least one row;
     /// a batch only stops inside a group once it does, so every batch
     /// makes progress.
+    /// A group of an automatic field is never split: its plan needs the
+    /// entity's count, read once per batch.
     fn makes_progress(&self, kind: &Kind) -> bool {
-        match kind.fields[self.index].shards {
+        let spec = &kind.fields[self.index];
+        if spec.auto_range().is_some() {
+            return false;
+        }
+        match spec.shards {
             None => self.rows.len() > 1,
             Some(n) => self.rows.iter().any(|(shard, _)| *shard >= i64::from(n)),
         }
@@ -285,10 +357,12 @@ mod tests {
     const DYNAMIC: FieldSpec = FieldSpec {
         name: "f",
         shards: None,
+        min_shards: None,
     };
     const STATIC3: FieldSpec = FieldSpec {
         name: "f",
         shards: Some(3),
+        min_shards: None,
     };
 
     #[test]

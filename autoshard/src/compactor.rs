@@ -145,6 +145,8 @@ pub struct CompactorStats {
     pub rows_scanned: u64,
     /// Shard rows folded into another row and deleted.
     pub rows_merged: u64,
+    /// Automatic shard counts halved because their entity was quiet.
+    pub counts_lowered: u64,
     /// Batches that failed with a retryable error (after the store's own
     /// retries) and were tried again.
     pub retries: u64,
@@ -174,6 +176,7 @@ impl CompactorStats {
         self.entities_compacted += batch.entities_compacted;
         self.rows_scanned += batch.rows_scanned;
         self.rows_merged += batch.rows_merged;
+        self.counts_lowered += batch.counts_lowered;
         self.writer_time += held;
         self.longest_batch = self.longest_batch.max(held);
     }
@@ -207,6 +210,22 @@ impl<T> Compactor<T> {
     /// often.
     pub fn batch_rows(mut self, rows: usize) -> Self {
         self.job.kind.batch_rows = Some(rows.max(1));
+        self
+    }
+
+    /// How long an entity must go without observed contention before a
+    /// pass halves its automatic shard counts (`shards = LOW..=HIGH`, not
+    /// below `LOW`), folding the rows above the new count into shard 0 in
+    /// the same transaction (default [`DEFAULT_QUIET_PERIOD`], 5 minutes).
+    /// Each pass halves a quiet count once, and a halving restarts the
+    /// period, so a count falls from `HIGH` to `LOW` over several periods
+    /// and climbs back at once if contention returns. [`Store::compact`]
+    /// uses the default.
+    ///
+    /// [`DEFAULT_QUIET_PERIOD`]: crate::DEFAULT_QUIET_PERIOD
+    /// [`Store::compact`]: crate::Store::compact
+    pub fn quiet_period(mut self, period: Duration) -> Self {
+        self.job.kind.quiet = Some(period);
         self
     }
 
@@ -363,6 +382,7 @@ impl<T> fmt::Debug for Compactor<T> {
             .field("kind", &self.job.kind.name)
             .field("interval", &self.job.interval)
             .field("batch_rows", &self.job.kind.batch_rows)
+            .field("quiet_period", &self.job.kind.quiet_period())
             .field("max_writer_share", &self.job.max_writer_share)
             .finish_non_exhaustive()
     }

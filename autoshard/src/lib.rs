@@ -85,6 +85,7 @@
 extern crate self as autoshard;
 
 mod any;
+mod auto_shards;
 mod compaction;
 mod compactor;
 mod deadline;
@@ -110,6 +111,7 @@ pub mod __private;
 
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
+pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD};
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
@@ -132,6 +134,16 @@ pub use crate::value::{Value, ValueError};
 /// - `#[shard(neutral = EXPR, shards = N)]`: a statically sharded field with
 ///   `N` shard rows (1 to 10,000); each save folds its delta into one random
 ///   shard. `neutral` is the identity of the fold, e.g. `0` for a sum.
+/// - `#[shard(neutral = EXPR, shards = LOW..=HIGH)]`: an automatic shard
+///   count (`1 <= LOW < HIGH <= 10,000`, an inclusive range of literals,
+///   e.g. `shards = 1..=256`). Each entity has its own count, stored with
+///   it: it starts at `LOW`, the store raises it (doubling, up to `HIGH`)
+///   when it observes contention on that entity's field, and compaction
+///   halves it again once the entity has been quiet for
+///   [`Compactor::quiet_period`]. [`Saved::shard_count`] and
+///   [`Store::stats`] show the count and why it changed; `docs/design.md`
+///   ("Automatic shard counts") states the protocol. SQLite and PostgreSQL
+///   only ([`Error::Unsupported`] on Redis Cluster).
 /// - `#[shard(neutral = EXPR)]` without `shards`: a dynamically sharded field;
 ///   each save appends a shard row, and [`Store::compact`] folds them.
 /// - `#[shard(fold = PATH)]` with either of the above: the fold function; by

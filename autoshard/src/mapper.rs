@@ -36,7 +36,7 @@ pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
         let neutral = T::__fold(index, &mut std::iter::empty())
             .map_err(|e| e.into_error(T::KIND, &key.to_string(), spec.name))?;
         rows.push((spec.name, 0, initial));
-        let shards = i64::from(spec.shards.unwrap_or(1));
+        let shards = i64::from(spec.initial_shards());
         rows.extend((1..shards).map(|shard| (spec.name, shard, neutral.clone())));
     }
     Ok(InsertPlan {
@@ -73,6 +73,9 @@ pub(crate) struct SavePlan {
     /// `(field, value)`: the new aggregate of each field with a delta,
     /// encoded, for the object once the save commits.
     bases: Vec<(usize, Value)>,
+    /// What the store did with the first automatic field's count, for
+    /// [`Saved::shard_count`]; the store sets it (`crate::auto_shards`).
+    pub counted: std::cell::Cell<Option<crate::auto_shards::ShardCount>>,
 }
 
 /// One non-neutral pending delta.
@@ -152,6 +155,7 @@ fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>> {
         deltas,
         incarnation,
         bases,
+        counted: std::cell::Cell::new(None),
     }))
 }
 
@@ -192,6 +196,7 @@ fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32) -> Saved {
         attempts,
         document_written: plan.document_changed,
         shard_writes: plan.deltas.len() as u32,
+        shard_count: plan.counted.get(),
     };
     if let Some(pending) = entity.__pending_mut() {
         pending.committed(plan.document, plan.bases);

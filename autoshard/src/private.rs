@@ -16,13 +16,32 @@ pub use serde;
 /// (the shared test suites run the PostgreSQL store twice this way).
 pub use crate::seam::{Backend, Boards, Entities};
 
-/// One sharded field as declared: its name and `shards = N` (None: dynamic).
+/// One sharded field as declared: its name and `shards = N` or
+/// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldSpec {
     /// The field's name, which is also its key in the shard table.
     pub name: &'static str,
-    /// Static shard count, or `None` for dynamic sharding.
+    /// Static shard count (`N`, or `HIGH` of an automatic count), or `None`
+    /// for dynamic sharding. Code that does not know automatic counts
+    /// (compaction's surplus, Redis Cluster) sees an automatic field as
+    /// static with `HIGH` shards, which is never wrong, only wasteful.
     pub shards: Option<u32>,
+    /// `LOW` of an automatic count, `None` for every other field.
+    pub min_shards: Option<u32>,
+}
+
+impl FieldSpec {
+    /// `LOW..=HIGH` of an automatic field.
+    pub(crate) fn auto_range(&self) -> Option<(u32, u32)> {
+        Some((self.min_shards?, self.shards?))
+    }
+
+    /// Rows an insert writes: `N` of a static field, `LOW` of an automatic
+    /// one, one of a dynamic one.
+    pub(crate) fn initial_shards(&self) -> u32 {
+        self.min_shards.or(self.shards).unwrap_or(1)
+    }
 }
 
 /// Bound on unsharded field types.

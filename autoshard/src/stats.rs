@@ -6,7 +6,9 @@
 //! A store counts (`seam::Census`, one read snapshot); what the counts mean
 //! is decided here, the same for every store.
 
-use crate::seam::{Census, Kind};
+use crate::auto_shards::AutoStats;
+use crate::error::Result;
+use crate::seam::{Census, EntityStore, Kind};
 
 /// The shard rows of one kind, as [`Store::stats`](crate::Store::stats)
 /// counted them in one snapshot.
@@ -27,7 +29,8 @@ pub struct KindStats {
 pub struct FieldStats {
     /// The field's name.
     pub name: &'static str,
-    /// `shards = N` of a static field; `None` for a dynamic one.
+    /// `shards = N` of a static field (`HIGH` of an automatic one); `None`
+    /// for a dynamic one.
     pub shards: Option<u32>,
     /// Shard rows stored.
     pub rows: u64,
@@ -35,8 +38,12 @@ pub struct FieldStats {
     pub entities: u64,
     /// Rows that compaction would fold away now: a dynamic field's rows
     /// beyond one per entity (one per save since the entity was last
-    /// compacted), a static field's rows numbered `N` or above.
+    /// compacted), a static field's rows numbered `N` or above, an
+    /// automatic field's rows numbered at or above their entity's count.
     pub pending: u64,
+    /// For `shards = LOW..=HIGH`: how many entities have which count, and
+    /// why; counted in a second snapshot, just after the first.
+    pub automatic: Option<AutoStats>,
 }
 
 impl KindStats {
@@ -64,6 +71,7 @@ impl KindStats {
                     Some(_) => counted.surplus,
                     None => counted.rows - counted.entities,
                 },
+                automatic: None,
             })
             .collect();
         KindStats {
@@ -74,14 +82,41 @@ impl KindStats {
     }
 }
 
+/// Fills in the automatic fields of `stats` from the store's counts.
+pub(crate) fn add_auto(stats: &mut KindStats, kind: &Kind, store: &dyn EntityStore) -> Result<()> {
+    for (index, spec) in kind.fields.iter().enumerate() {
+        if spec.auto_range().is_none() {
+            continue;
+        }
+        let census = store.auto_census(kind, index)?;
+        let field = &mut stats.fields[index];
+        field.pending = census.surplus;
+        field.automatic = Some(census.stats(spec));
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for KindStats {
     /// One line per field: `votes (static, 10 shards): 160 rows on 16 entities, 0 pending`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {} entities", self.kind, self.entities)?;
         for field in &self.fields {
-            let sharding = match field.shards {
-                Some(n) => format!("static, {n} shards"),
-                None => "dynamic".to_owned(),
+            let sharding = match (&field.automatic, field.shards) {
+                (Some(auto), _) => {
+                    let counts: Vec<String> = auto
+                        .counts
+                        .iter()
+                        .map(|(n, e)| format!("{n}×{e}"))
+                        .collect();
+                    format!(
+                        "automatic, {}..={} shards, counts {}",
+                        auto.low,
+                        auto.high,
+                        counts.join(" ")
+                    )
+                }
+                (None, Some(n)) => format!("static, {n} shards"),
+                (None, None) => "dynamic".to_owned(),
             };
             write!(
                 f,

@@ -36,6 +36,7 @@ pub trait Store: Backend {
     /// or [`Error::InvalidName`](crate::Error::InvalidName) for values or ids
     /// the store cannot hold; a store error. Nothing is written on error.
     fn insert<T: Shardable>(&self, entity: &T) -> Result<()> {
+        auto_supported::<T>(self)?;
         let plan = mapper::plan_insert(entity)?;
         let key = key_of::<T>(entity.id())?;
         self.__entities().0.insert(&Kind::of::<T>(), key, &plan)?;
@@ -91,6 +92,7 @@ pub trait Store: Backend {
     ///   retried with the same object; the others will fail again until the
     ///   object is changed back or loaded anew.
     fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
+        auto_supported::<T>(self)?;
         mapper::save(entity, |key, plan| {
             self.__entities().0.save(&Kind::of::<T>(), key, plan)
         })
@@ -132,6 +134,7 @@ pub trait Store: Backend {
         &self,
         progress: &mut dyn FnMut(&CompactionStats),
     ) -> Result<CompactionStats> {
+        auto_supported::<T>(self)?;
         let kind = Kind::of::<T>();
         let entities = self.__entities().0;
         compaction::run_batches(progress, |from| entities.compact_batch(&kind, from))
@@ -166,9 +169,12 @@ pub trait Store: Backend {
     /// / [`Error::SchemaMismatch`](crate::Error::SchemaMismatch) if the
     /// kind's tables belong to another kind or id type.
     fn stats<T: Shardable>(&self) -> Result<KindStats> {
+        auto_supported::<T>(self)?;
         let kind = Kind::of::<T>();
         let census = self.__entities().0.census(&kind)?;
-        Ok(KindStats::new(&kind, census))
+        let mut stats = KindStats::new(&kind, census);
+        crate::stats::add_auto(&mut stats, &kind, self.__entities().0)?;
+        Ok(stats)
     }
 
     /// How many shard rows `field` of entity `id` has now: operators use it to
@@ -198,6 +204,10 @@ pub struct Saved {
     pub document_written: bool,
     /// Shard rows written (updated or appended).
     pub shard_writes: u32,
+    /// For a save that wrote a field with an automatic shard count
+    /// (`shards = LOW..=HIGH`; the first such field, if several): the
+    /// entity's count after the save and why it has it. `None` otherwise.
+    pub shard_count: Option<crate::auto_shards::ShardCount>,
 }
 
 /// Totals of a compaction run.
@@ -219,6 +229,19 @@ pub struct CompactionStats {
     /// rows (down to one), a size the rest of the run keeps. Always 0 on
     /// SQLite.
     pub timeouts: u64,
+    /// Automatic shard counts halved because their entity was quiet (see
+    /// [`Compactor::quiet_period`]).
+    pub counts_lowered: u64,
 }
 
 impl<S: Backend + ?Sized> Store for S {}
+
+/// A kind with an automatic shard count, on a store that does not keep
+/// them (Redis Cluster), is refused at its first use, before the store
+/// sees it: [`Error::Unsupported`](crate::Error::Unsupported).
+fn auto_supported<T: Shardable>(store: &(impl Backend + ?Sized)) -> Result<()> {
+    if Kind::of::<T>().has_auto() {
+        store.__entities().0.automatic_shards()?;
+    }
+    Ok(())
+}

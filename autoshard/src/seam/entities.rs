@@ -30,6 +30,11 @@ pub(crate) struct Kind {
     ///
     /// [`BatchScan::new`]: crate::compaction::BatchScan::new
     pub batch_rows: Option<usize>,
+    /// How long an entity must be quiet before compaction lowers its
+    /// automatic counts; `None`: [`DEFAULT_QUIET_PERIOD`].
+    ///
+    /// [`DEFAULT_QUIET_PERIOD`]: crate::auto_shards::DEFAULT_QUIET_PERIOD
+    pub quiet: Option<std::time::Duration>,
     fold: FoldFn,
 }
 
@@ -40,8 +45,19 @@ impl Kind {
             key_kind: T::Id::KEY_KIND,
             fields: T::__FIELDS,
             batch_rows: None,
+            quiet: None,
             fold: T::__fold,
         }
+    }
+
+    /// Whether a field has an automatic shard count (`shards = LOW..=HIGH`).
+    pub fn has_auto(&self) -> bool {
+        self.fields.iter().any(|f| f.auto_range().is_some())
+    }
+
+    pub fn quiet_period(&self) -> std::time::Duration {
+        self.quiet
+            .unwrap_or(crate::auto_shards::DEFAULT_QUIET_PERIOD)
     }
 
     /// The index of the sharded field `name`, if the struct declares it.
@@ -237,4 +253,24 @@ pub(crate) trait EntityStore: Send + Sync {
     /// the kind no longer declares are not counted. A full scan is fine:
     /// it is an operator's call, not a hot path.
     fn census(&self, kind: &Kind) -> Result<Census>;
+
+    /// `Ok` if the store keeps automatic shard counts
+    /// (`crate::auto_shards`); the public `Store` refuses a kind with an
+    /// automatic field on a store that does not, before it reaches it.
+    fn automatic_shards(&self) -> Result<()> {
+        let name = std::any::type_name::<Self>();
+        Err(Error::Unsupported {
+            store: name.rsplit("::").next().unwrap_or(name),
+            operation: "an automatic shard count (`shards = LOW..=HIGH`)",
+        })
+    }
+
+    /// The automatic counts of field `index` over the kind's entities, and
+    /// its rows numbered at or above their entity's count, in one snapshot.
+    fn auto_census(&self, kind: &Kind, index: usize) -> Result<AutoCensus> {
+        let _ = (kind, index);
+        self.automatic_shards().map(|()| AutoCensus::default())
+    }
 }
+
+pub(crate) use crate::auto_shards::AutoCensus;

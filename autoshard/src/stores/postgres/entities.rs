@@ -2,6 +2,7 @@
 //! store's (`crate::mapper`, `crate::compaction`), run as PostgreSQL
 //! statements in the store's concurrency mode.
 
+use super::counts::{self, Observed};
 use super::schema::KindTables;
 use super::{Concurrency, Postgres, Tx};
 use crate::compaction::{BatchPlan, BatchScan, Resume};
@@ -81,7 +82,7 @@ fn value_at(row: &Row, first: usize) -> Result<Value, String> {
     }
 }
 
-fn sql_state(error: &postgres::Error) -> Option<&str> {
+pub(super) fn sql_state(error: &postgres::Error) -> Option<&str> {
     error.code().map(|c| c.code())
 }
 
@@ -160,39 +161,54 @@ impl EntityStore for Postgres {
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
         let key = param(key)?;
         let tables = self.tables(kind)?;
-        let ((), attempts) = self.write(|tx| {
-            // No row: the entity is gone, or another incarnation replaced
-            // it. The update locks the row, so no delete gets in before the
-            // commit.
-            if plan.document_changed {
-                let updated = tx.execute(
-                    &tables.update_entity,
-                    &[&key, &plan.document, &plan.incarnation],
-                )?;
-                if updated == 0 {
-                    return Err(kind.not_found(&key));
-                }
-            }
-            for delta in &plan.deltas {
-                match delta.spec.shards {
-                    Some(shards) => {
-                        let shard = mapper::pick_shard(shards);
-                        fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
-                    }
-                    None => {
-                        let (i, r, t) = columns(&delta.value);
-                        tx.execute(&tables.append_shard, &[&key, &delta.spec.name, &i, &r, &t])
-                            .map_err(not_found_on_fk(kind, &key))?;
+        let observed = Observed::default();
+        let written = self.write_observed(
+            |tx| {
+                // No row: the entity is gone, or another incarnation replaced
+                // it. The update locks the row, so no delete gets in before the
+                // commit.
+                if plan.document_changed {
+                    let updated = tx.execute(
+                        &tables.update_entity,
+                        &[&key, &plan.document, &plan.incarnation],
+                    )?;
+                    if updated == 0 {
+                        return Err(kind.not_found(&key));
                     }
                 }
-            }
-            match plan.incarnation {
-                Some(incarnation) if !plan.document_changed => {
-                    check_incarnation(tx, kind, &tables, &key, incarnation)
+                for delta in &plan.deltas {
+                    match delta.spec.shards {
+                        Some(_) if delta.spec.auto_range().is_some() => {
+                            let (shard, seen) =
+                                counts::pick(tx, &tables, &key, delta, plan, &observed)?;
+                            fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)
+                                .inspect_err(|e| observed.on_write_error(e, delta.index, seen))?;
+                        }
+                        Some(shards) => {
+                            let shard = mapper::pick_shard(shards);
+                            fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
+                        }
+                        None => {
+                            let (i, r, t) = columns(&delta.value);
+                            tx.execute(&tables.append_shard, &[&key, &delta.spec.name, &i, &r, &t])
+                                .map_err(not_found_on_fk(kind, &key))?;
+                        }
+                    }
                 }
-                _ => Ok(()),
-            }
-        })?;
+                match plan.incarnation {
+                    Some(incarnation) if !plan.document_changed => {
+                        check_incarnation(tx, kind, &tables, &key, incarnation)
+                    }
+                    _ => Ok(()),
+                }
+            },
+            &mut || counts::raise(self, kind, &tables, &key, &observed),
+        );
+        if kind.has_auto() {
+            counts::raise(self, kind, &tables, &key, &observed);
+            counts::report(kind, plan, &observed);
+        }
+        let ((), attempts) = written?;
         Ok(attempts)
     }
 
@@ -271,6 +287,14 @@ impl EntityStore for Postgres {
             }
         }
         Ok(census)
+    }
+
+    fn automatic_shards(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
+        self.count_census(kind, index)
     }
 }
 
@@ -399,7 +423,13 @@ fn compact_batch(
             break;
         }
     }
-    let batch = scan.finish()?;
+    let batch = if kind.has_auto() {
+        let groups = scan.auto_groups()?;
+        let counts = counts::read_all(tx, kind, tables, &groups)?;
+        scan.finish_counted(counts)?
+    } else {
+        scan.finish()?
+    };
     for (entity, index, plan) in &batch.plans {
         let field = kind.fields[*index].name;
         tx.execute(&tables.delete_shards, &[entity, &field, &plan.removed])?;
@@ -413,5 +443,6 @@ fn compact_batch(
             fold_into(tx, kind, tables, entity, *index, plan.target, &plan.value)?;
         }
     }
+    counts::lower(tx, kind, tables, &batch.counts)?;
     Ok(batch)
 }

@@ -16,6 +16,7 @@
 //! of guessing: see `docs/design.md`, "Exactly once on PostgreSQL".
 
 mod boards;
+mod counts;
 mod entities;
 mod error;
 mod queue;

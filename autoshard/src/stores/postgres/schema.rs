@@ -194,6 +194,8 @@ pub(crate) struct KindTables {
     scans: [[String; 4]; 2],
     pub delete_shards: String,
     create: String,
+    /// The counts table of a kind with automatic shard counts.
+    pub counts: Option<super::counts::CountSql>,
     /// `as_entity_k` as a `regclass` literal, and the column it may lack.
     entity_regclass: String,
     add_incarnation: String,
@@ -236,7 +238,19 @@ impl KindTables {
             ]
         });
         let one_shard = "entity = $1 AND field = $2 AND shard = $3";
+        let counts = match kind.has_auto() {
+            true => Some(super::counts::CountSql::new(super::counts::CountNames {
+                counts: &name("as_count_")?,
+                entity: &entity,
+                shard: &shard,
+                pk: &constraint("as_count_pk_")?,
+                fk: &constraint("as_count_fk_")?,
+                key_type,
+            })),
+            false => None,
+        };
         Ok(KindTables {
+            counts,
             key_kind: kind.key_kind,
             sums: (0..kind.fields.len())
                 .map(|i| kind.adds_integers(i))
@@ -379,6 +393,9 @@ impl KindTables {
             )?;
         }
         tx.batch(&self.create)?;
+        if let Some(counts) = &self.counts {
+            tx.batch(&counts.create)?;
+        }
         // An entity table made before incarnations existed: its entities
         // become incarnation 0, which no insert hands out. Looked up first,
         // because `ALTER TABLE` locks the table even when it has nothing to

@@ -19,7 +19,23 @@ impl Postgres {
     /// Returns the result and the attempts made. A lock timeout is not
     /// re-run (it already waited `lock_timeout`): it is [`Error::Busy`].
     pub(crate) fn write<R>(&self, body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<(R, u32)> {
-        self.write_at(self.inner.options.concurrency.isolation(), body)
+        self.write_at(self.inner.options.concurrency.isolation(), body, &mut || {})
+    }
+
+    /// [`write`](Self::write), calling `after_conflict` after each attempt
+    /// that failed with a serialization failure or a deadlock (the last
+    /// one too), with no connection held: a save raises automatic shard
+    /// counts there, so that its retry already spreads over more rows.
+    pub(crate) fn write_observed<R>(
+        &self,
+        body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+        after_conflict: &mut dyn FnMut(),
+    ) -> Result<(R, u32)> {
+        self.write_at(
+            self.inner.options.concurrency.isolation(),
+            body,
+            after_conflict,
+        )
     }
 
     /// [`write`](Self::write) at `READ COMMITTED` whatever the store's
@@ -30,13 +46,14 @@ impl Postgres {
         &self,
         body: impl FnMut(&mut Tx<'_>) -> Result<R>,
     ) -> Result<(R, u32)> {
-        self.write_at(Concurrency::Locking.isolation(), body)
+        self.write_at(Concurrency::Locking.isolation(), body, &mut || {})
     }
 
     fn write_at<R>(
         &self,
         isolation: &str,
         mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+        after_conflict: &mut dyn FnMut(),
     ) -> Result<(R, u32)> {
         let max = self.inner.options.max_attempts;
         for attempt in 1..=max {
@@ -45,9 +62,13 @@ impl Postgres {
                 Ok(r) => return Ok((r, attempt)),
                 Err(Failure::Fatal(e)) => return Err(typed(e, attempt)),
                 Err(Failure::Conflict) if last => {
-                    return Err(Error::Conflict { attempts: attempt })
+                    after_conflict();
+                    return Err(Error::Conflict { attempts: attempt });
                 }
-                Err(Failure::Conflict) => backoff_conflict(attempt),
+                Err(Failure::Conflict) => {
+                    after_conflict();
+                    backoff_conflict(attempt)
+                }
                 Err(Failure::InDoubt {
                     result,
                     writer,

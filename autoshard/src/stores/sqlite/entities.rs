@@ -2,7 +2,8 @@
 //! compaction as SQL, one `BEGIN IMMEDIATE` transaction each.
 
 use super::schema::KindTables;
-use super::Sqlite;
+use super::{counts, Sqlite};
+use crate::auto_shards::AutoCensus;
 use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
@@ -73,7 +74,11 @@ impl EntityStore for Sqlite {
                 check_incarnation(tx, kind, &tables, key, incarnation)?;
             }
             for delta in &plan.deltas {
-                write_delta(tx, kind, &tables, key, delta)?;
+                let shard = match (delta.spec.auto_range(), delta.spec.shards) {
+                    (Some(_), _) => Some(counts::pick(self, tx, &tables, key, delta, plan)?),
+                    (None, shards) => shards.map(mapper::pick_shard),
+                };
+                write_delta(tx, kind, &tables, key, delta, shard)?;
             }
             Ok(())
         })?;
@@ -139,6 +144,14 @@ impl EntityStore for Sqlite {
             })
         })
     }
+
+    fn automatic_shards(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn auto_census(&self, kind: &Kind, index: usize) -> Result<AutoCensus> {
+        self.count_census(kind, index)
+    }
 }
 
 /// Writes the document of the plan's incarnation: no row is `NotFound`,
@@ -180,20 +193,20 @@ fn check_incarnation(
     Ok(())
 }
 
-/// Static: fold the delta into one random shard in `0..shards`. Dynamic:
-/// append a row. The foreign key turns a write to a deleted entity into
-/// `NotFound`.
+/// Static (or automatic): fold the delta into `shard`, which the caller
+/// picked. Dynamic: append a row. The foreign key turns a write to a
+/// deleted entity into `NotFound`.
 fn write_delta(
     tx: &Transaction<'_>,
     kind: &Kind,
     tables: &KindTables,
     key: Key<'_>,
     delta: &Delta,
+    shard: Option<i64>,
 ) -> Result<()> {
     let field = delta.spec.name;
-    let written = match delta.spec.shards {
-        Some(shards) => {
-            let shard = mapper::pick_shard(shards);
+    let written = match shard {
+        Some(shard) => {
             let stored: Option<Value> = tx
                 .prepare_cached(&tables.select_shard)?
                 .query_row((key, field, shard), |r| r.get(0))
@@ -253,14 +266,17 @@ fn compact_batch(
         }
     }
     drop(rows);
-    let batch = batch.finish()?;
+    let batch = if kind.has_auto() {
+        let groups = batch.auto_groups()?;
+        let counts = counts::read_all(tx, kind, tables, &groups)?;
+        batch.finish_counted(counts)?
+    } else {
+        batch.finish()?
+    };
     for (entity, index, plan) in &batch.plans {
         let spec = &kind.fields[*index];
         // Rows after the kept ones, up to the last row read: exactly `removed`.
-        let keep_through = match spec.shards {
-            None => plan.target,
-            Some(n) => i64::from(n) - 1,
-        };
+        let keep_through = plan.keep_below - 1;
         let last_read = *plan.removed.last().expect("a plan removes rows");
         tx.prepare_cached(&tables.delete_range)?.execute((
             entity,
@@ -275,5 +291,6 @@ fn compact_batch(
             &plan.value,
         ))?;
     }
+    counts::lower(tx, kind, tables, &batch.counts)?;
     Ok(batch)
 }

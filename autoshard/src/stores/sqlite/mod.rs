@@ -9,6 +9,7 @@
 //! times.
 
 mod boards;
+mod counts;
 mod entities;
 mod error;
 mod queue;
@@ -82,9 +83,23 @@ pub struct SqliteBuilder {
     compaction_batch_rows: usize,
     mmap_size: u64,
     cache_size: u64,
+    contention_wait: Option<Duration>,
 }
 
 impl SqliteBuilder {
+    /// Lets saves raise automatic shard counts (`shards = LOW..=HIGH`): a
+    /// save that waited at least `wait` for the writer lock counts as
+    /// contention on every automatic field it writes, and doubles the
+    /// entity's count. Off by default, so on SQLite automatic counts stay
+    /// at their low end: the writer lock is the whole database's, so the
+    /// wait is not the entity's, and more shard rows do not shorten it
+    /// (BENCHMARKS.md §4 measures it). For tests of the protocol, and for
+    /// a database that may move to PostgreSQL with its counts.
+    pub fn contention_wait(mut self, wait: Duration) -> Self {
+        self.contention_wait = Some(wait);
+        self
+    }
+
     /// `PRAGMA synchronous`; [`Synchronous::Full`] by default.
     pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
         self.synchronous = synchronous;
@@ -270,11 +285,22 @@ impl Sqlite {
             compaction_batch_rows: 10_000,
             mmap_size: 0,
             cache_size: 2_048_000,
+            contention_wait: None,
         }
     }
 
     pub(crate) fn compaction_batch_rows(&self) -> usize {
         self.inner.options.compaction_batch_rows
+    }
+
+    /// [`SqliteBuilder::contention_wait`], if set.
+    pub(crate) fn contention_wait(&self) -> Option<Duration> {
+        self.inner.options.contention_wait
+    }
+
+    /// How long the write transaction under way waited for the writer lock.
+    pub(crate) fn lock_waited() -> Duration {
+        LOCK_WAITED.get()
     }
 
     /// Runs `f` on a pooled connection.
@@ -314,6 +340,7 @@ impl Sqlite {
         body: &mut dyn FnMut(&Transaction<'_>) -> Result<R>,
     ) -> Result<(R, u32)> {
         let options = &self.inner.options;
+        let asked = std::time::Instant::now();
         let _turn = match behavior {
             TransactionBehavior::Deferred => None,
             _ => Some(
@@ -326,10 +353,16 @@ impl Sqlite {
         self.with_conn(|conn| {
             for attempt in 1..=options.max_attempts {
                 LOCK_DEADLINE.set(Some(Deadline::after(options.busy_timeout)));
+                let began = if attempt == 1 {
+                    asked
+                } else {
+                    std::time::Instant::now()
+                };
                 let outcome = conn
                     .transaction_with_behavior(behavior)
                     .map_err(Error::from)
                     .and_then(|tx| {
+                        LOCK_WAITED.set(began.elapsed());
                         let r = body(&tx)?;
                         tx.commit()?;
                         Ok(r)
@@ -436,6 +469,11 @@ thread_local! {
     // transaction; a connection is used by one thread at a time, so the
     // current transaction's deadline lives here.
     static LOCK_DEADLINE: Cell<Option<Deadline>> = const { Cell::new(None) };
+    // How long the current transaction waited for the writer lock (this
+    // process's queue and SQLite's), for a save's automatic shard counts;
+    // here rather than an argument because every write shares the body's
+    // signature and only saves look.
+    static LOCK_WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
 fn wait_for_lock(calls: i32) -> bool {

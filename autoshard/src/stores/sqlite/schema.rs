@@ -43,6 +43,8 @@ pub(crate) struct KindTables {
     pub scan_from: String,
     pub delete_range: String,
     create: String,
+    /// The counts table of a kind with automatic shard counts.
+    pub counts: Option<super::counts::CountSql>,
     entity_name: String,
     add_incarnation: String,
 }
@@ -112,6 +114,9 @@ impl KindTables {
                      PRIMARY KEY (entity, field, shard)
                  ) STRICT, WITHOUT ROWID;"
             ),
+            counts: kind
+                .has_auto()
+                .then(|| super::counts::CountSql::new(&base, key_type, &entity, &shard)),
             entity_name: format!("as_entity_{base}"),
             add_incarnation: format!(
                 "ALTER TABLE {entity} ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0"
@@ -144,6 +149,9 @@ impl KindTables {
             )?;
         }
         tx.execute_batch(&self.create)?;
+        if let Some(counts) = &self.counts {
+            tx.execute_batch(&counts.create)?;
+        }
         // An entity table made before incarnations existed: its entities
         // become incarnation 0, which no insert hands out.
         let has_incarnation: bool = tx.query_row(
