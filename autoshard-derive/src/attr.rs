@@ -184,7 +184,7 @@ fn parse_shards(expr: &Expr, errors: &mut Errors) -> Shards {
     match expr {
         Expr::Range(range) => parse_range(range, errors),
         _ => match shard_literal(expr, errors) {
-            Some(n) if n >= 1 => Shards::Fixed(n),
+            Some(n) if (1..=u64::from(MAX_SHARDS)).contains(&n) => Shards::Fixed(n as u32),
             Some(_) => {
                 errors.error_spanned(
                     expr,
@@ -226,7 +226,7 @@ fn parse_range(range: &ExprRange, errors: &mut Errors) -> Shards {
         );
         return fallback;
     }
-    if high > MAX_SHARDS {
+    if high > u64::from(MAX_SHARDS) {
         errors.error_spanned(
             end,
             format!("an automatic shard count goes up to {MAX_SHARDS} at most"),
@@ -243,11 +243,12 @@ fn parse_range(range: &ExprRange, errors: &mut Errors) -> Shards {
         );
         return fallback;
     }
-    Shards::Auto(low, high)
+    Shards::Auto(low as u32, high as u32)
 }
 
-/// An integer literal up to [`MAX_SHARDS`]; `None` after reporting why not.
-fn shard_literal(expr: &Expr, errors: &mut Errors) -> Option<u32> {
+/// An integer literal (`u64::MAX` for one beyond it); `None` after
+/// reporting that it is not one.
+fn shard_literal(expr: &Expr, errors: &mut Errors) -> Option<u64> {
     let Expr::Lit(ExprLit {
         lit: Lit::Int(lit), ..
     }) = expr
@@ -255,16 +256,5 @@ fn shard_literal(expr: &Expr, errors: &mut Errors) -> Option<u32> {
         errors.error_spanned(expr, SHARDS_EXPECTED);
         return None;
     };
-    match lit.base10_parse::<u32>() {
-        Ok(n) if n <= MAX_SHARDS => Some(n),
-        _ => {
-            errors.error(
-                lit.span(),
-                format!(
-                    "`shards` must be between 1 and {MAX_SHARDS}; omit it for dynamic sharding"
-                ),
-            );
-            None
-        }
-    }
+    Some(lit.base10_parse::<u64>().unwrap_or(u64::MAX))
 }

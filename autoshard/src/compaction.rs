@@ -134,8 +134,6 @@ pub(crate) struct BatchPlan {
     pub stats: CompactionStats,
     /// `(entity, field index, plan)` in scan order.
     pub plans: Vec<(StoredKey, usize, Plan)>,
-    /// Automatic counts to lower, in the same transaction as the plans.
-    pub counts: Vec<CountUpdate>,
     pub resume: Resume,
     /// When the scan began: stores start it inside the write transaction,
     /// so the time from here to the commit is how long the batch held the
@@ -232,8 +230,12 @@ impl<'k> BatchScan<'k> {
 
     /// [`finish`](Self::finish) for a kind with automatic fields: `counts`
     /// are the stored counts of [`auto_groups`](Self::auto_groups), read in
-    /// the batch's transaction.
-    pub fn finish_counted(mut self, counts: Vec<Option<StoredCount>>) -> Result<BatchPlan> {
+    /// the batch's transaction. Also returns the counts to lower, which
+    /// the store writes in the same transaction as the plans.
+    pub fn finish_counted(
+        mut self,
+        counts: Vec<Option<StoredCount>>,
+    ) -> Result<(BatchPlan, Vec<CountUpdate>)> {
         let now = auto_shards::now_ms();
         let quiet = self.kind.quiet_period();
         let mut updates = Vec::new();
@@ -261,9 +263,7 @@ impl<'k> BatchScan<'k> {
             }
         }
         self.stats.counts_lowered = updates.len() as u64;
-        let mut batch = self.finish()?;
-        batch.counts = updates;
-        Ok(batch)
+        Ok((self.finish()?, updates))
     }
 
     pub fn finish(mut self) -> Result<BatchPlan> {
@@ -279,7 +279,6 @@ impl<'k> BatchScan<'k> {
         Ok(BatchPlan {
             stats: self.stats,
             plans: self.plans,
-            counts: Vec::new(),
             resume: self.resume,
             started: self.started,
         })

@@ -341,10 +341,23 @@ fn fold_into(
         // if anyone changed or created the row since the snapshot.
         (Concurrency::Optimistic, _) => {
             let stored = read(tx.query_opt(&tables.select_shard, &[entity, &field, &shard])?)?;
+            let existed = stored.is_some();
             let new = kind.fold_delta(entity, index, stored, value)?;
             let (i, r, t) = columns(&new);
-            tx.execute(&tables.upsert_shard, &[entity, &field, &shard, &i, &r, &t])
-                .map_err(not_found_on_fk(kind, entity))?;
+            if !existed {
+                tx.execute(&tables.upsert_shard, &[entity, &field, &shard, &i, &r, &t])
+                    .map_err(not_found_on_fk(kind, entity))?;
+            } else if tx.execute(&tables.update_shard, &[entity, &field, &shard, &i, &r, &t])? == 0
+            {
+                // An UPDATE, not the upsert, for a row the snapshot holds:
+                // compaction may have folded the row elsewhere and deleted
+                // it since (a row above a lowered automatic count), which
+                // fails the UPDATE with a serialization failure, where the
+                // upsert would write the row again with the folded value in
+                // it and count that twice. No row without that failure
+                // means the entity is gone.
+                return Err(kind.not_found(entity));
+            }
         }
         // One statement, unless the sum would leave bigint's range (or the
         // row holds no integer): then fold under the lock as below, which
@@ -423,12 +436,12 @@ fn compact_batch(
             break;
         }
     }
-    let batch = if kind.has_auto() {
+    let (batch, lowered) = if kind.has_auto() {
         let groups = scan.auto_groups()?;
         let counts = counts::read_all(tx, kind, tables, &groups)?;
         scan.finish_counted(counts)?
     } else {
-        scan.finish()?
+        (scan.finish()?, Vec::new())
     };
     for (entity, index, plan) in &batch.plans {
         let field = kind.fields[*index].name;
@@ -443,6 +456,6 @@ fn compact_batch(
             fold_into(tx, kind, tables, entity, *index, plan.target, &plan.value)?;
         }
     }
-    counts::lower(tx, kind, tables, &batch.counts)?;
+    counts::lower(tx, kind, tables, &lowered)?;
     Ok(batch)
 }

@@ -266,12 +266,12 @@ fn compact_batch(
         }
     }
     drop(rows);
-    let batch = if kind.has_auto() {
+    let (batch, lowered) = if kind.has_auto() {
         let groups = batch.auto_groups()?;
         let counts = counts::read_all(tx, kind, tables, &groups)?;
         batch.finish_counted(counts)?
     } else {
-        batch.finish()?
+        (batch.finish()?, Vec::new())
     };
     for (entity, index, plan) in &batch.plans {
         let spec = &kind.fields[*index];
@@ -291,6 +291,6 @@ fn compact_batch(
             &plan.value,
         ))?;
     }
-    counts::lower(tx, kind, tables, &batch.counts)?;
+    counts::lower(tx, kind, tables, &lowered)?;
     Ok(batch)
 }

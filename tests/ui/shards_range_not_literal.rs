@@ -1,0 +1,15 @@
+use autoshard::{Pending, Shardable};
+
+#[derive(Shardable)]
+struct Question {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 1..=MAX)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+const MAX: u32 = 256;
+
+fn main() {}

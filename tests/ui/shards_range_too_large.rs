@@ -1,0 +1,13 @@
+use autoshard::{Pending, Shardable};
+
+#[derive(Shardable)]
+struct Question {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 1..=20000)]
+    votes: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+fn main() {}
