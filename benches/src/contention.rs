@@ -438,6 +438,7 @@ pub fn run(_dir: &Path, quick: bool) -> Result<()> {
     println!();
     println!("Chart: `{}`.", relative(&chart));
     println!();
+    crate::auto_contention::run(quick)?;
     locking(slices)?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- sweep [--quick]        # needs PostgreSQL
+//! cargo run --release -p autoshard-benches -- auto [--quick]         # needs PostgreSQL; also part of `contention`
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
 //!
@@ -12,6 +13,7 @@
 //! files go to a temporary directory under `$TMPDIR` (default `/tmp`); the
 //! report names the file system, since tmpfs would hide every fsync.
 
+mod auto_contention;
 mod compaction;
 mod compactor;
 mod contention;
@@ -27,7 +29,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|ranking|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -35,7 +37,7 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep"
+            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "ranking" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
@@ -72,6 +74,7 @@ fn main() {
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
+            "auto" => auto_contention::run(quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),

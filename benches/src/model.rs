@@ -100,6 +100,7 @@ macro_rules! sharded_ballot {
 sharded_ballot!(StaticVotes, neutral = 0, shards = 10);
 sharded_ballot!(DynamicVotes, neutral = 0);
 sharded_ballot!(OneShardVotes, neutral = 0, shards = 1);
+sharded_ballot!(AutoVotes, neutral = 0, shards = 1..=256);
 
 /// The unsharded baseline: `votes` lives in the JSON document, so a vote is
 /// load, increment, save of the whole document.
