@@ -200,7 +200,7 @@ pub(crate) fn plan_group(
     stored: StoredCount,
     quiet: Duration,
     now_ms: i64,
-    rows: Vec<(i64, Value)>,
+    rows: &[(i64, Value)],
     fold: impl FnOnce(&mut dyn Iterator<Item = Value>) -> Result<Value, FoldError>,
 ) -> Result<(Option<Plan>, Option<u32>), FoldError> {
     let (low, _) = spec.auto_range().unwrap_or((1, 1));
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn a_quiet_entity_is_halved_and_its_surplus_folded() {
         let quiet = Duration::from_secs(60);
-        let (plan, lowered) = plan_group(&AUTO, count(8, 0), quiet, 60_000, rows(8), sum).unwrap();
+        let (plan, lowered) = plan_group(&AUTO, count(8, 0), quiet, 60_000, &rows(8), sum).unwrap();
         assert_eq!(lowered, Some(4));
         let plan = plan.unwrap();
         assert_eq!(plan.removed, vec![4, 5, 6, 7]);
@@ -272,7 +272,7 @@ mod tests {
     fn an_entity_active_within_the_period_keeps_its_count() {
         // Control for the test above: one millisecond less idle time.
         let quiet = Duration::from_secs(60);
-        let (plan, lowered) = plan_group(&AUTO, count(8, 1), quiet, 60_000, rows(8), sum).unwrap();
+        let (plan, lowered) = plan_group(&AUTO, count(8, 1), quiet, 60_000, &rows(8), sum).unwrap();
         assert_eq!((plan, lowered), (None, None));
     }
 
@@ -280,14 +280,15 @@ mod tests {
     fn rows_above_the_count_are_folded_even_without_lowering() {
         // A saver that still held the count 8 after it was lowered to 2.
         let (plan, lowered) =
-            plan_group(&AUTO, count(2, 10), Duration::MAX, 10, rows(7), sum).unwrap();
+            plan_group(&AUTO, count(2, 10), Duration::MAX, 10, &rows(7), sum).unwrap();
         assert_eq!(lowered, None);
         assert_eq!(plan.unwrap().removed, vec![2, 3, 4, 5, 6]);
     }
 
     #[test]
     fn the_low_end_is_a_floor_and_a_narrowed_range_applies_at_once() {
-        let (_, lowered) = plan_group(&AUTO, count(1, 0), Duration::ZERO, 5, rows(1), sum).unwrap();
+        let (_, lowered) =
+            plan_group(&AUTO, count(1, 0), Duration::ZERO, 5, &rows(1), sum).unwrap();
         assert_eq!(lowered, None);
         let narrowed = FieldSpec {
             shards: Some(64),

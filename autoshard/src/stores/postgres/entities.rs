@@ -10,6 +10,7 @@ use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
+use crate::sum::Sum;
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
@@ -162,54 +163,59 @@ impl EntityStore for Postgres {
         let key = param(key)?;
         let tables = self.tables(kind)?;
         let observed = Observed::default();
-        let written = self.write_observed(
-            |tx| {
-                // No row: the entity is gone, or another incarnation replaced
-                // it. The update locks the row, so no delete gets in before the
-                // commit.
-                if plan.document_changed {
-                    let updated = tx.execute(
-                        &tables.update_entity,
-                        &[&key, &plan.document, &plan.incarnation],
-                    )?;
-                    if updated == 0 {
-                        return Err(kind.not_found(&key));
-                    }
+        let body = |tx: &mut Tx<'_>| {
+            // No row: the entity is gone, or another incarnation replaced
+            // it. The update locks the row, so no delete gets in before the
+            // commit.
+            if plan.document_changed {
+                let updated = tx.execute(
+                    &tables.update_entity,
+                    &[&key, &plan.document, &plan.incarnation],
+                )?;
+                if updated == 0 {
+                    return Err(kind.not_found(&key));
                 }
-                for delta in &plan.deltas {
-                    match delta.spec.shards {
-                        Some(_) if delta.spec.auto_range().is_some() => {
-                            let (shard, seen) =
-                                counts::pick(tx, &tables, &key, delta, plan, &observed)?;
+            }
+            for delta in &plan.deltas {
+                match delta.spec.shards {
+                    Some(shards) => {
+                        let (shard, seen) = match delta.spec.auto_range() {
+                            Some(_) => counts::pick(tx, &tables, &key, delta, plan, &observed)?,
+                            None => (mapper::pick_shard(shards), shards),
+                        };
+                        if kind.sum(delta.index) == Sum::Other {
                             fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)
-                                .inspect_err(|e| observed.on_write_error(e, delta.index, seen))?;
+                        } else {
+                            save_to_sum(tx, kind, &tables, &key, delta.index, shard, &delta.value)
                         }
-                        Some(shards) => {
-                            let shard = mapper::pick_shard(shards);
-                            fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
-                        }
-                        None => {
-                            let (i, r, t) = columns(&delta.value);
-                            tx.execute(&tables.append_shard, &[&key, &delta.spec.name, &i, &r, &t])
-                                .map_err(not_found_on_fk(kind, &key))?;
-                        }
+                        .inspect_err(|e| {
+                            if delta.spec.auto_range().is_some() {
+                                observed.on_write_error(e, delta.index, seen);
+                            }
+                        })?;
+                    }
+                    None => {
+                        let (i, r, t) = columns(&delta.value);
+                        tx.execute(&tables.append_shard, &[&key, &delta.spec.name, &i, &r, &t])
+                            .map_err(not_found_on_fk(kind, &key))?;
                     }
                 }
-                match plan.incarnation {
-                    Some(incarnation) if !plan.document_changed => {
-                        check_incarnation(tx, kind, &tables, &key, incarnation)
-                    }
-                    _ => Ok(()),
+            }
+            match plan.incarnation {
+                Some(incarnation) if !plan.document_changed => {
+                    check_incarnation(tx, kind, &tables, &key, incarnation)
                 }
-            },
-            &mut || counts::raise(self, kind, &tables, &key, &observed),
-        );
-        if kind.has_auto() {
-            counts::raise(self, kind, &tables, &key, &observed);
-            counts::report(kind, plan, &observed);
+                _ => Ok(()),
+            }
+        };
+        if !kind.has_auto() {
+            return Ok(self.write(body)?.1);
         }
-        let ((), attempts) = written?;
-        Ok(attempts)
+        let raise = &mut || counts::raise(self, kind, &tables, &key, &observed);
+        let written = self.write_observed(body, raise);
+        counts::raise(self, kind, &tables, &key, &observed);
+        counts::report(kind, plan, &observed);
+        Ok(written?.1)
     }
 
     fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
@@ -343,21 +349,7 @@ fn fold_into(
             let stored = read(tx.query_opt(&tables.select_shard, &[entity, &field, &shard])?)?;
             let existed = stored.is_some();
             let new = kind.fold_delta(entity, index, stored, value)?;
-            let (i, r, t) = columns(&new);
-            if !existed {
-                tx.execute(&tables.upsert_shard, &[entity, &field, &shard, &i, &r, &t])
-                    .map_err(not_found_on_fk(kind, entity))?;
-            } else if tx.execute(&tables.update_shard, &[entity, &field, &shard, &i, &r, &t])? == 0
-            {
-                // An UPDATE, not the upsert, for a row the snapshot holds:
-                // compaction may have folded the row elsewhere and deleted
-                // it since (a row above a lowered automatic count), which
-                // fails the UPDATE with a serialization failure, where the
-                // upsert would write the row again with the folded value in
-                // it and count that twice. No row without that failure
-                // means the entity is gone.
-                return Err(kind.not_found(entity));
-            }
+            write_read_row(tx, kind, tables, entity, field, shard, &new, existed)?;
         }
         // One statement, unless the sum would leave bigint's range (or the
         // row holds no integer): then fold under the lock as below, which
@@ -391,6 +383,125 @@ fn fold_into(
         },
     }
     Ok(())
+}
+
+/// Writes row `shard` of an optimistic save, `existed` saying whether the
+/// save's snapshot held it. An `UPDATE`, not the upsert, for a row the
+/// snapshot holds: compaction may have folded the row elsewhere and deleted
+/// it since (a row above a lowered automatic count, a saver holding the old
+/// count), which fails the `UPDATE` with a serialization failure, where the
+/// upsert would write the row again with the folded value in it and count
+/// that twice (`tests/auto_shards.rs` caught it so). Without that failure
+/// no row updated means the entity is gone.
+#[allow(clippy::too_many_arguments)]
+fn write_read_row(
+    tx: &mut Tx<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    entity: &StoredKey,
+    field: &str,
+    shard: i64,
+    value: &Value,
+    existed: bool,
+) -> Result<()> {
+    let (i, r, t) = columns(value);
+    let params: &[&(dyn ToSql + Sync)] = &[entity, &field, &shard, &i, &r, &t];
+    if !existed {
+        tx.execute(&tables.upsert_shard, params)
+            .map_err(not_found_on_fk(kind, entity))?;
+    } else if tx.execute(&tables.update_shard, params)? == 0 {
+        return Err(kind.not_found(entity));
+    }
+    Ok(())
+}
+
+/// A static save to a field whose fold adds: folds `delta` into shard
+/// `shard`, or the row [`Kind::plan_static`] moves it to, and refuses it if
+/// the field's new total would not fit. The total counts the other rows as
+/// of the statement's snapshot: a concurrent save to another row of the
+/// field that commits meanwhile is not seen (`docs/design.md`, "Overflow").
+fn save_to_sum(
+    tx: &mut Tx<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    entity: &StoredKey,
+    index: usize,
+    shard: i64,
+    delta: &Value,
+) -> Result<()> {
+    let field = kind.fields[index].name;
+    // A row that does not read leaves the total unknown: the delta is then
+    // folded as for any field (`fold_into`), and load reports the row.
+    let readable = |rows: &[Row], first: usize| -> Result<Option<Vec<(i64, Value)>>> {
+        let mut read = Vec::with_capacity(rows.len());
+        for row in rows {
+            match value_at(row, first + 1) {
+                Ok(value) => read.push((row.try_get(first)?, value)),
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some(read))
+    };
+    match (tx.mode, delta) {
+        // One statement: add in SQL, and sum the other rows in its RETURNING.
+        // No row comes back when the row's own sum would leave bigint (or
+        // it holds no integer): then as below, under the lock it took.
+        (Concurrency::Locking, Value::Integer(d)) if tables.sums[index] => {
+            let added = tx
+                .query_opt(&tables.add_to_shard_total, &[entity, &field, &shard, d])
+                .map_err(not_found_on_fk(kind, entity))?;
+            if let Some(row) = added {
+                let (own, others): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+                let others: i128 = others
+                    .parse()
+                    .map_err(|e| kind.corrupt(entity, field, format!("sum of the rows: {e}")))?;
+                return kind.check_total(entity, index, i128::from(own) + others);
+            }
+        }
+        // Read the field, plan, write the row: under REPEATABLE READ the
+        // write fails (40001) if anyone changed or created it meanwhile.
+        (Concurrency::Optimistic, _) => {
+            let read = tx.query(&tables.select_field, &[entity, &field])?;
+            let Some(read) = readable(&read, 0)? else {
+                return fold_into(tx, kind, tables, entity, index, shard, delta);
+            };
+            let (target, value) =
+                kind.plan_static_rows(entity, index, shard, &read, delta, true)?;
+            let existed = read.iter().any(|(s, _)| *s == target);
+            return write_read_row(tx, kind, tables, entity, field, target, &value, existed);
+        }
+        (Concurrency::Locking, _) => {}
+    }
+    // Lock the picked row and read the others in one statement, plan, and
+    // write the locked row; a plan that moves the delta locks that row
+    // instead (once). A missing row is created, unless another writer
+    // created it first: then lock that one.
+    let (mut picked, mut may_move) = (shard, true);
+    loop {
+        let read = tx.query(&tables.lock_field, &[entity, &field, &picked])?;
+        let locked = read.iter().any(|row| row.get::<_, bool>(0));
+        let Some(read) = readable(&read, 1)? else {
+            return fold_into(tx, kind, tables, entity, index, picked, delta);
+        };
+        let (target, value) =
+            kind.plan_static_rows(entity, index, picked, &read, delta, may_move)?;
+        if target != picked {
+            (picked, may_move) = (target, false);
+            continue;
+        }
+        let (i, r, t) = columns(&value);
+        let params: &[&(dyn ToSql + Sync)] = &[entity, &field, &target, &i, &r, &t];
+        if locked {
+            tx.execute(&tables.update_shard, params)?;
+            return Ok(());
+        }
+        let inserted = tx
+            .execute(&tables.insert_shard_if_absent, params)
+            .map_err(not_found_on_fk(kind, entity))?;
+        if inserted == 1 {
+            return Ok(());
+        }
+    }
 }
 
 /// One compaction transaction. The scan reads chunks of rows in key order
@@ -427,7 +538,7 @@ fn compact_batch(
             let entity = read_key(row, 0, tables.key_kind)?;
             let field: String = row.try_get(1)?;
             let shard: i64 = row.try_get(2)?;
-            if !scan.push(entity.clone(), &field, shard, || value_at(row, 3))? {
+            if !scan.push(entity.clone(), &field, shard, || value_at(row, 3)) {
                 break 'scan;
             }
             last = Some((entity, field, shard));
@@ -437,11 +548,11 @@ fn compact_batch(
         }
     }
     let (batch, lowered) = if kind.has_auto() {
-        let groups = scan.auto_groups()?;
+        let groups = scan.auto_groups();
         let counts = counts::read_all(tx, kind, tables, &groups)?;
-        scan.finish_counted(counts)?
+        scan.finish_counted(counts)
     } else {
-        (scan.finish()?, Vec::new())
+        (scan.finish(), Vec::new())
     };
     for (entity, index, plan) in &batch.plans {
         let field = kind.fields[*index].name;

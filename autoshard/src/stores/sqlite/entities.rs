@@ -3,13 +3,14 @@
 
 use super::schema::KindTables;
 use super::{counts, Sqlite};
-use crate::auto_shards::AutoCensus;
 use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
 use crate::mapper::{self, Delta, InsertPlan, SavePlan};
-use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored};
+use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored};
+use crate::sum::{Sum, Total};
 use crate::value::Value;
+use rusqlite::types::ValueRef;
 use rusqlite::{ffi, OptionalExtension, Transaction};
 
 impl EntityStore for Sqlite {
@@ -74,11 +75,11 @@ impl EntityStore for Sqlite {
                 check_incarnation(tx, kind, &tables, key, incarnation)?;
             }
             for delta in &plan.deltas {
-                let shard = match (delta.spec.auto_range(), delta.spec.shards) {
+                let picked = match (delta.spec.auto_range(), delta.spec.shards) {
                     (Some(_), _) => Some(counts::pick(self, tx, &tables, key, delta, plan)?),
                     (None, shards) => shards.map(mapper::pick_shard),
                 };
-                write_delta(tx, kind, &tables, key, delta, shard)?;
+                write_delta(tx, kind, &tables, key, delta, picked)?;
             }
             Ok(())
         })?;
@@ -149,7 +150,7 @@ impl EntityStore for Sqlite {
         Ok(())
     }
 
-    fn auto_census(&self, kind: &Kind, index: usize) -> Result<AutoCensus> {
+    fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
         self.count_census(kind, index)
     }
 }
@@ -193,25 +194,40 @@ fn check_incarnation(
     Ok(())
 }
 
-/// Static (or automatic): fold the delta into `shard`, which the caller
-/// picked. Dynamic: append a row. The foreign key turns a write to a
-/// deleted entity into `NotFound`.
+/// Static (or automatic): fold the delta into `picked`, the shard the
+/// caller picked (for a field
+/// that adds, read the field's rows to check its total:
+/// [`Kind::plan_static`]). Dynamic: append a row. The foreign key turns a
+/// write to a deleted entity into `NotFound`.
 fn write_delta(
     tx: &Transaction<'_>,
     kind: &Kind,
     tables: &KindTables,
     key: Key<'_>,
     delta: &Delta,
-    shard: Option<i64>,
+    picked: Option<i64>,
 ) -> Result<()> {
     let field = delta.spec.name;
-    let written = match shard {
-        Some(shard) => {
-            let stored: Option<Value> = tx
-                .prepare_cached(&tables.select_shard)?
-                .query_row((key, field, shard), |r| r.get(0))
-                .optional()?;
-            let value = kind.fold_delta(&key, delta.index, stored, &delta.value)?;
+    let written = match picked {
+        Some(picked) => {
+            let (shard, value) = if kind.sum(delta.index) == Sum::Other {
+                let stored: Option<Value> = tx
+                    .prepare_cached(&tables.select_shard)?
+                    .query_row((key, field, picked), |r| r.get(0))
+                    .optional()?;
+                let value = kind.fold_delta(&key, delta.index, stored, &delta.value)?;
+                (picked, value)
+            } else {
+                let (stored, total) = sum_field(tx, kind, tables, key, delta.index, picked)?;
+                let mut rows = || field_rows(tx, tables, key, field);
+                let read = StaticRead {
+                    picked,
+                    stored,
+                    total,
+                    rows: &mut rows,
+                };
+                kind.plan_static(&key, delta.index, read, &delta.value, true)?
+            };
             tx.prepare_cached(&tables.upsert_shard)?
                 .execute((key, field, shard, &value))
         }
@@ -223,6 +239,67 @@ fn write_delta(
         Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => kind.not_found(key),
         _ => e.into(),
     })
+}
+
+/// The picked row of a field that adds and the field's total, in one
+/// statement that steps the field's rows inside SQLite (no row crosses into
+/// Rust). SQLite's `sum` is exact over integers and fails when a partial sum
+/// leaves `i64`, and gives a real if a row is not an integer: then the total
+/// is left to the rows themselves (`field_rows`), which only the rare paths
+/// read.
+fn sum_field(
+    tx: &Transaction<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    key: Key<'_>,
+    index: usize,
+    picked: i64,
+) -> Result<(Option<Value>, Option<Total>)> {
+    let field = kind.fields[index].name;
+    let read = tx
+        .prepare_cached(&tables.sum_field)?
+        .query_row((key, field, picked), |r| {
+            let total = match (kind.sum(index), r.get_ref(1)?) {
+                (Sum::Integers, ValueRef::Integer(i)) => Some(Total::Int(i.into())),
+                (Sum::Integers, ValueRef::Null) => Some(Total::Int(0)),
+                (Sum::Floats, ValueRef::Real(f)) => Some(Total::Float(f)),
+                (Sum::Floats, ValueRef::Integer(i)) => Some(Total::Float(i as f64)),
+                (Sum::Floats, ValueRef::Null) => Some(Total::Float(0.0)),
+                _ => None,
+            };
+            Ok((r.get::<_, Option<Value>>(0)?, total))
+        });
+    match read {
+        Err(rusqlite::Error::SqliteFailure(_, Some(message))) if message == "integer overflow" => {
+            let stored = tx
+                .prepare_cached(&tables.select_shard)?
+                .query_row((key, field, picked), |r| r.get(0))
+                .optional()?;
+            Ok((stored, None))
+        }
+        read => Ok(read?),
+    }
+}
+
+/// Every row of one field of an entity; `None` if one does not read.
+fn field_rows(
+    tx: &Transaction<'_>,
+    tables: &KindTables,
+    key: Key<'_>,
+    field: &str,
+) -> Result<Option<Vec<(i64, Value)>>> {
+    let mut select = tx.prepare_cached(&tables.select_field)?;
+    let rows = select.query_map((key, field), |r| {
+        Ok(r.get::<_, Value>(1).ok().map(|v| (r.get(0), v)))
+    })?;
+    let mut read = Vec::new();
+    for row in rows {
+        match row? {
+            Some((shard, value)) => read.push((shard?, value)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(read))
 }
 
 fn constraint(error: &rusqlite::Error) -> Option<i32> {
@@ -261,17 +338,17 @@ fn compact_batch(
     while let Some(row) = rows.next()? {
         let field: String = row.get(1)?;
         let value = || row.get::<_, Value>(3).map_err(|e| e.to_string());
-        if !batch.push(row.get(0)?, &field, row.get(2)?, value)? {
+        if !batch.push(row.get(0)?, &field, row.get(2)?, value) {
             break;
         }
     }
     drop(rows);
     let (batch, lowered) = if kind.has_auto() {
-        let groups = batch.auto_groups()?;
+        let groups = batch.auto_groups();
         let counts = counts::read_all(tx, kind, tables, &groups)?;
-        batch.finish_counted(counts)?
+        batch.finish_counted(counts)
     } else {
-        (batch.finish()?, Vec::new())
+        (batch.finish(), Vec::new())
     };
     for (entity, index, plan) in &batch.plans {
         let spec = &kind.fields[*index];
