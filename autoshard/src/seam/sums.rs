@@ -353,22 +353,27 @@ mod tests {
         FieldSpec {
             name: "checked",
             shards: Some(3),
+            min_shards: None,
         },
         FieldSpec {
             name: "wrapping",
             shards: Some(1),
+            min_shards: None,
         },
         FieldSpec {
             name: "real",
             shards: Some(2),
+            min_shards: None,
         },
         FieldSpec {
             name: "max",
             shards: Some(2),
+            min_shards: None,
         },
         FieldSpec {
             name: "small",
             shards: None,
+            min_shards: None,
         },
     ];
 
