@@ -248,6 +248,53 @@ mod tests {
         }
     }
 
+    /// A store that keeps no automatic counts (Redis Cluster today) says so
+    /// with a typed error, which `Store` returns at a kind's first use.
+    #[test]
+    fn a_store_without_automatic_counts_refuses_them() {
+        use crate::compaction::{BatchPlan, Resume};
+        use crate::entity::Key;
+        use crate::error::{Error, Result};
+        use crate::mapper::{InsertPlan, SavePlan};
+        use crate::seam::{Census, EntityStore, Kind, Stored};
+        struct NoCounts;
+        impl EntityStore for NoCounts {
+            fn insert(&self, _: &Kind, _: Key<'_>, _: &InsertPlan) -> Result<()> {
+                unreachable!()
+            }
+            fn load(&self, _: &Kind, _: Key<'_>) -> Result<Option<Stored>> {
+                unreachable!()
+            }
+            fn save(&self, _: &Kind, _: Key<'_>, _: &SavePlan) -> Result<u32> {
+                unreachable!()
+            }
+            fn delete(&self, _: &Kind, _: Key<'_>) -> Result<bool> {
+                unreachable!()
+            }
+            fn compact_batch(&self, _: &Kind, _: &Resume) -> Result<BatchPlan> {
+                unreachable!()
+            }
+            fn shard_count(&self, _: &Kind, _: Key<'_>, _: &str) -> Result<u64> {
+                unreachable!()
+            }
+            fn census(&self, _: &Kind) -> Result<Census> {
+                unreachable!()
+            }
+        }
+        let err = NoCounts.automatic_shards().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Unsupported {
+                    store: "NoCounts",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("automatic shard count"), "{err}");
+    }
+
     #[test]
     fn raising_doubles_up_to_the_high_end() {
         assert_eq!(raised(&AUTO, 1), 2);

@@ -93,8 +93,9 @@ impl SqliteBuilder {
     /// entity's count. Off by default, so on SQLite automatic counts stay
     /// at their low end: the writer lock is the whole database's, so the
     /// wait is not the entity's, and more shard rows do not shorten it
-    /// (BENCHMARKS.md §4 measures it). For tests of the protocol, and for
-    /// a database that may move to PostgreSQL with its counts.
+    /// (BENCHMARKS.md §2: on SQLite static sharding adds no write
+    /// parallelism). For tests of the protocol, and to watch which
+    /// entities a workload makes wait.
     pub fn contention_wait(mut self, wait: Duration) -> Self {
         self.contention_wait = Some(wait);
         self
