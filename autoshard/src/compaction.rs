@@ -164,7 +164,7 @@ pub(crate) struct BatchScan<'k> {
     group: Option<Group>,
     /// Groups of automatic fields, planned at the end, once the store has
     /// read their entities' counts ([`BatchScan::finish_counted`]).
-    auto_groups: Vec<(StoredKey, usize, Vec<(i64, Value)>)>,
+    auto_groups: Vec<(StoredKey, usize, Rows)>,
     resume: Resume,
     started: Instant,
 }
@@ -402,6 +402,9 @@ impl<'k> BatchScan<'k> {
         }
     }
 }
+
+/// `(shard, value)` of one field of one entity, in shard order.
+type Rows = Vec<(i64, Value)>;
 
 /// The rows of one field of one entity read so far, in shard order.
 struct Group {
