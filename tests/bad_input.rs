@@ -1,7 +1,7 @@
 //! Bad input: every case has a defined, typed outcome, writes nothing it
 //! should not, and loses nothing the caller still holds.
 
-use autoshard::fold::{checked_sum, max_f64, Overflow};
+use autoshard::fold::{checked_sum, max_f64, OutOfRange, Overflow};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store};
 use rusqlite::types::Value as Sql;
 use std::collections::BTreeMap;
@@ -363,8 +363,13 @@ fn a_checked_fold_refuses_overflow_on_save_and_keeps_the_delta() {
     );
 }
 
+/// Before issue 12 (item 1) the rows folded in shard order: `load` and
+/// `compact` failed at `MAX + 1` forever, and the compensating `-2` below
+/// never helped (this test asserted so). Now the total is exact: the load
+/// error names it, compaction skips the entity instead of failing, and the
+/// compensating append makes the entity load again.
 #[test]
-fn overflow_among_dynamic_rows_is_an_error_on_load_and_compaction_not_a_wrap() {
+fn overflow_among_dynamic_rows_is_an_exact_total_out_of_range_until_compensated() {
     let db = db();
     db.store
         .insert(&Checked {
@@ -375,7 +380,7 @@ fn overflow_among_dynamic_rows_is_an_error_on_load_and_compaction_not_a_wrap() {
         })
         .unwrap();
     // Two objects loaded at MAX - 1 each append 1: each total fits, and an
-    // append folds nothing, so both saves succeed; the overflow is in the
+    // append reads nothing, so both saves succeed; the overflow is in the
     // stored rows, where every reader must notice it.
     let mut b: Checked = db.store.load(&1).unwrap().unwrap();
     let mut c: Checked = db.store.load(&1).unwrap().unwrap();
@@ -385,47 +390,133 @@ fn overflow_among_dynamic_rows_is_an_error_on_load_and_compaction_not_a_wrap() {
     db.store.save(&mut c).unwrap();
     let before = dump(&db.path, "checked");
     let err = db.store.load::<Checked>(&1).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Fold {
-                field: "appended",
-                ..
-            }
-        ),
-        "{err:?}"
+    match &err {
+        Error::Fold {
+            field: "appended",
+            source,
+            ..
+        } => {
+            let out = source.downcast_ref::<OutOfRange>().expect("OutOfRange");
+            assert_eq!(out.total, i128::from(i64::MAX) + 1);
+        }
+        other => panic!("expected Error::Fold, got {other:?}"),
+    }
+    let stats = db.store.compact::<Checked>().unwrap();
+    assert_eq!(stats.entities_skipped, 1);
+    assert_eq!(stats.skipped.len(), 1);
+    assert_eq!(
+        (stats.skipped[0].id.as_str(), stats.skipped[0].field),
+        ("1", "appended")
     );
-    let err = db.store.compact::<Checked>().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Fold {
-                field: "appended",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_eq!(stats.skipped[0].error, err.to_string());
     assert_eq!(dump(&db.path, "checked"), before);
 
-    // A compensating append does not help: rows fold in shard order, and the
-    // partial sum MAX + 1 overflows before the -2 is reached. A checked fold
-    // is associative only while no partial sum overflows, so with dynamic
-    // sharding the overflow is caught where the rows are read, not undone.
+    // A compensating append brings the exact total back into range.
     c.append(-2);
     db.store.save(&mut c).unwrap();
-    let err = db.store.load::<Checked>(&1).unwrap_err();
+    let c: Checked = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(c.appended, i64::MAX - 1);
+    let stats = db.store.compact::<Checked>().unwrap();
+    assert_eq!((stats.entities_compacted, stats.entities_skipped), (1, 0));
+    assert_eq!(db.store.shard_count::<Checked>(&1, "appended").unwrap(), 1);
+}
+
+#[derive(Shardable, Debug)]
+struct Spread {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 3, fold = checked_sum)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Spread {
+    #[shard_method]
+    fn add(&mut self, by: i64) {
+        self.hits = self.hits.saturating_add(by);
+    }
+}
+
+/// Rows whose partial sums leave `i64` in shard order although their total
+/// fits (SQLite's `sum` fails on them): a static save still sees the exact
+/// total, and so does load.
+#[test]
+fn a_static_total_is_exact_when_partial_sums_overflow() {
+    let db = db();
+    db.store
+        .insert(&Spread {
+            id: 1,
+            hits: 0,
+            pending: Pending::default(),
+        })
+        .unwrap();
+    let conn = raw(&db.path);
+    for (shard, value) in [(0, i64::MAX), (1, 5), (2, -10)] {
+        conn.execute(
+            "UPDATE as_shard_spread SET value = ?1 WHERE entity = 1 AND shard = ?2",
+            (value, shard),
+        )
+        .unwrap();
+    }
+    let mut s: Spread = db.store.load(&1).unwrap().unwrap();
+    assert_eq!(s.hits, i64::MAX - 5);
+    for _ in 0..5 {
+        s.add(1);
+        db.store.save(&mut s).unwrap();
+    }
+    s.add(1);
+    for _ in 0..10 {
+        let err = db.store.save(&mut s).unwrap_err();
+        assert!(matches!(err, Error::Fold { field: "hits", .. }), "{err:?}");
+    }
+    assert_eq!(db.store.load::<Spread>(&1).unwrap().unwrap().hits, i64::MAX);
+}
+
+/// A row that does not decode stops neither the compaction of the other
+/// entities nor that of the entity's other fields; it is reported, and
+/// `load` reports it the same way.
+#[test]
+fn compaction_skips_a_corrupt_row_and_compacts_everything_else() {
+    let db = db();
+    for id in 1..=3 {
+        db.store
+            .insert(&Checked {
+                id,
+                hits: 0,
+                appended: 0,
+                pending: Pending::default(),
+            })
+            .unwrap();
+        let mut c: Checked = db.store.load(&id).unwrap().unwrap();
+        for _ in 0..3 {
+            c.append(1);
+            db.store.save(&mut c).unwrap();
+        }
+    }
+    raw(&db.path)
+        .execute(
+            "UPDATE as_shard_checked SET value = 'not json' \
+             WHERE entity = 2 AND field = 'appended' AND shard = 1",
+            [],
+        )
+        .unwrap();
+    let load_error = db.store.load::<Checked>(&2).unwrap_err();
     assert!(
-        matches!(
-            err,
-            Error::Fold {
-                field: "appended",
-                ..
-            }
-        ),
-        "{err:?}"
+        matches!(load_error, Error::Corrupt { .. }),
+        "{load_error:?}"
     );
-    assert_eq!(dump(&db.path, "checked").1.len(), before.1.len() + 1);
+    let stats = db.store.compact::<Checked>().unwrap();
+    assert_eq!((stats.entities_compacted, stats.entities_skipped), (2, 1));
+    assert_eq!(
+        (stats.skipped[0].id.as_str(), stats.skipped[0].field),
+        ("2", "appended")
+    );
+    assert_eq!(stats.skipped[0].error, load_error.to_string());
+    for (id, rows) in [(1, 1), (2, 4), (3, 1)] {
+        let count = db.store.shard_count::<Checked>(&id, "appended").unwrap();
+        assert_eq!(count, rows, "entity {id}");
+    }
 }
 
 /// A plain `a + b` fold is what the issue's examples write. On overflow it
@@ -692,11 +783,20 @@ fn a_corrupted_shard_value_is_a_typed_error_naming_kind_id_and_field() {
         assert_corrupt(db.store.load::<Question>(&1), "votes");
         // Compaction folds only groups that need it, and `votes` keeps its
         // rows within 0..4, so the bad value is left alone; SQLite types
-        // the store never writes (a BLOB) are refused as soon as read.
+        // the store never writes (a BLOB) are refused as soon as read, and
+        // the group is skipped (reported, the other entities compacted).
+        let stats = db.store.compact::<Question>().unwrap();
+        assert_eq!(stats.rows_merged, 0);
         if bad.starts_with("x'") {
-            assert_corrupt(db.store.compact::<Question>(), "votes");
+            assert_eq!(stats.entities_skipped, 1, "{stats:?}");
+            let skipped = &stats.skipped[0];
+            assert_eq!((skipped.id.as_str(), skipped.field), ("1", "votes"));
+            assert!(
+                skipped.error.starts_with("corrupt Question 1"),
+                "{skipped:?}"
+            );
         } else {
-            assert_eq!(db.store.compact::<Question>().unwrap().rows_merged, 0);
+            assert_eq!(stats.entities_skipped, 0, "{stats:?}");
         }
         assert_eq!(dump(&db.path, "question"), before);
         // A save that never reads the bad row still succeeds; the error is
@@ -762,8 +862,14 @@ fn a_corrupted_dynamic_row_is_named_too() {
         &db.path,
         "INSERT INTO as_shard_question (entity, field, shard, value) VALUES (1, 'views', 1, 'oops')",
     );
-    assert_corrupt(db.store.load::<Question>(&1), "views");
-    assert_corrupt(db.store.compact::<Question>(), "views");
+    let load_error = db.store.load::<Question>(&1);
+    let stats = db.store.compact::<Question>().unwrap();
+    assert_eq!(stats.entities_skipped, 1, "{stats:?}");
+    assert_eq!(
+        stats.skipped[0].error,
+        load_error.as_ref().unwrap_err().to_string()
+    );
+    assert_corrupt(load_error, "views");
 }
 
 #[test]

@@ -11,7 +11,10 @@
 //!   field only grows under increments, and nothing is lost or doubled;
 //! - a deleted id that is inserted again never sees the old incarnation's
 //!   rows, even if the delete stopped half-way;
-//! - `open("redis-cluster://...?prefix=")` and prefix isolation.
+//! - `open("redis-cluster://...?prefix=")` and prefix isolation;
+//! - a static save of a sum is checked against its own row only, not the
+//!   field's total: a total out of range is stored, reported by `load` and
+//!   compaction, and repaired with `save_delta`.
 //!
 //! Needs a cluster: `scripts/redis-cluster start` and
 //! `AUTOSHARD_REDIS_CLUSTER_URL` (`.ci/run` does both).
@@ -29,7 +32,7 @@ mod entities;
 mod hammer;
 #[path = "common/stores.rs"]
 mod stores;
-use entities::Question;
+use entities::{Capped, Question};
 use stores::redis_cluster as rc;
 use stores::{Fresh, Options, TestStore};
 
@@ -376,6 +379,68 @@ fn a_reinserted_id_never_sees_the_old_incarnations_rows() {
     let rows = db.shard_rows("question");
     assert_eq!(rows.len(), 11, "{rows:?}");
     assert_eq!(db.shard_count::<Question>(&1, "views").unwrap(), 1);
+}
+
+/// Issue 12, item 1, as Redis Cluster keeps it (docs/design.md, "Guarantees
+/// by store"): the field's rows are in other slots, so a static save checks
+/// only the row it lands in. A `+1` that lands beside a row at `i64::MAX`
+/// is stored (the SQL stores refuse it); `load` then reports the exact
+/// total, compaction skips what it cannot fold instead of failing (before
+/// the fix it failed the whole run with `Error::Fold`), and `save_delta`
+/// brings the entity back.
+#[test]
+fn a_static_total_out_of_range_is_stored_then_reported_and_repaired() {
+    let db = fresh();
+    db.insert(&Capped::new(1, 0, 0)).unwrap();
+    db.insert(&Capped::new(2, 0, 0)).unwrap();
+    let mut c: Capped = db.load(&1).unwrap().unwrap();
+    db.save_delta::<Capped, _>(&1, "hits", &i64::MAX).unwrap();
+    c.hit(1);
+    // The row at MAX refuses it (`HINCRBY` overflows, the checked fold
+    // refuses); the other row takes it. 2^-40 that 40 tries all pick MAX.
+    let stored = (0..40).any(|_| db.save(&mut c).is_ok());
+    assert!(stored);
+    let err = db.load::<Capped>(&1).unwrap_err();
+    match &err {
+        autoshard::Error::Fold {
+            field: "hits",
+            source,
+            ..
+        } => {
+            let out = source
+                .downcast_ref::<autoshard::fold::OutOfRange>()
+                .unwrap_or_else(|| panic!("{err:?}"));
+            assert_eq!(out.total, i128::from(i64::MAX) + 1);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // More appends than buckets: two of entity 1's rows at MAX share a
+    // bucket, which cannot be folded; entity 2 is compacted all the same.
+    for _ in 0..13 {
+        db.save_delta::<Capped, _>(&1, "appended", &i64::MAX)
+            .unwrap();
+        db.save_delta::<Capped, _>(&2, "appended", &1i64).unwrap();
+    }
+    let stats = db.compact::<Capped>().unwrap();
+    assert_eq!(stats.entities_skipped, 1, "{stats:?}");
+    assert!(
+        stats
+            .skipped
+            .iter()
+            .all(|s| (s.id.as_str(), s.field) == ("1", "appended")),
+        "{stats:?}"
+    );
+    assert_eq!(db.load::<Capped>(&2).unwrap().unwrap().appended, 13);
+
+    // The repair: a compensating delta, whichever row it lands in.
+    db.save_delta::<Capped, _>(&1, "hits", &-1i64).unwrap();
+    for _ in 0..12 {
+        db.save_delta::<Capped, _>(&1, "appended", &-i64::MAX)
+            .unwrap();
+    }
+    let c: Capped = db.load(&1).unwrap().unwrap();
+    assert_eq!((c.hits, c.appended), (i64::MAX, i64::MAX));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! transaction per call, `crate::compaction` deciding what it folds), so
 //! every store gets it unchanged.
 
-use crate::compaction::{BatchPlan, Resume};
+use crate::compaction::{self, BatchPlan, Resume};
 use crate::error::Result;
 use crate::seam::{Backend, Kind};
 use crate::store::CompactionStats;
@@ -64,7 +64,11 @@ const MIN_PAUSE: Duration = Duration::from_millis(1);
 ///   commit in optimistic mode and is retried);
 /// - a retryable error (a busy store, a conflict, a lost connection) makes
 ///   the compactor wait and try the same batch again; any other error stops
-///   it, and [`CompactorHandle::stop`] returns that error.
+///   it, and [`CompactorHandle::stop`] returns that error;
+/// - an entity whose rows cannot be folded (a total out of its type's
+///   range, a corrupt row) is skipped and counted in
+///   [`CompactorStats::entities_skipped`], never an error that stops the
+///   compactor; [`Store::compact`](crate::Store::compact) lists them.
 ///
 /// ```
 /// use autoshard::{shard_fold, shard_method, Pending, Shardable, Sqlite, Store};
@@ -141,6 +145,10 @@ pub struct CompactorStats {
     pub batches: u64,
     /// Entities that had rows to fold, counted once per pass.
     pub entities_compacted: u64,
+    /// Entities left as they were because a field's rows cannot be folded,
+    /// counted once per pass (`Store::compact` lists them, in
+    /// [`CompactionStats::skipped`]).
+    pub entities_skipped: u64,
     /// Shard rows read.
     pub rows_scanned: u64,
     /// Shard rows folded into another row and deleted.
@@ -169,9 +177,10 @@ impl CompactorStats {
         self.writer_time.as_secs_f64() / self.elapsed.as_secs_f64()
     }
 
-    fn add_batch(&mut self, batch: &CompactionStats, held: Duration) {
+    fn add_batch(&mut self, batch: &CompactionStats, skipped: u64, held: Duration) {
         self.batches += 1;
         self.entities_compacted += batch.entities_compacted;
+        self.entities_skipped += skipped;
         self.rows_scanned += batch.rows_scanned;
         self.rows_merged += batch.rows_merged;
         self.writer_time += held;
@@ -258,10 +267,10 @@ impl<T> Compactor<T> {
     ///
     /// # Errors
     ///
-    /// The first error that is not retryable (retryable ones are waited out
-    /// and the batch tried again): [`Error::Corrupt`](crate::Error::Corrupt)
-    /// or [`Error::Fold`](crate::Error::Fold) for rows that cannot be
-    /// folded, or a store error. Batches committed before it stay committed.
+    /// The first store error that is not retryable (retryable ones are
+    /// waited out and the batch tried again). Rows that cannot be folded
+    /// are not errors: they are skipped and counted. Batches committed
+    /// before it stay committed.
     pub fn run_once(&self) -> Result<CompactorStats> {
         let shared = Shared::new();
         let mut throttle = Throttle::default();
@@ -285,6 +294,7 @@ impl Job {
     /// One scan of the kind; returns early, between batches, on a stop.
     fn pass(&self, shared: &Shared, throttle: &mut Throttle) -> Result<()> {
         let mut from = Resume::Done;
+        let mut last_skipped = None;
         loop {
             if shared.stopping() {
                 return Ok(());
@@ -299,7 +309,8 @@ impl Job {
                 Err(e) => return Err(e),
             };
             let held = batch.started.elapsed();
-            shared.lock().stats.add_batch(&batch.stats, held);
+            let skipped = compaction::newly_skipped(&mut last_skipped, &batch.skipped);
+            shared.lock().stats.add_batch(&batch.stats, skipped, held);
             throttle.owe(self.pause_after(held));
             throttle.pay(shared, MIN_PAUSE);
             match batch.resume {

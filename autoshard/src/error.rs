@@ -84,9 +84,14 @@ pub enum Error {
     },
 
     /// A fold returned an error (for example [`fold::Overflow`] from one of
-    /// the checked folds). Nothing was written; the pending delta is kept.
+    /// the checked folds): on a save, nothing was written and the pending
+    /// delta is kept. From `load`, the stored rows do not fold: for an
+    /// integer sum whose exact total does not fit the field's type the
+    /// source is [`fold::OutOfRange`], which holds the total (see
+    /// [`Store::save_delta`](crate::Store::save_delta) for the repair).
     ///
     /// [`fold::Overflow`]: crate::fold::Overflow
+    /// [`fold::OutOfRange`]: crate::fold::OutOfRange
     #[error("{kind}.{field}: fold failed: {source}")]
     Fold {
         /// The entity kind.

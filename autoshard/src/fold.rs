@@ -10,6 +10,17 @@
 //! that to refuse integer overflow instead of wrapping (release builds) or
 //! panicking (debug builds), which is what a plain `a + b` does.
 //!
+//! A fold that adds numbers (an integer or `f64` sum, whatever its name:
+//! the store probes it) gets exact totals: the rows of such a field are
+//! added in `i128` (floats: without overflowing in between), so the total
+//! does not depend on the order of the rows, and the fold itself only
+//! decides what happens when that total does not fit the field's type.
+//! A static save whose new total would not fit is refused; a stored total
+//! that does not fit (dynamic appends are not checked) makes `load` return
+//! [`OutOfRange`], and a compensating delta brings it back
+//! ([`Store::save_delta`](crate::Store::save_delta)). `docs/design.md`
+//! ("Overflow") has the details.
+//!
 //! ```
 //! # use autoshard::{Shardable, Pending, shard_method, shard_fold};
 //! #[derive(Shardable)]
@@ -59,6 +70,37 @@ impl fmt::Display for Overflow {
 }
 
 impl StdError for Overflow {}
+
+/// The exact total of an integer sum's stored rows does not fit the field's
+/// type (and the field's fold refuses it): the source of the
+/// [`Error::Fold`](crate::Error::Fold) that `load` and compaction report
+/// for such an entity.
+///
+/// Saves that the store could check were refused, so this comes from
+/// dynamic appends (which read nothing), from concurrent saves on
+/// PostgreSQL, or from rows written before the check existed. Every stored
+/// delta is still counted exactly: saving a delta that brings the total
+/// back into range (for example `i64::MAX as i128 - total`, with
+/// [`Store::save_delta`](crate::Store::save_delta)) makes the entity load
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutOfRange {
+    /// The exact total of the stored rows.
+    pub total: i128,
+}
+
+impl fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the stored total {} does not fit the field's type",
+            self.total
+        )
+    }
+}
+
+impl StdError for OutOfRange {}
 
 /// Integers that the checked folds work on.
 pub trait CheckedInt: Copy {

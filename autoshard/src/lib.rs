@@ -100,6 +100,7 @@ mod seam;
 mod stats;
 mod store;
 mod stores;
+mod sum;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod value;
@@ -114,7 +115,7 @@ pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
 pub use crate::stats::{FieldStats, KindStats};
-pub use crate::store::{CompactionStats, Saved, Store};
+pub use crate::store::{CompactionStats, Saved, Skipped, Store};
 #[cfg(feature = "postgres")]
 pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};
 #[cfg(feature = "redis")]

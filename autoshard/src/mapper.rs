@@ -2,12 +2,13 @@
 //! and a save read and write, computed from the entity. A store only runs
 //! the statements; it never decides what to write.
 
-use crate::__private::{Checked, FieldSpec, Parts};
+use crate::__private::{Checked, FieldSpec, FoldError, Parts};
 use crate::entity::{EntityId, Key, Mode, Shardable};
 use crate::error::{Error, Result};
-use crate::seam::Stored;
+use crate::seam::{Kind, Stored};
 use crate::store::Saved;
-use crate::value::Value;
+use crate::value::{self, Value};
+use serde::Serialize;
 
 /// The rows a new entity is stored as.
 pub(crate) struct InsertPlan {
@@ -186,6 +187,55 @@ fn check_fields<T: Shardable>(entity: &T, deltas: &[Delta]) -> Result<Vec<(usize
     Ok(folded)
 }
 
+/// Runs [`Store::save_delta`](crate::Store::save_delta): the save of one
+/// delta to field `field` of entity `id` with no object at hand, written by
+/// `write` as [`save`] writes a plan. A delta equal to the neutral element
+/// writes nothing.
+pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
+    kind: &Kind,
+    id: &T::Id,
+    field: &str,
+    delta: &V,
+    write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
+) -> Result<Saved> {
+    let key = crate::entity::key_of::<T>(id)?;
+    let index = field_index::<T>(field)?;
+    let spec = &T::__FIELDS[index];
+    let invalid = |reason: String| Error::InvalidValue {
+        kind: T::KIND,
+        field: spec.name,
+        reason,
+    };
+    let encoded = value::encode(delta).map_err(|e| invalid(e.to_string()))?;
+    // The fold of one value decodes it into the field's type, so a delta of
+    // another type is refused here instead of stored.
+    let fold = |values: &mut dyn Iterator<Item = Value>| {
+        kind.raw_fold(index, values).map_err(|e| match e {
+            FoldError::Decode(e) => invalid(format!("not a value of the field's type: {e}")),
+            e => e.into_error(T::KIND, &key.to_string(), spec.name),
+        })
+    };
+    let value = fold(&mut std::iter::once(encoded))?;
+    if value == fold(&mut std::iter::empty())? {
+        return Ok(Saved::default());
+    }
+    let plan = SavePlan {
+        document: String::new(),
+        document_changed: false,
+        deltas: vec![Delta { index, spec, value }],
+        // No object, so no incarnation to hold to: the delta goes to
+        // whichever entity has the id now, as it would for an entity type
+        // without a `Pending` field.
+        incarnation: None,
+        bases: Vec::new(),
+    };
+    Ok(Saved {
+        attempts: write(key, &plan)?,
+        document_written: false,
+        shard_writes: 1,
+    })
+}
+
 /// Only after the commit: reset the deltas and remember what is stored.
 fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32) -> Saved {
     let saved = Saved {
@@ -207,9 +257,16 @@ pub(crate) fn pick_shard(shards: u32) -> i64 {
 }
 
 /// Builds a loaded entity from what the store read, remembering the
-/// incarnation it came from and its aggregates.
-pub(crate) fn assemble<T: Shardable>(id: &T::Id, key: Key<'_>, stored: Stored) -> Result<T> {
+/// incarnation it came from and its aggregates. The rows of a field that
+/// adds are replaced by their exact total first ([`Kind::load_rows`]).
+pub(crate) fn assemble<T: Shardable>(
+    kind: &Kind,
+    id: &T::Id,
+    key: Key<'_>,
+    stored: Stored,
+) -> Result<T> {
     let mut parts = Parts::new::<T>(key.to_string(), stored.document)?;
+    let mut fields: Vec<Vec<Value>> = T::__FIELDS.iter().map(|_| Vec::new()).collect();
     for (index, value) in stored.rows {
         let value = value.map_err(|reason| Error::Corrupt {
             kind: T::KIND,
@@ -217,7 +274,15 @@ pub(crate) fn assemble<T: Shardable>(id: &T::Id, key: Key<'_>, stored: Stored) -
             field: T::__FIELDS[index].name.to_owned(),
             reason,
         })?;
-        parts.push(index, value);
+        fields[index].push(value);
+    }
+    for (index, values) in fields.into_iter().enumerate() {
+        let values = kind
+            .load_rows(index, values)
+            .map_err(|e| e.into_error(T::KIND, parts.id(), T::__FIELDS[index].name))?;
+        for value in values {
+            parts.push(index, value);
+        }
     }
     let mut entity = T::__from_parts(id.clone(), &mut parts)?;
     if entity.__pending_mut().is_some() {

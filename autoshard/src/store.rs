@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::mapper;
 use crate::seam::{Backend, Kind};
 use crate::stats::KindStats;
+use serde::Serialize;
 
 /// A database that persists [`Shardable`] entities with property sharding:
 /// [`Sqlite`](crate::Sqlite), [`Postgres`](crate::Postgres) and
@@ -44,17 +45,23 @@ pub trait Store: Backend {
     }
 
     /// Reads an entity and folds each sharded field over all its shard rows.
-    /// `Ok(None)` if no entity has this id.
+    /// `Ok(None)` if no entity has this id. A field whose fold adds numbers
+    /// is the exact sum of its rows, whatever their order; an `f64` sum
+    /// that overflows loads as infinity.
     ///
     /// # Errors
     ///
     /// [`Error::Corrupt`](crate::Error::Corrupt) for a stored value that
     /// does not decode into its field, [`Error::Fold`](crate::Error::Fold)
-    /// when the fold refuses the stored rows, or a store error.
+    /// when the fold refuses the stored rows (with
+    /// [`fold::OutOfRange`](crate::fold::OutOfRange) as its source when an
+    /// integer sum's total does not fit the field's type: see
+    /// [`save_delta`](Store::save_delta) for the way back), or a store error.
     fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
         let key = key_of::<T>(id)?;
-        match self.__entities().0.load(&Kind::of::<T>(), key)? {
-            Some(stored) => mapper::assemble(id, key, stored).map(Some),
+        let kind = Kind::of::<T>();
+        match self.__entities().0.load(&kind, key)? {
+            Some(stored) => mapper::assemble(&kind, id, key, stored).map(Some),
             None => Ok(None),
         }
     }
@@ -73,6 +80,14 @@ pub trait Store: Backend {
     /// shard methods; the errors below refuse everything else before
     /// anything is written.
     ///
+    /// A statically sharded field whose fold adds numbers is checked
+    /// against its total: a delta that would take the field's total out of
+    /// its type's range (an `f64` total to infinity) is refused, whichever
+    /// shard row it would land in. Dynamic appends read nothing and are not
+    /// checked, nor is the total on Redis Cluster, where the field's other
+    /// rows are in other slots: there only the row the delta lands in is
+    /// (`docs/design.md`, "Overflow").
+    ///
     /// # Errors
     ///
     /// - [`Error::NotFound`](crate::Error::NotFound) if the entity was
@@ -85,14 +100,75 @@ pub trait Store: Backend {
     ///   whose pending deltas another copy of the same object saved first;
     /// - [`Error::Poisoned`](crate::Error::Poisoned) after a shard method
     ///   panicked, [`Error::Fold`](crate::Error::Fold) when a fold refuses
-    ///   the delta, [`Error::InvalidValue`](crate::Error::InvalidValue);
+    ///   the delta (for a checked integer sum: the field's new total would
+    ///   not fit), [`Error::InvalidValue`](crate::Error::InvalidValue) (also
+    ///   for a float total that would not be finite);
     /// - or a store error. Retryable ones
     ///   ([`Error::is_retryable`](crate::Error::is_retryable)) can simply be
     ///   retried with the same object; the others will fail again until the
-    ///   object is changed back or loaded anew.
+    ///   object is changed back or loaded anew. Nothing is written on
+    ///   error.
     fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
         mapper::save(entity, |key, plan| {
             self.__entities().0.save(&Kind::of::<T>(), key, plan)
+        })
+    }
+
+    /// Folds `delta` into the sharded field named `field` of entity `id`
+    /// without loading the entity: exactly what [`save`](Store::save) does
+    /// for an object whose only change is this delta (one random shard of a
+    /// static field, checked against the field's total; a new row of a
+    /// dynamic one). A delta equal to the neutral element writes nothing.
+    ///
+    /// This is the way back for an entity that [`load`](Store::load)
+    /// refuses because the exact total of an integer sum does not fit the
+    /// field's type ([`Error::Fold`](crate::Error::Fold) with
+    /// [`fold::OutOfRange`](crate::fold::OutOfRange), which holds the
+    /// total): save the difference, and every delta stored before still
+    /// counts exactly.
+    ///
+    /// ```no_run
+    /// # use autoshard::{Error, Pending, Shardable, Store};
+    /// # #[derive(Shardable)]
+    /// # struct Counter {
+    /// #     #[shard(id)]
+    /// #     id: u64,
+    /// #     #[shard(neutral = 0, fold = autoshard::fold::checked_sum)]
+    /// #     hits: i64,
+    /// #     #[shard(pending)]
+    /// #     pending: Pending<Self>,
+    /// # }
+    /// # fn repair(db: &autoshard::Sqlite) -> autoshard::Result<()> {
+    /// if let Err(Error::Fold { field, source, .. }) = db.load::<Counter>(&7) {
+    ///     if let Some(out) = source.downcast_ref::<autoshard::fold::OutOfRange>() {
+    ///         // Bring the total back to i64::MAX.
+    ///         let delta = i64::try_from(i128::from(i64::MAX) - out.total).unwrap_or(i64::MIN);
+    ///         db.save_delta::<Counter, _>(&7, field, &delta)?;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) if `T` has no
+    /// sharded field `field`; [`Error::InvalidValue`](crate::Error::InvalidValue)
+    /// if `delta` is not a value of the field's type (or a float total would
+    /// not be finite); [`Error::NotFound`](crate::Error::NotFound) if the
+    /// entity is not stored; [`Error::Fold`](crate::Error::Fold) if the
+    /// fold refuses the delta (a static integer sum whose new total would
+    /// still not fit); or a store error, retryable ones as for `save`.
+    /// Nothing is written on error.
+    fn save_delta<T: Shardable, V: Serialize + ?Sized>(
+        &self,
+        id: &T::Id,
+        field: &str,
+        delta: &V,
+    ) -> Result<Saved> {
+        let kind = Kind::of::<T>();
+        mapper::save_delta::<T, V>(&kind, id, field, delta, |key, plan| {
+            self.__entities().0.save(&kind, key, plan)
         })
     }
 
@@ -112,6 +188,11 @@ pub trait Store: Backend {
     /// rows only within `0..shards`. Safe to run while others save, and to
     /// kill at any point: each batch commits atomically.
     ///
+    /// A field of an entity whose rows cannot be folded (a total that does
+    /// not fit its type, a value that does not decode) is left as it is and
+    /// reported in [`CompactionStats::skipped`]; the other entities are
+    /// compacted all the same.
+    ///
     /// # Errors
     ///
     /// As [`compact_with`](Store::compact_with).
@@ -124,10 +205,9 @@ pub trait Store: Backend {
     ///
     /// # Errors
     ///
-    /// [`Error::Corrupt`](crate::Error::Corrupt) or
-    /// [`Error::Fold`](crate::Error::Fold) for an entity whose rows cannot
-    /// be folded, or a store error. Batches committed before the error
-    /// stay committed.
+    /// A store error. Batches committed before the error stay committed.
+    /// Entities whose rows cannot be folded are not errors: they are
+    /// skipped and counted in [`CompactionStats`].
     fn compact_with<T: Shardable>(
         &self,
         progress: &mut dyn FnMut(&CompactionStats),
@@ -201,7 +281,7 @@ pub struct Saved {
 }
 
 /// Totals of a compaction run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CompactionStats {
     /// Entities whose shard rows were read.
@@ -219,6 +299,26 @@ pub struct CompactionStats {
     /// rows (down to one), a size the rest of the run keeps. Always 0 on
     /// SQLite.
     pub timeouts: u64,
+    /// Entities with a field whose rows could not be folded, left as they
+    /// were (their other fields are compacted).
+    pub entities_skipped: u64,
+    /// The first skipped fields (at most 16), in key order: what
+    /// compaction could not fold, and why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A field of one entity that compaction left as it was, because its rows
+/// cannot be folded: `load` of the entity fails with the same error. See
+/// [`Store::save_delta`] for repairing a total out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Skipped {
+    /// The entity's id, rendered as errors render it (`42`, `"alice"`).
+    pub id: String,
+    /// The sharded field.
+    pub field: &'static str,
+    /// Why its rows could not be folded: the error, rendered.
+    pub error: String,
 }
 
 impl<S: Backend + ?Sized> Store for S {}

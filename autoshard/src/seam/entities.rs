@@ -6,6 +6,7 @@ use crate::compaction::{BatchPlan, Resume};
 use crate::entity::{EntityId, Key, KeyKind, Shardable};
 use crate::error::{Error, Result};
 use crate::mapper::{InsertPlan, SavePlan};
+use crate::sum::{self, Probed, Sum};
 use crate::value::Value;
 use std::fmt;
 
@@ -30,7 +31,9 @@ pub(crate) struct Kind {
     ///
     /// [`BatchScan::new`]: crate::compaction::BatchScan::new
     pub batch_rows: Option<usize>,
-    fold: FoldFn,
+    pub(super) fold: FoldFn,
+    /// Which fields' folds add numbers (probed once per process).
+    pub(super) sums: &'static [Probed],
 }
 
 impl Kind {
@@ -41,6 +44,20 @@ impl Kind {
             fields: T::__FIELDS,
             batch_rows: None,
             fold: T::__fold,
+            sums: sum::sums_of(T::__fold, T::__FIELDS.len()),
+        }
+    }
+
+    /// A kind from its parts, for unit tests of the code that uses one.
+    #[cfg(test)]
+    pub fn for_tests(fields: &'static [FieldSpec], fold: FoldFn) -> Self {
+        Kind {
+            name: "Test",
+            key_kind: KeyKind::Int,
+            fields,
+            batch_rows: None,
+            fold,
+            sums: sum::sums_of(fold, fields.len()),
         }
     }
 
@@ -50,24 +67,29 @@ impl Kind {
     }
 
     /// Folds stored values of field `index` of entity `id` (the fold of
-    /// nothing is the neutral element).
+    /// nothing is the neutral element). For a field that adds, the exact
+    /// total ([`crate::sum`]), in any order of the values.
     pub fn fold(
         &self,
         id: &dyn fmt::Display,
         index: usize,
         values: &mut dyn Iterator<Item = Value>,
     ) -> Result<Value> {
-        (self.fold)(index, values)
-            .map_err(|e| e.into_error(self.name, &id.to_string(), self.fields[index].name))
+        self.raw_fold(index, values)
+            .map_err(|e| self.fold_error(id, index, e))
     }
 
-    /// The fold without error context, for the batch scan.
+    /// [`fold`](Kind::fold) without error context, for the batch scan.
     pub(crate) fn raw_fold(
         &self,
         index: usize,
         values: &mut dyn Iterator<Item = Value>,
     ) -> Result<Value, FoldError> {
-        (self.fold)(index, values)
+        if self.sum(index) == Sum::Other {
+            return (self.fold)(index, values);
+        }
+        let values: Vec<Value> = values.collect();
+        self.total(index, &values)
     }
 
     /// The new value of a static shard row: the stored value folded with the
@@ -79,10 +101,18 @@ impl Kind {
         stored: Option<Value>,
         delta: &Value,
     ) -> Result<Value> {
+        // The field's own fold, not the exact total of a sum: a row must
+        // hold its value in the field's type, and a refusal is the fold's
+        // own error (`fold::Overflow`), not a stored total out of range.
         match stored {
-            Some(stored) => self.fold(id, index, &mut [stored, delta.clone()].into_iter()),
+            Some(stored) => (self.fold)(index, &mut [stored, delta.clone()].into_iter())
+                .map_err(|e| self.fold_error(id, index, e)),
             None => Ok(delta.clone()),
         }
+    }
+
+    pub(super) fn fold_error(&self, id: &dyn fmt::Display, index: usize, e: FoldError) -> Error {
+        e.into_error(self.name, &id.to_string(), self.fields[index].name)
     }
 
     /// Whether field `index` folds like [`fold::checked_sum`] over `i64`
@@ -119,7 +149,6 @@ impl Kind {
     }
 
     /// A corrupt stored value of `field` of entity `id`.
-    #[allow(dead_code)] // not every store reads values outside a load
     pub fn corrupt(&self, id: &dyn fmt::Display, field: &str, reason: String) -> Error {
         Error::Corrupt {
             kind: self.name,

@@ -18,13 +18,17 @@
 
 mod boards;
 mod entities;
+mod sums;
 
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
     ScannedArrival, ScannedNode, Storage,
 };
-pub(crate) use self::entities::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
+pub(crate) use self::entities::{
+    Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
+};
+pub(crate) use self::sums::StaticRead;
 
 use std::sync::Arc;
 

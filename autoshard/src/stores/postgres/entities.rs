@@ -9,6 +9,7 @@ use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
+use crate::sum::Sum;
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
@@ -177,7 +178,11 @@ impl EntityStore for Postgres {
                 match delta.spec.shards {
                     Some(shards) => {
                         let shard = mapper::pick_shard(shards);
-                        fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
+                        if kind.sum(delta.index) == Sum::Other {
+                            fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
+                        } else {
+                            save_to_sum(tx, kind, &tables, &key, delta.index, shard, &delta.value)?;
+                        }
                     }
                     None => {
                         let (i, r, t) = columns(&delta.value);
@@ -356,6 +361,97 @@ fn fold_into(
     Ok(())
 }
 
+/// A static save to a field whose fold adds: folds `delta` into shard
+/// `shard`, or the row [`Kind::plan_static`] moves it to, and refuses it if
+/// the field's new total would not fit. The total counts the other rows as
+/// of the statement's snapshot: a concurrent save to another row of the
+/// field that commits meanwhile is not seen (`docs/design.md`, "Overflow").
+fn save_to_sum(
+    tx: &mut Tx<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    entity: &StoredKey,
+    index: usize,
+    shard: i64,
+    delta: &Value,
+) -> Result<()> {
+    let field = kind.fields[index].name;
+    // A row that does not read leaves the total unknown: the delta is then
+    // folded as for any field (`fold_into`), and load reports the row.
+    let readable = |rows: &[Row], first: usize| -> Result<Option<Vec<(i64, Value)>>> {
+        let mut read = Vec::with_capacity(rows.len());
+        for row in rows {
+            match value_at(row, first + 1) {
+                Ok(value) => read.push((row.try_get(first)?, value)),
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some(read))
+    };
+    match (tx.mode, delta) {
+        // One statement: add in SQL, and sum the other rows in its RETURNING.
+        // No row comes back when the row's own sum would leave bigint (or
+        // it holds no integer): then as below, under the lock it took.
+        (Concurrency::Locking, Value::Integer(d)) if tables.sums[index] => {
+            let added = tx
+                .query_opt(&tables.add_to_shard_total, &[entity, &field, &shard, d])
+                .map_err(not_found_on_fk(kind, entity))?;
+            if let Some(row) = added {
+                let (own, others): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+                let others: i128 = others
+                    .parse()
+                    .map_err(|e| kind.corrupt(entity, field, format!("sum of the rows: {e}")))?;
+                return kind.check_total(entity, index, i128::from(own) + others);
+            }
+        }
+        // Read the field, plan, write the row: under REPEATABLE READ the
+        // write fails (40001) if anyone changed or created it meanwhile.
+        (Concurrency::Optimistic, _) => {
+            let read = tx.query(&tables.select_field, &[entity, &field])?;
+            let Some(read) = readable(&read, 0)? else {
+                return fold_into(tx, kind, tables, entity, index, shard, delta);
+            };
+            let (target, value) =
+                kind.plan_static_rows(entity, index, shard, &read, delta, true)?;
+            let (i, r, t) = columns(&value);
+            tx.execute(&tables.upsert_shard, &[entity, &field, &target, &i, &r, &t])
+                .map_err(not_found_on_fk(kind, entity))?;
+            return Ok(());
+        }
+        (Concurrency::Locking, _) => {}
+    }
+    // Lock the picked row and read the others in one statement, plan, and
+    // write the locked row; a plan that moves the delta locks that row
+    // instead (once). A missing row is created, unless another writer
+    // created it first: then lock that one.
+    let (mut picked, mut may_move) = (shard, true);
+    loop {
+        let read = tx.query(&tables.lock_field, &[entity, &field, &picked])?;
+        let locked = read.iter().any(|row| row.get::<_, bool>(0));
+        let Some(read) = readable(&read, 1)? else {
+            return fold_into(tx, kind, tables, entity, index, picked, delta);
+        };
+        let (target, value) =
+            kind.plan_static_rows(entity, index, picked, &read, delta, may_move)?;
+        if target != picked {
+            (picked, may_move) = (target, false);
+            continue;
+        }
+        let (i, r, t) = columns(&value);
+        let params: &[&(dyn ToSql + Sync)] = &[entity, &field, &target, &i, &r, &t];
+        if locked {
+            tx.execute(&tables.update_shard, params)?;
+            return Ok(());
+        }
+        let inserted = tx
+            .execute(&tables.insert_shard_if_absent, params)
+            .map_err(not_found_on_fk(kind, entity))?;
+        if inserted == 1 {
+            return Ok(());
+        }
+    }
+}
+
 /// One compaction transaction. The scan reads chunks of rows in key order
 /// (locking them in [`Concurrency::Locking`]; under `REPEATABLE READ` any
 /// concurrent change to them fails the commit instead) until
@@ -390,7 +486,7 @@ fn compact_batch(
             let entity = read_key(row, 0, tables.key_kind)?;
             let field: String = row.try_get(1)?;
             let shard: i64 = row.try_get(2)?;
-            if !scan.push(entity.clone(), &field, shard, || value_at(row, 3))? {
+            if !scan.push(entity.clone(), &field, shard, || value_at(row, 3)) {
                 break 'scan;
             }
             last = Some((entity, field, shard));
@@ -399,7 +495,7 @@ fn compact_batch(
             break;
         }
     }
-    let batch = scan.finish()?;
+    let batch = scan.finish();
     for (entity, index, plan) in &batch.plans {
         let field = kind.fields[*index].name;
         tx.execute(&tables.delete_shards, &[entity, &field, &plan.removed])?;

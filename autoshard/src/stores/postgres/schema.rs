@@ -172,8 +172,9 @@ pub(crate) fn ensure_base(client: &mut Client, names: &Names) -> Result<()> {
 pub(crate) struct KindTables {
     base: String,
     pub key_kind: KeyKind,
-    /// Per sharded field: whether its fold adds `i64`s
-    /// ([`Kind::adds_integers`]), so the locking mode may add in SQL.
+    /// Per sharded field: whether its fold adds `i64`s and its type is
+    /// `i64`'s range ([`Kind::adds_i64`]), so the locking mode may add in
+    /// SQL.
     pub sums: Vec<bool>,
     pub insert_entity: String,
     pub load: String,
@@ -182,11 +183,14 @@ pub(crate) struct KindTables {
     pub delete_entity: String,
     pub insert_shards: String,
     pub select_shard: String,
+    pub select_field: String,
     pub select_shard_locked: String,
+    pub lock_field: String,
     pub upsert_shard: String,
     pub insert_shard_if_absent: String,
     pub update_shard: String,
     pub add_to_shard: String,
+    pub add_to_shard_total: String,
     pub append_shard: String,
     pub count_shards: String,
     pub census: String,
@@ -238,9 +242,7 @@ impl KindTables {
         let one_shard = "entity = $1 AND field = $2 AND shard = $3";
         Ok(KindTables {
             key_kind: kind.key_kind,
-            sums: (0..kind.fields.len())
-                .map(|i| kind.adds_integers(i))
-                .collect(),
+            sums: (0..kind.fields.len()).map(|i| kind.adds_i64(i)).collect(),
             insert_entity: format!(
                 "INSERT INTO {entity} (id, doc, incarnation) VALUES ($1, $2, $3)"
             ),
@@ -266,8 +268,20 @@ impl KindTables {
                                           $5::float8[], $6::text[])"
             ),
             select_shard: format!("SELECT {VALUES} FROM {shard} WHERE {one_shard}"),
+            select_field: format!(
+                "SELECT shard, {VALUES} FROM {shard} WHERE entity = $1 AND field = $2"
+            ),
             select_shard_locked: format!(
                 "SELECT {VALUES} FROM {shard} WHERE {one_shard} FOR UPDATE"
+            ),
+            // The picked row as locked (its latest version), the field's
+            // other rows as of the statement's snapshot.
+            lock_field: format!(
+                "WITH locked AS (SELECT shard, {VALUES} FROM {shard} WHERE {one_shard} FOR UPDATE) \
+                 SELECT true, shard, {VALUES} FROM locked \
+                 UNION ALL \
+                 SELECT false, shard, {VALUES} FROM {shard} \
+                 WHERE entity = $1 AND field = $2 AND shard <> $3"
             ),
             upsert_shard: format!(
                 "INSERT INTO {shard} ({row}, {VALUES}) VALUES ($1, $2, $3, $4, $5, $6) \
@@ -290,6 +304,16 @@ impl KindTables {
                  ON CONFLICT ({row}) DO UPDATE SET int_value = s.int_value + excluded.int_value \
                  WHERE s.int_value::numeric + excluded.int_value \
                        BETWEEN -9223372036854775808 AND 9223372036854775807"
+            ),
+            // `add_to_shard`, returning the row's new value and the sum of
+            // the field's other rows (numeric, as text: exact).
+            add_to_shard_total: format!(
+                "INSERT INTO {shard} AS s ({row}, int_value) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT ({row}) DO UPDATE SET int_value = s.int_value + excluded.int_value \
+                 WHERE s.int_value::numeric + excluded.int_value \
+                       BETWEEN -9223372036854775808 AND 9223372036854775807 \
+                 RETURNING s.int_value, (SELECT coalesce(sum(o.int_value), 0) FROM {shard} o \
+                     WHERE o.entity = $1 AND o.field = $2 AND o.shard <> $3)::text"
             ),
             append_shard: format!(
                 "INSERT INTO {shard} ({row}, {VALUES}) \

@@ -324,6 +324,7 @@ impl EntityStore for RedisCluster {
         let index = info.keys.index();
         let max_rows = self.options().compaction_batch_rows as u64;
         let mut stats = CompactionStats::default();
+        let mut skipped = Vec::new();
         let mut start = match from {
             Resume::Done => "-".to_owned(),
             Resume::After(key) | Resume::At(key) => format!("({}", keys::encode_id(key.as_key())),
@@ -343,6 +344,7 @@ impl EntityStore for RedisCluster {
                 return Ok(BatchPlan {
                     stats,
                     plans: Vec::new(),
+                    skipped,
                     resume: Resume::Done,
                     started,
                 });
@@ -352,11 +354,12 @@ impl EntityStore for RedisCluster {
                 let Some(stored) = decode_id(id, info.key_kind) else {
                     continue;
                 };
-                self.compact_entity(&mut conn, kind, &info, &stored, &mut stats)?;
+                self.compact_entity(&mut conn, kind, &info, &stored, &mut stats, &mut skipped)?;
                 if stats.rows_scanned >= max_rows {
                     return Ok(BatchPlan {
                         stats,
                         plans: Vec::new(),
+                        skipped,
                         resume: Resume::After(stored),
                         started,
                     });
@@ -577,6 +580,9 @@ impl RedisCluster {
     }
 
     /// Compacts every bucket of one entity, each bucket's fold one script.
+    /// A bucket's group that does not fold (a corrupt row, a total out of
+    /// the field's range) is left as it is and added to `skipped`: per
+    /// bucket, because that is the unit a fold here is atomic over.
     fn compact_entity(
         &self,
         conn: &mut Conn,
@@ -584,6 +590,7 @@ impl RedisCluster {
         info: &KindInfo,
         stored: &StoredKey,
         stats: &mut CompactionStats,
+        skipped: &mut Vec<(StoredKey, &'static str, Error)>,
     ) -> Result<()> {
         let key = stored.as_key();
         let entity = Entity::new(info, key);
@@ -631,13 +638,23 @@ impl RedisCluster {
                 let mut conflict = false;
                 for plan in &plans {
                     let spec = &kind.fields[plan.index];
-                    let values = plan
+                    let value = plan
                         .target_value
                         .iter()
                         .chain(plan.removed.iter().map(|(_, v)| v))
                         .map(|v| decode(v).map_err(|r| kind.corrupt(&key, spec.name, r)))
-                        .collect::<Result<Vec<_>>>()?;
-                    let value = kind.fold(&key, plan.index, &mut values.into_iter())?;
+                        .collect::<Result<Vec<_>>>()
+                        .and_then(|values| kind.fold(&key, plan.index, &mut values.into_iter()));
+                    let value = match value {
+                        Ok(value) => value,
+                        Err(e) => {
+                            // A retried bucket meets the same group again.
+                            if attempt == 1 {
+                                skipped.push((stored.clone(), spec.name, e));
+                            }
+                            continue;
+                        }
+                    };
                     let mut args = vec![inc.clone(), keys::row_field(spec.name, plan.target)];
                     for (shard, v) in &plan.removed {
                         args.push(keys::row_field(spec.name, *shard));

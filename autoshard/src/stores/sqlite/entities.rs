@@ -7,8 +7,10 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
 use crate::mapper::{self, Delta, InsertPlan, SavePlan};
-use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored};
+use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored};
+use crate::sum::{Sum, Total};
 use crate::value::Value;
+use rusqlite::types::ValueRef;
 use rusqlite::{ffi, OptionalExtension, Transaction};
 
 impl EntityStore for Sqlite {
@@ -180,9 +182,10 @@ fn check_incarnation(
     Ok(())
 }
 
-/// Static: fold the delta into one random shard in `0..shards`. Dynamic:
-/// append a row. The foreign key turns a write to a deleted entity into
-/// `NotFound`.
+/// Static: fold the delta into one random shard in `0..shards` (for a field
+/// that adds, read the field's rows to check its total:
+/// [`Kind::plan_static`]). Dynamic: append a row. The foreign key turns a
+/// write to a deleted entity into `NotFound`.
 fn write_delta(
     tx: &Transaction<'_>,
     kind: &Kind,
@@ -193,12 +196,25 @@ fn write_delta(
     let field = delta.spec.name;
     let written = match delta.spec.shards {
         Some(shards) => {
-            let shard = mapper::pick_shard(shards);
-            let stored: Option<Value> = tx
-                .prepare_cached(&tables.select_shard)?
-                .query_row((key, field, shard), |r| r.get(0))
-                .optional()?;
-            let value = kind.fold_delta(&key, delta.index, stored, &delta.value)?;
+            let picked = mapper::pick_shard(shards);
+            let (shard, value) = if kind.sum(delta.index) == Sum::Other {
+                let stored: Option<Value> = tx
+                    .prepare_cached(&tables.select_shard)?
+                    .query_row((key, field, picked), |r| r.get(0))
+                    .optional()?;
+                let value = kind.fold_delta(&key, delta.index, stored, &delta.value)?;
+                (picked, value)
+            } else {
+                let (stored, total) = sum_field(tx, kind, tables, key, delta.index, picked)?;
+                let mut rows = || field_rows(tx, tables, key, field);
+                let read = StaticRead {
+                    picked,
+                    stored,
+                    total,
+                    rows: &mut rows,
+                };
+                kind.plan_static(&key, delta.index, read, &delta.value, true)?
+            };
             tx.prepare_cached(&tables.upsert_shard)?
                 .execute((key, field, shard, &value))
         }
@@ -210,6 +226,67 @@ fn write_delta(
         Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => kind.not_found(key),
         _ => e.into(),
     })
+}
+
+/// The picked row of a field that adds and the field's total, in one
+/// statement that steps the field's rows inside SQLite (no row crosses into
+/// Rust). SQLite's `sum` is exact over integers and fails when a partial sum
+/// leaves `i64`, and gives a real if a row is not an integer: then the total
+/// is left to the rows themselves (`field_rows`), which only the rare paths
+/// read.
+fn sum_field(
+    tx: &Transaction<'_>,
+    kind: &Kind,
+    tables: &KindTables,
+    key: Key<'_>,
+    index: usize,
+    picked: i64,
+) -> Result<(Option<Value>, Option<Total>)> {
+    let field = kind.fields[index].name;
+    let read = tx
+        .prepare_cached(&tables.sum_field)?
+        .query_row((key, field, picked), |r| {
+            let total = match (kind.sum(index), r.get_ref(1)?) {
+                (Sum::Integers, ValueRef::Integer(i)) => Some(Total::Int(i.into())),
+                (Sum::Integers, ValueRef::Null) => Some(Total::Int(0)),
+                (Sum::Floats, ValueRef::Real(f)) => Some(Total::Float(f)),
+                (Sum::Floats, ValueRef::Integer(i)) => Some(Total::Float(i as f64)),
+                (Sum::Floats, ValueRef::Null) => Some(Total::Float(0.0)),
+                _ => None,
+            };
+            Ok((r.get::<_, Option<Value>>(0)?, total))
+        });
+    match read {
+        Err(rusqlite::Error::SqliteFailure(_, Some(message))) if message == "integer overflow" => {
+            let stored = tx
+                .prepare_cached(&tables.select_shard)?
+                .query_row((key, field, picked), |r| r.get(0))
+                .optional()?;
+            Ok((stored, None))
+        }
+        read => Ok(read?),
+    }
+}
+
+/// Every row of one field of an entity; `None` if one does not read.
+fn field_rows(
+    tx: &Transaction<'_>,
+    tables: &KindTables,
+    key: Key<'_>,
+    field: &str,
+) -> Result<Option<Vec<(i64, Value)>>> {
+    let mut select = tx.prepare_cached(&tables.select_field)?;
+    let rows = select.query_map((key, field), |r| {
+        Ok(r.get::<_, Value>(1).ok().map(|v| (r.get(0), v)))
+    })?;
+    let mut read = Vec::new();
+    for row in rows {
+        match row? {
+            Some((shard, value)) => read.push((shard?, value)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(read))
 }
 
 fn constraint(error: &rusqlite::Error) -> Option<i32> {
@@ -248,12 +325,12 @@ fn compact_batch(
     while let Some(row) = rows.next()? {
         let field: String = row.get(1)?;
         let value = || row.get::<_, Value>(3).map_err(|e| e.to_string());
-        if !batch.push(row.get(0)?, &field, row.get(2)?, value)? {
+        if !batch.push(row.get(0)?, &field, row.get(2)?, value) {
             break;
         }
     }
     drop(rows);
-    let batch = batch.finish()?;
+    let batch = batch.finish();
     for (entity, index, plan) in &batch.plans {
         let spec = &kind.fields[*index];
         // Rows after the kept ones, up to the last row read: exactly `removed`.

@@ -33,6 +33,8 @@ pub(crate) struct KindTables {
     pub insert_shard: String,
     pub select_shards: String,
     pub select_shard: String,
+    pub select_field: String,
+    pub sum_field: String,
     pub upsert_shard: String,
     pub append_shard: String,
     pub count_shards: String,
@@ -76,6 +78,17 @@ impl KindTables {
             select_shards: format!("SELECT field, value FROM {shard} WHERE entity = ?1"),
             select_shard: format!(
                 "SELECT value FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard = ?3"
+            ),
+            select_field: format!(
+                "SELECT shard, value FROM {shard} WHERE entity = ?1 AND field = ?2"
+            ),
+            // The picked row, and the field's total as SQLite's `sum` has
+            // it: exact for integers, or an error if a partial sum leaves
+            // i64; a real if any row is not an integer.
+            sum_field: format!(
+                "SELECT (SELECT value FROM {shard} WHERE entity = ?1 AND field = ?2 AND shard = ?3), \
+                        sum(value) \
+                 FROM {shard} WHERE entity = ?1 AND field = ?2"
             ),
             upsert_shard: format!(
                 "INSERT INTO {shard} (entity, field, shard, value) VALUES (?1, ?2, ?3, ?4) \
