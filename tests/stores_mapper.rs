@@ -48,9 +48,6 @@ store_tests!(
 // Compaction folds per bucket on Redis Cluster (a cross-slot fold is not
 // atomic), so the tests that count merged rows or look at the compacted
 // layout are replaced by tests/redis_cluster.rs; the rest hold as they are.
-// Not yet on Redis Cluster: a stale object's save is not refused there
-// (`saving_a_deleted_entity_is_not_found_and_keeps_the_delta` re-inserts
-// the id and expects `NotFound`; see docs/design.md, "Redis Cluster").
 redis_cluster_tests!(
     insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field,
     insert_of_an_existing_id_fails_and_changes_nothing,
@@ -64,6 +61,8 @@ redis_cluster_tests!(
     delete_removes_the_entity_and_all_its_shard_rows,
     compaction_of_an_empty_kind,
     integer_ids_of_any_width_and_sign,
+    saving_a_deleted_entity_is_not_found_and_keeps_the_delta,
+    a_stale_object_cannot_write_into_a_new_incarnation,
 );
 
 // --- helpers -------------------------------------------------------------

@@ -98,6 +98,14 @@ fn gone(kind: &Kind, key: Key<'_>) -> Error {
     kind.not_found(key)
 }
 
+/// The entity a save writes into: its keys, its id, and the incarnation
+/// its pieces must find (empty: any, for a kind without a `Pending`).
+struct Target<'a> {
+    entity: &'a Entity,
+    key: Key<'a>,
+    inc: &'a str,
+}
+
 /// The document and the buckets of one entity, read in one pipelined
 /// round per node.
 type Read = (HashMap<String, String>, Vec<HashMap<String, String>>);
@@ -247,8 +255,19 @@ impl EntityStore for RedisCluster {
         if statics.len() > 1 {
             self.dry_run(&mut conn, kind, &entity, key, &statics)?;
         }
+        // Every piece checks it: a save may write no document, and each
+        // bucket knows the incarnation it belongs to (`~`).
+        let inc = plan
+            .incarnation
+            .map(|i| i.to_string())
+            .unwrap_or_default();
+        let target = Target {
+            entity: &entity,
+            key,
+            inc: &inc,
+        };
         for (delta, shard) in &statics {
-            let outcome = self.fold_static(&mut conn, kind, &info, &entity, key, delta, *shard);
+            let outcome = self.fold_static(&mut conn, kind, &info, &target, delta, *shard);
             step(delta.spec.name, outcome)?;
         }
         for delta in plan.deltas.iter().filter(|d| d.spec.shards.is_none()) {
@@ -261,6 +280,7 @@ impl EntityStore for RedisCluster {
                     delta.spec.name.to_owned(),
                     encode(&delta.value),
                     bucket.to_string(),
+                    inc.clone(),
                 ],
             };
             let id = self.next_seq(&mut conn);
@@ -276,7 +296,7 @@ impl EntityStore for RedisCluster {
                 script: scripts::write_document(),
                 key: &entity.document,
                 slot: entity.home,
-                args: vec![plan.document.clone()],
+                args: vec![plan.document.clone(), inc.clone()],
             };
             let id = self.next_seq(&mut conn);
             let outcome = match self.run(&mut conn, &piece, id) {
@@ -512,17 +532,16 @@ impl RedisCluster {
     /// Folds `delta` into static shard `shard`: `HINCRBY` for a field
     /// whose fold adds integers, else read, fold in Rust and
     /// compare-and-set, retried on conflict. Returns the attempts made.
-    #[allow(clippy::too_many_arguments)]
     fn fold_static(
         &self,
         conn: &mut Conn,
         kind: &Kind,
         info: &KindInfo,
-        entity: &Entity,
-        key: Key<'_>,
+        target: &Target<'_>,
         delta: &mapper::Delta,
         shard: i64,
     ) -> Result<u32> {
+        let (entity, key) = (target.entity, target.key);
         let bucket = keys::static_bucket(shard);
         let bucket_key = &entity.buckets[bucket];
         let slot = entity.bucket_slot(bucket);
@@ -536,7 +555,7 @@ impl RedisCluster {
                 script: scripts::add(),
                 key: bucket_key,
                 slot,
-                args: vec![row.clone(), add.to_string()],
+                args: vec![row.clone(), add.to_string(), target.inc.to_owned()],
             };
             match self.run(conn, &piece, id)? {
                 Reply::Gone => return Err(gone(kind, key)),
@@ -565,6 +584,7 @@ impl RedisCluster {
                     if stored.is_some() { "1" } else { "0" }.to_owned(),
                     stored.unwrap_or_default(),
                     encode(&new),
+                    target.inc.to_owned(),
                 ],
             };
             match self.run(conn, &piece, id)? {

@@ -14,7 +14,8 @@
 //! exactly-once test).
 //!
 //! Replies are status words: `OK`, `DUP`, `GONE` (the document or bucket
-//! does not exist: the entity is not stored), `EXISTS` (insert of a taken
+//! does not exist, or belongs to another incarnation than the save's: the
+//! entity is not stored, or not the one the object came from), `EXISTS` (insert of a taken
 //! id), `NOTINT` and `OVERFLOW` (an integer add that must be folded in Rust
 //! instead), `CONFLICT` (compare-and-set lost).
 
@@ -83,13 +84,16 @@ return 'OK'
     )
 }
 
-/// Save's document: `ARGV[4]` the JSON; `GONE` if the entity is not stored.
+/// Save's document: `ARGV[4]` the JSON, `ARGV[5]` the incarnation the
+/// save belongs to (empty: any); `GONE` if the entity is not stored or is
+/// another incarnation.
 pub(crate) fn write_document() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'inc') ~= ARGV[5] then return 'GONE' end
 redis.call('HSET', KEYS[1], 'doc', ARGV[4])
 mark()
 return 'OK'
@@ -99,13 +103,16 @@ return 'OK'
 
 /// A static save of a sum: `HINCRBY` row `ARGV[4]` by `ARGV[5]` (a missing
 /// row counts as 0). `NOTINT` if the row holds something else, `OVERFLOW`
-/// if the sum leaves `i64` (Redis refuses it and writes nothing).
+/// if the sum leaves `i64` (Redis refuses it and writes nothing). `ARGV[6]`
+/// is the save's incarnation: `GONE` if the bucket belongs to another
+/// (empty: any).
 pub(crate) fn add() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[6] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[6] then return 'GONE' end
 local cur = redis.call('HGET', KEYS[1], ARGV[4])
 if cur and not string.match(cur, '^-?%d+$') then return 'NOTINT' end
 local r = redis.pcall('HINCRBY', KEYS[1], ARGV[4], ARGV[5])
@@ -117,13 +124,15 @@ return 'OK'
 }
 
 /// Compare-and-set of row `ARGV[4]`: if it holds `ARGV[6]` (or is absent
-/// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`.
+/// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`. `ARGV[8]`
+/// is the save's incarnation, as for [`add`].
 pub(crate) fn compare_and_set() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[8] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[8] then return 'GONE' end
 local cur = redis.call('HGET', KEYS[1], ARGV[4])
 if ARGV[5] == '0' then
   if cur then return 'CONFLICT' end
@@ -144,13 +153,14 @@ return 'OK'
 /// order, rows of sequential saves in any buckets too (the nodes share a
 /// clock), and all of them lie above every static shard (at most 10,000).
 /// Lua's numbers are doubles: exact up to 2^53, which this stays below
-/// until about 2042.
+/// until about 2042. `ARGV[7]` is the save's incarnation, as for [`add`].
 pub(crate) fn append() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[7] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[7] then return 'GONE' end
 local t = redis.call('TIME')
 local us = (tonumber(t[1]) - 1735689600) * 1000000 + tonumber(t[2])
 local last = tonumber(redis.call('HGET', KEYS[1], '~seq') or '0')
