@@ -159,6 +159,8 @@ impl EntityStore for RedisCluster {
             script: scripts::insert_document(),
             key: &entity.document,
             slot: entity.home,
+            binary: Vec::new(),
+            more_keys: &[],
             args: vec![plan.document.clone(), inc.clone()],
         };
         let id = self.next_seq(&mut conn);
@@ -175,6 +177,8 @@ impl EntityStore for RedisCluster {
                 script: scripts::insert_bucket(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
+                binary: Vec::new(),
+                more_keys: &[],
                 args,
             };
             let id = self.next_seq(&mut conn);
@@ -257,10 +261,7 @@ impl EntityStore for RedisCluster {
         }
         // Every piece checks it: a save may write no document, and each
         // bucket knows the incarnation it belongs to (`~`).
-        let inc = plan
-            .incarnation
-            .map(|i| i.to_string())
-            .unwrap_or_default();
+        let inc = plan.incarnation.map(|i| i.to_string()).unwrap_or_default();
         let target = Target {
             entity: &entity,
             key,
@@ -276,6 +277,8 @@ impl EntityStore for RedisCluster {
                 script: scripts::append(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![
                     delta.spec.name.to_owned(),
                     encode(&delta.value),
@@ -296,6 +299,8 @@ impl EntityStore for RedisCluster {
                 script: scripts::write_document(),
                 key: &entity.document,
                 slot: entity.home,
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![plan.document.clone(), inc.clone()],
             };
             let id = self.next_seq(&mut conn);
@@ -555,6 +560,8 @@ impl RedisCluster {
                 script: scripts::add(),
                 key: bucket_key,
                 slot,
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![row.clone(), add.to_string(), target.inc.to_owned()],
             };
             match self.run(conn, &piece, id)? {
@@ -579,6 +586,8 @@ impl RedisCluster {
                 script: scripts::compare_and_set(),
                 key: bucket_key,
                 slot,
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![
                     row.clone(),
                     if stored.is_some() { "1" } else { "0" }.to_owned(),
@@ -677,6 +686,8 @@ impl RedisCluster {
                         script: scripts::compact(),
                         key: &entity.buckets[bucket],
                         slot: entity.bucket_slot(bucket),
+                        binary: Vec::new(),
+                        more_keys: &[],
                         args,
                     };
                     let id = self.next_seq(conn);

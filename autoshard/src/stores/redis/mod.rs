@@ -18,6 +18,7 @@
 //! pieces guarantees, and what it does not, is in `docs/design.md`
 //! ("Redis Cluster").
 
+mod board_tx;
 mod boards;
 mod entities;
 mod error;
@@ -25,14 +26,14 @@ mod keys;
 mod scripts;
 
 use crate::error::{Error, Result};
-use crate::seam::{Backend, Boards, Entities, Kind};
+use crate::seam::{Backend, BoardSpec, Boards, Entities, Kind};
 use crate::stores::pool::{Checkout, Pool, Pooled};
 use crate::stores::registry::{self, KindCache};
 use error::{classify, Class};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The URL schemes [`crate::open`] hands to this store.
@@ -205,6 +206,7 @@ impl RedisClusterBuilder {
                 client,
                 pool: Pool::new(self.pool_size, first),
                 kinds: KindCache::default(),
+                boards: Mutex::default(),
                 options: self,
             }),
         })
@@ -240,6 +242,9 @@ struct Inner {
     client: ClusterClient,
     pool: Pool<Conn>,
     kinds: KindCache<entities::KindInfo>,
+    /// The shape of every board this handle created or opened, by id: a
+    /// board's shape never changes, and its transactions need it.
+    boards: Mutex<HashMap<i64, BoardSpec>>,
     options: RedisClusterBuilder,
 }
 
@@ -296,6 +301,10 @@ pub(crate) struct Piece<'a> {
     pub slot: u16,
     /// `ARGV[4..]`.
     pub args: Vec<String>,
+    /// Binary arguments after `args`.
+    pub binary: Vec<Vec<u8>>,
+    /// `KEYS[3..]`: more keys of the same slot.
+    pub more_keys: &'a [String],
 }
 
 /// A script's status word.
@@ -452,8 +461,14 @@ impl RedisCluster {
             .arg(&writer_arg)
             .arg(seq)
             .arg(MARK_RETENTION_S);
+        for key in piece.more_keys {
+            invocation.key(key);
+        }
         for arg in &piece.args {
             invocation.arg(arg);
+        }
+        for arg in &piece.binary {
+            invocation.arg(arg.as_slice());
         }
         let deadline = Instant::now() + options.in_doubt_timeout;
         let mut maybe_sent = false;
