@@ -349,7 +349,7 @@ impl BoardStore for RedisCluster {
         let stored: HashMap<String, String> = self.board_query(redis::cmd("HGETALL").arg(dead))?;
         let mut letters = stored
             .iter()
-            .map(|(id, json)| super::board_tx::parse_dead_letter(board, id, json))
+            .map(|(id, json)| super::board_codec::parse_dead_letter(board, id, json))
             .collect::<Result<Vec<_>>>()?;
         letters.sort_by_key(|letter| letter.id);
         Ok(letters)
