@@ -46,7 +46,7 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
         board.worker().drain().unwrap();
         board.enqueue("c", 3).unwrap();
     }
-    let boards = board_keys(&store.prefix().to_owned());
+    let boards = board_keys(store.prefix());
     assert_eq!(boards.len(), 12, "{boards:?}");
     let mut used = BTreeSet::new();
     for (board, places) in &boards {
@@ -152,4 +152,71 @@ fn queue_entries_written_behind_the_stores_back_are_set_aside() {
     assert!(!board.delete_dead_letter(out_of_range.id).unwrap());
     assert_eq!(board.dead_letters().unwrap().len(), 3);
     assert_eq!(board.rank("good-19", Tie::Standard).unwrap(), Some(1));
+}
+
+/// Board write rates on the test cluster, printed (not asserted: the
+/// machine is shared). Run with
+/// `cargo test --release --features redis --test redis_ranking -- --ignored --nocapture measure`;
+/// figures in docs/design.md ("Ranking boards on Redis Cluster").
+#[test]
+#[ignore = "a measurement, not a test"]
+fn measure_board_writes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    let store = RedisCluster::fresh();
+    let seconds = 3;
+    let config = || RankingConfig::new(0..1_000_000).shards(4).queues(4);
+    // `threads` writers of `set_score` on `boards` boards (thread t on board
+    // t mod boards) for a few seconds: writes per second.
+    let direct = |threads: usize, boards: usize, tag: &str| {
+        let boards: Vec<Ranking> = (0..boards)
+            .map(|b| Ranking::create(&*store, &format!("{tag}{b}"), config()).unwrap())
+            .collect();
+        let done = AtomicU64::new(0);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (board, done) = (&boards[t % boards.len()], &done);
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while start.elapsed() < Duration::from_secs(seconds) {
+                        let player = format!("p{t}-{}", n % 1000);
+                        board
+                            .set_score(&player, ((n * 7919) % 1_000_000) as i64)
+                            .unwrap();
+                        n += 1;
+                    }
+                    done.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+        });
+        for board in &boards {
+            board.check_integrity().unwrap();
+        }
+        done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    };
+    println!("set_score, 1 thread, 1 board: {:.0}/s", direct(1, 1, "a"));
+    println!("set_score, 4 threads, 1 board: {:.0}/s", direct(4, 1, "b"));
+    println!("set_score, 4 threads, 4 boards: {:.0}/s", direct(4, 4, "c"));
+
+    let board = Ranking::create(&*store, "queue", config()).unwrap();
+    let n = 20_000;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let board = &board;
+            s.spawn(move || {
+                for i in 0..n / 4 {
+                    board.enqueue(&format!("q{t}-{i}"), i as i64).unwrap();
+                }
+            });
+        }
+    });
+    let enqueued = n as f64 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let stats = board.worker().batch_size(1_000).drain().unwrap();
+    let drained = stats.updates as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(stats.updates, n as u64);
+    board.check_integrity().unwrap();
+    println!("enqueue, 4 threads: {enqueued:.0}/s; one worker (batches of 1,000): {drained:.0} updates/s");
 }

@@ -224,10 +224,14 @@ impl BoardStore for RedisCluster {
         };
         match self.board_piece(&piece)? {
             Reply::Exists => Err(Error::RankingExists { name: name.into() }),
-            _ => {
+            reply if reply.applied() => {
                 self.remember(id, *spec);
                 Ok(id)
             }
+            other => Err(Error::SchemaMismatch {
+                kind: "redis script".into(),
+                reason: format!("unexpected reply {other:?} to a board's creation"),
+            }),
         }
     }
 

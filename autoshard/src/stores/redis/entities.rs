@@ -18,7 +18,7 @@ use std::collections::HashMap;
 /// What a handle keeps per kind.
 pub(crate) struct KindInfo {
     pub keys: KindKeys,
-    key_kind: KeyKind,
+    pub key_kind: KeyKind,
     /// Per field: whether its fold adds `i64`s, so a save can `HINCRBY`.
     sums: Vec<bool>,
 }
@@ -42,15 +42,15 @@ impl KindInfo {
 }
 
 /// One entity's keys.
-struct Entity {
+pub(super) struct Entity {
     home: u16,
     id: String,
-    document: String,
-    buckets: Vec<String>,
+    pub document: String,
+    pub buckets: Vec<String>,
 }
 
 impl Entity {
-    fn new(info: &KindInfo, key: Key<'_>) -> Self {
+    pub(super) fn new(info: &KindInfo, key: Key<'_>) -> Self {
         let home = keys::home_slot(&info.keys.base, key);
         let id = keys::encode_id(key);
         Entity {
@@ -123,7 +123,7 @@ fn read_entity(c: &mut ClusterConnection, entity: &Entity) -> redis::RedisResult
 
 /// The shard rows of declared fields in the buckets of incarnation `inc`
 /// (buckets of an earlier incarnation, not yet replaced, are skipped).
-fn rows_of<'a>(
+pub(super) fn rows_of<'a>(
     kind: &'a Kind,
     inc: &'a str,
     buckets: &'a [HashMap<String, String>],
@@ -390,11 +390,8 @@ impl EntityStore for RedisCluster {
         }
     }
 
-    fn census(&self, _kind: &Kind) -> Result<Census> {
-        Err(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "stats",
-        })
+    fn census(&self, kind: &Kind) -> Result<Census> {
+        super::census::census(self, kind)
     }
 
     fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {
@@ -434,7 +431,7 @@ fn delete_bucket() -> &'static redis::Script {
 
 /// An index member back as a key (`None` for a member of the other id
 /// type, which the registry makes impossible).
-fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
+pub(super) fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
     match (kind, id.split_at_checked(1)?) {
         (KeyKind::Int, ("i", n)) => n.parse().ok().map(StoredKey::Int),
         (KeyKind::Text, ("s", s)) => Some(StoredKey::Text(s.to_owned())),

@@ -21,6 +21,7 @@
 mod board_codec;
 mod board_tx;
 mod boards;
+mod census;
 mod entities;
 mod error;
 mod keys;
