@@ -175,11 +175,17 @@ impl RedisClusterBuilder {
         let mut builder = ClusterClient::builder(urls)
             .connection_timeout(Duration::from_secs(2))
             .response_timeout(self.response_timeout)
-            // Redirections and short waits while the cluster fails over;
-            // the store's own loop retries beyond that.
-            .retries(4)
-            .min_retry_wait(20)
-            .max_retry_wait(500);
+            // No retries inside the client: after a dropped connection it
+            // reconnects and resends by itself, and if that resend is then
+            // refused (the master is dead) it reports only the refusal, so
+            // a piece that was applied before the drop would count as not
+            // sent, fail `Unavailable`, and be counted twice when the
+            // caller saves again (the failover defect in docs/design.md).
+            // The store's loops see every error instead, rebuild the
+            // connection (a fresh slot map) on a redirection or a lost
+            // connection, and resend a piece that may have been applied
+            // under its operation id.
+            .retries(0);
         if !self.address_map.is_empty() {
             let map: HashMap<_, _> = self
                 .address_map
@@ -419,9 +425,9 @@ impl RedisCluster {
                 Ok(r) => return Ok(r),
                 Err(e) if classify(&e) == Class::Other => return Err(e.into()),
                 Err(e) => {
-                    if matches!(classify(&e), Class::Lost | Class::NotSent) {
-                        conn.cluster = None;
-                    }
+                    // Any failure may mean a stale slot map (the client
+                    // follows no redirection itself): start afresh.
+                    conn.cluster = None;
                     if attempt == max {
                         return Err(Error::Unavailable {
                             attempts: attempt,
@@ -501,7 +507,11 @@ impl RedisCluster {
                     conn.cluster = None;
                     refusals += 1;
                 }
-                Class::Transient => refusals += 1,
+                Class::Transient => {
+                    // `MOVED` after a failover: the slot map is stale.
+                    conn.cluster = None;
+                    refusals += 1;
+                }
             }
             if maybe_sent && Instant::now() >= deadline {
                 return Err(Error::InDoubt {
