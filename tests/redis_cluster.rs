@@ -286,10 +286,13 @@ impl Pair {
 
 /// The weaker isolation, exactly: every save adds 1 to `a` and 1 to `b` in
 /// two pieces (two slots). A concurrent load may see one piece of a save
-/// without the other, so `a != b` is allowed, but by at most one in-flight
-/// save per writer; each field only grows between one reader's loads (no
-/// piece is seen and then unseen); and once the writers are done both are
-/// exact. (On SQLite and PostgreSQL `a == b` in every load.)
+/// without the other, so `a != b` is allowed; each field only grows
+/// between one reader's loads (no piece is seen and then unseen); and once
+/// the writers are done both are exact. (On SQLite and PostgreSQL `a == b`
+/// in every load.) There is no bound on `|a - b|` in one load: a load
+/// reads the buckets one node after another, and between two of its reads
+/// any number of saves may complete. This test used to assert `|a - b| <=
+/// writers` and failed 2 of 3 runs on a machine at load ~17.
 #[test]
 fn a_load_may_see_part_of_a_save_but_never_loses_or_doubles_a_piece() {
     let db = fresh();
@@ -311,12 +314,6 @@ fn a_load_may_see_part_of_a_save_but_never_loses_or_doubles_a_piece() {
             while !done.load(Ordering::Acquire) {
                 let p: Pair = db.load(&1).unwrap().unwrap();
                 assert!(p.a >= last_a && p.b >= last_b, "a piece was unseen");
-                assert!(
-                    (p.a - p.b).unsigned_abs() as usize <= writers,
-                    "a = {}, b = {}: more than one save per writer in flight",
-                    p.a,
-                    p.b
-                );
                 torn += u64::from(p.a != p.b);
                 loads += 1;
                 (last_a, last_b) = (p.a, p.b);
