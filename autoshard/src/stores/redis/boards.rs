@@ -69,10 +69,17 @@ impl BoardKeys {
     /// The hashes, ordered set and counter a commit may write, in the
     /// order of `KEYS[3..8]` of [`scripts::board_commit`].
     pub fn data(&self) -> Vec<String> {
-        ["n", "a", "p", "o", "d", "di"]
+        let mut data: Vec<String> = ["n", "a", "p", "o"]
             .iter()
             .map(|k| format!("{}:{k}", self.base))
-            .collect()
+            .collect();
+        data.extend([self.dead_letters(), format!("{}:di", self.base)]);
+        data
+    }
+
+    /// The dead letters: id -> JSON (`board_codec::dead_letter_json`).
+    pub fn dead_letters(&self) -> String {
+        format!("{}:d", self.base)
     }
 
     pub fn heads(&self) -> String {
@@ -349,8 +356,8 @@ impl BoardStore for RedisCluster {
 
     fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
         let keys = BoardKeys::new(self.prefix(), board);
-        let dead = &keys.data()[4];
-        let stored: HashMap<String, String> = self.board_query(redis::cmd("HGETALL").arg(dead))?;
+        let stored: HashMap<String, String> =
+            self.board_query(redis::cmd("HGETALL").arg(keys.dead_letters()))?;
         let mut letters = stored
             .iter()
             .map(|(id, json)| super::board_codec::parse_dead_letter(board, id, json))
@@ -361,7 +368,7 @@ impl BoardStore for RedisCluster {
 
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
         let keys = BoardKeys::new(self.prefix(), board);
-        let deleted: i64 = self.board_query(redis::cmd("HDEL").arg(&keys.data()[4]).arg(id))?;
+        let deleted: i64 = self.board_query(redis::cmd("HDEL").arg(keys.dead_letters()).arg(id))?;
         Ok(deleted > 0)
     }
 }
