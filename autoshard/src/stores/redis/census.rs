@@ -8,7 +8,7 @@
 //! others, as a load may see it. An entity whose insert died before it
 //! joined the index is not counted (compaction does not see it either).
 
-use super::entities::{decode_id, rows_of, Entity};
+use super::entities::{decode_id, index_page, rows_of, Entity};
 use super::RedisCluster;
 use crate::error::Result;
 use crate::seam::{Census, FieldCensus, Kind};
@@ -28,16 +28,7 @@ pub(super) fn census(db: &RedisCluster, kind: &Kind) -> Result<Census> {
     };
     let mut start = "-".to_owned();
     loop {
-        let ids: Vec<String> = db.with_conn(&mut conn, |c| {
-            redis::cmd("ZRANGEBYLEX")
-                .arg(&index)
-                .arg(&start)
-                .arg("+")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(BATCH)
-                .query(c)
-        })?;
+        let ids = index_page(db, &mut conn, &index, &start, BATCH)?;
         let Some(last) = ids.last() else {
             return Ok(census);
         };

@@ -3,7 +3,7 @@
 //! bucket's slot that deletes exactly the rows it folded (docs/design.md,
 //! "What each operation does").
 
-use super::entities::{decode, decode_id, encode, Entity, KindInfo};
+use super::entities::{decode, decode_id, encode, index_page, Entity, KindInfo};
 use super::keys::{self, BUCKETS};
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::compaction::{BatchPlan, Resume};
@@ -25,16 +25,7 @@ pub(super) fn compact_batch(db: &RedisCluster, kind: &Kind, from: &Resume) -> Re
         Resume::After(key) | Resume::At(key) => format!("({}", keys::encode_id(key.as_key())),
     };
     loop {
-        let ids: Vec<String> = db.with_conn(&mut conn, |c| {
-            redis::cmd("ZRANGEBYLEX")
-                .arg(&index)
-                .arg(&start)
-                .arg("+")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(64)
-                .query(c)
-        })?;
+        let ids = index_page(db, &mut conn, &index, &start, 64)?;
         let Some(last) = ids.last() else {
             return Ok(BatchPlan {
                 stats,

@@ -384,6 +384,27 @@ fn delete_bucket() -> &'static redis::Script {
     })
 }
 
+/// Up to `n` ids of the kind's index from `start` on (a `ZRANGEBYLEX`
+/// bound: `-`, or `(id` for after `id`), in byte order.
+pub(super) fn index_page(
+    db: &RedisCluster,
+    conn: &mut Conn,
+    index: &str,
+    start: &str,
+    n: usize,
+) -> Result<Vec<String>> {
+    db.with_conn(conn, |c| {
+        redis::cmd("ZRANGEBYLEX")
+            .arg(index)
+            .arg(start)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n)
+            .query(c)
+    })
+}
+
 /// An index member back as a key (`None` for a member of the other id
 /// type, which the registry makes impossible).
 pub(super) fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
