@@ -34,6 +34,25 @@ store_tests!(
     readers_never_see_half_a_batch,
 );
 
+// The same oracle tests on Redis Cluster: a board is one slot there, its
+// transactions optimistic (docs/design.md, "Ranking boards on Redis
+// Cluster").
+redis_cluster_tests!(
+    every_query_agrees_with_a_sorted_list,
+    code_jam_example,
+    redis_tie_example,
+    reapplying_a_batch_is_a_no_op,
+    full_i64_range_ranks_the_extremes,
+    bad_configurations_are_refused_and_create_nothing,
+    board_names_are_validated_and_bound_as_data,
+    bad_updates_and_queries_are_refused_and_change_nothing,
+    create_and_open_from_other_handles,
+    sharded_writes_from_four_threads_match_the_oracle,
+    four_threads_on_the_same_players_keep_the_tree_exact,
+    big_batches_among_small_writers_keep_the_tree_exact,
+    readers_never_see_half_a_batch,
+);
+
 /// A store under test that can hold boards.
 trait Boards: TestStore {
     type Db: RankingStore;
@@ -61,6 +80,17 @@ impl Boards for autoshard::Postgres {
     fn db(&self) -> &autoshard::Postgres {
         self
     }
+    const CASES: u32 = 6;
+    const VERIFY_EVERY: usize = 4;
+}
+
+#[cfg(feature = "redis")]
+impl Boards for autoshard::RedisCluster {
+    type Db = autoshard::RedisCluster;
+    fn db(&self) -> &autoshard::RedisCluster {
+        self
+    }
+    // A few round trips per query, as on PostgreSQL.
     const CASES: u32 = 6;
     const VERIFY_EVERY: usize = 4;
 }
@@ -950,16 +980,22 @@ fn readers_never_see_half_a_batch<S: Boards>() {
 
 // ------------------------------------------------- store-specific entry
 
-/// `autoshard::open(url)` gives boards on either store from configuration.
+/// `autoshard::open(url)` gives boards on any store from configuration.
 #[test]
 fn boards_through_any_store() {
-    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(unused_mut))]
     let mut urls = vec!["sqlite::memory:".to_owned()];
     #[cfg(feature = "postgres")]
     let _schema = {
         let schema = stores::pg::new_schema();
         urls.push(format!("{}?schema={schema}", stores::pg::url()));
         stores::pg::DropSchema(schema)
+    };
+    #[cfg(feature = "redis")]
+    let _prefix = {
+        let prefix = stores::redis_cluster::new_prefix();
+        urls.push(stores::redis_cluster::url(&prefix));
+        stores::redis_cluster::DropPrefix(prefix)
     };
     for url in urls {
         let db = autoshard::open(&url).unwrap();
@@ -976,13 +1012,19 @@ fn boards_through_any_store() {
 /// worker and the queue empties.
 #[test]
 fn the_queue_through_any_store() {
-    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(unused_mut))]
     let mut urls = vec!["sqlite::memory:".to_owned()];
     #[cfg(feature = "postgres")]
     let _schema = {
         let schema = stores::pg::new_schema();
         urls.push(format!("{}?schema={schema}", stores::pg::url()));
         stores::pg::DropSchema(schema)
+    };
+    #[cfg(feature = "redis")]
+    let _prefix = {
+        let prefix = stores::redis_cluster::new_prefix();
+        urls.push(stores::redis_cluster::url(&prefix));
+        stores::redis_cluster::DropPrefix(prefix)
     };
     for url in urls {
         let db = autoshard::open(&url).unwrap();

@@ -322,9 +322,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// The store does not implement this operation yet (for example
-    /// [`Store::stats`](crate::Store::stats) on Redis Cluster). Nothing was
-    /// read or written.
+    /// The store does not implement this operation yet (no store of this
+    /// crate returns it today; `Store::stats` on Redis Cluster did until
+    /// it was implemented). Nothing was read or written.
     #[error("{operation} is not implemented on the {store} store yet")]
     Unsupported {
         /// The store (`"redis-cluster"`, ...).
