@@ -202,6 +202,18 @@ pub enum Error {
         name: String,
     },
 
+    /// `Ranking::open_or_create` found the board stored with another
+    /// configuration than the one given (another range, branching, shards,
+    /// queues, policy or order). Nothing was written; the board is
+    /// unchanged.
+    #[error("ranking board {name:?} exists with another configuration: {reason}")]
+    RankingMismatch {
+        /// The board name.
+        name: String,
+        /// Every field that differs, stored value first.
+        reason: String,
+    },
+
     /// `Ranking::flush` waited its whole time limit and updates enqueued
     /// before it are still queued: no worker is running, or it cannot keep
     /// up. Nothing was written or lost; the updates stay queued for a

@@ -10,14 +10,26 @@ use crate::error::{Error, Result};
 
 /// A board's shape as stored: the public `RankingConfig` without its
 /// validation, which the ranking layer does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BoardSpec {
     pub min: i64,
     pub max: i64,
     pub branching: u32,
     pub shards: u32,
     pub queues: u32,
+    /// The update policy's stored name (`replace`, `best`, `worst`,
+    /// `increment`); a board stored before policies existed is `replace`.
+    pub policy: String,
+    /// The score order's stored name (`higher_is_better`,
+    /// `lower_is_better`); a board stored before orders existed is
+    /// `higher_is_better`.
+    pub order: String,
 }
+
+/// The stored names of a board made before policies and orders existed.
+pub(crate) const DEFAULT_POLICY: &str = "replace";
+/// See [`DEFAULT_POLICY`].
+pub(crate) const DEFAULT_ORDER: &str = "higher_is_better";
 
 /// A board as a transaction names it: its row id and, for error messages,
 /// its name.

@@ -13,6 +13,11 @@
 //! table holds a few thousand locks for all sessions together).
 //! Readers use one `REPEATABLE READ READ ONLY` transaction. `docs/design.md`
 //! ("Ranking tree", "On PostgreSQL") gives the reasons.
+//!
+//! The board table's `policy` and `score_order` came later: a table made
+//! before them gets both (with the defaults every board then had) when the
+//! next board is created, and `open` reads a table without them as holding
+//! the defaults.
 
 use super::queue::{self, QueueSql};
 use super::{Postgres, Tx};
@@ -20,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
 };
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
@@ -41,8 +46,12 @@ pub(super) struct Sql {
     /// Text for `to_regclass`: the table created last.
     probe: String,
     create: String,
+    /// Whether the board table has the policy and order columns.
+    has_policy: String,
+    add_policy: String,
     insert_board: String,
     select_board: String,
+    select_old_board: String,
     path: String,
     node_shard: String,
     upsert_node: String,
@@ -84,7 +93,9 @@ impl Sql {
                      max bigint NOT NULL,
                      branching integer NOT NULL,
                      shards integer NOT NULL,
-                     queues integer NOT NULL
+                     queues integer NOT NULL,
+                     policy text NOT NULL DEFAULT 'replace',
+                     score_order text NOT NULL DEFAULT 'higher_is_better'
                  );
                  CREATE TABLE IF NOT EXISTS {nodes} (
                      board bigint NOT NULL,
@@ -113,12 +124,29 @@ impl Sql {
                  CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
                      ON {players} (board, score DESC, arrival) INCLUDE (player);"
             ),
+            has_policy: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
+                 AND attname = 'policy' AND NOT attisdropped)",
+                boards.replace('\'', "''")
+            ),
+            add_policy: format!(
+                "ALTER TABLE {boards} \
+                 ADD COLUMN IF NOT EXISTS policy text NOT NULL DEFAULT '{DEFAULT_POLICY}', \
+                 ADD COLUMN IF NOT EXISTS score_order text NOT NULL DEFAULT '{DEFAULT_ORDER}'"
+            ),
             insert_board: format!(
-                "INSERT INTO {boards} (name, min, max, branching, shards, queues) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING id"
+                "INSERT INTO {boards} \
+                 (name, min, max, branching, shards, queues, policy, score_order) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (name) DO NOTHING RETURNING id"
             ),
             select_board: format!(
-                "SELECT id, min, max, branching, shards, queues FROM {boards} WHERE name = $1"
+                "SELECT id, min, max, branching, shards, queues, policy, score_order \
+                 FROM {boards} WHERE name = $1"
+            ),
+            select_old_board: format!(
+                "SELECT id, min, max, branching, shards, queues, \
+                 '{DEFAULT_POLICY}'::text, '{DEFAULT_ORDER}'::text FROM {boards} WHERE name = $1"
             ),
             // One primary-key seek per path node, in one statement.
             path: format!(
@@ -211,6 +239,11 @@ impl Postgres {
         }
     }
 
+    fn has_policy(&self, tx: &mut Tx<'_>) -> Result<bool> {
+        let row = tx.query_opt(&self.boards_sql().has_policy, &[])?;
+        Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
     fn tables_exist(&self, tx: &mut Tx<'_>) -> Result<bool> {
         let row = tx.query_opt("SELECT to_regclass($1)::text", &[&self.boards_sql().probe])?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).is_some())
@@ -223,6 +256,10 @@ impl BoardStore for Postgres {
         let (id, _) = self.write_read_committed(|tx| {
             if !self.tables_exist(tx)? {
                 tx.batch(&format!("{}; {}", self.ddl_lock(), sql.create))?;
+            } else if !self.has_policy(tx)? {
+                // Looked up first: `ALTER TABLE` locks the table even when
+                // it has nothing to do.
+                tx.batch(&format!("{}; {}", self.ddl_lock(), sql.add_policy))?;
             }
             let row = tx.query_opt(
                 &sql.insert_board,
@@ -233,6 +270,8 @@ impl BoardStore for Postgres {
                     &small(spec.branching),
                     &small(spec.shards),
                     &small(spec.queues),
+                    &spec.policy,
+                    &spec.order,
                 ],
             )?;
             match row {
@@ -249,7 +288,11 @@ impl BoardStore for Postgres {
             if !self.tables_exist(tx)? {
                 return Ok(None);
             }
-            let Some(row) = tx.query_opt(&sql.select_board, &[&name])? else {
+            let select = match self.has_policy(tx)? {
+                true => &sql.select_board,
+                false => &sql.select_old_board,
+            };
+            let Some(row) = tx.query_opt(select, &[&name])? else {
                 return Ok(None);
             };
             // Out-of-range values become ones the ranking layer refuses, so
@@ -263,6 +306,8 @@ impl BoardStore for Postgres {
                 branching: count(3)?,
                 shards: count(4)?,
                 queues: count(5)?,
+                policy: row.try_get(6)?,
+                order: row.try_get(7)?,
             };
             Ok(Some((row.try_get(0)?, spec)))
         })

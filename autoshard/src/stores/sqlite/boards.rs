@@ -4,7 +4,11 @@
 //! All boards share four tables, keyed by the board's row id, so a board
 //! name is only ever a bound value, never part of SQL:
 //!
-//! - `autoshard_rank_boards`: name and configuration.
+//! - `autoshard_rank_boards`: name and configuration. `policy` and
+//!   `score_order` came later: a table made before them gets both columns,
+//!   with the defaults every board then had (`replace`,
+//!   `higher_is_better`), when the next board is created, and `open` reads
+//!   a table without them as holding those defaults.
 //! - `autoshard_rank_nodes (board, height, idx, part, shard, v)`: score-tree
 //!   rows, one per vector (`part` 0 = players, 1 = distinct scores or
 //!   arrival counters) and shard, clustered (`WITHOUT ROWID`) so a node's
@@ -27,7 +31,7 @@ use super::{queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -41,7 +45,9 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_boards (
     max INTEGER NOT NULL,
     branching INTEGER NOT NULL,
     shards INTEGER NOT NULL,
-    queues INTEGER NOT NULL
+    queues INTEGER NOT NULL,
+    policy TEXT NOT NULL DEFAULT 'replace',
+    score_order TEXT NOT NULL DEFAULT 'higher_is_better'
 ) STRICT;
 CREATE TABLE IF NOT EXISTS autoshard_rank_nodes (
     board INTEGER NOT NULL,
@@ -71,10 +77,30 @@ CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
     ON autoshard_rank_players (board, score DESC, arrival);
 ";
 
+/// Adds the columns of policies and orders to a board table made before
+/// them.
+const ADD_POLICY: &str = "
+ALTER TABLE autoshard_rank_boards ADD COLUMN policy TEXT NOT NULL DEFAULT 'replace';
+ALTER TABLE autoshard_rank_boards ADD COLUMN score_order TEXT NOT NULL DEFAULT 'higher_is_better';
+";
+
+/// Whether the board table has the columns of policies and orders (added
+/// together, in one transaction).
+fn has_policy(tx: &Transaction<'_>) -> Result<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('autoshard_rank_boards') WHERE name = 'policy'",
+        )?
+        .exists([])?)
+}
+
 impl BoardStore for Sqlite {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
         let (id, _) = self.write(|tx| {
             tx.execute_batch(SCHEMA)?;
+            if !has_policy(tx)? {
+                tx.execute_batch(ADD_POLICY)?;
+            }
             let taken = tx
                 .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
                 .exists([name])?;
@@ -82,8 +108,9 @@ impl BoardStore for Sqlite {
                 return Err(Error::RankingExists { name: name.into() });
             }
             tx.prepare_cached(
-                "INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO autoshard_rank_boards \
+                 (name, min, max, branching, shards, queues, policy, score_order) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 name,
@@ -91,7 +118,9 @@ impl BoardStore for Sqlite {
                 spec.max,
                 spec.branching,
                 spec.shards,
-                spec.queues
+                spec.queues,
+                spec.policy,
+                spec.order,
             ])?;
             Ok(tx.last_insert_rowid())
         })?;
@@ -108,11 +137,19 @@ impl BoardStore for Sqlite {
             if !exists {
                 return Ok(None);
             }
+            // A read transaction cannot add the columns: a table without
+            // them holds boards of the defaults.
+            let columns = if has_policy(tx)? {
+                "policy, score_order".to_owned()
+            } else {
+                format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}'")
+            };
+            let select = format!(
+                "SELECT id, min, max, branching, shards, queues, {columns} \
+                 FROM autoshard_rank_boards WHERE name = ?1"
+            );
             let row = tx
-                .prepare_cached(
-                    "SELECT id, min, max, branching, shards, queues FROM autoshard_rank_boards \
-                     WHERE name = ?1",
-                )?
+                .prepare_cached(&select)?
                 .query_row([name], |r| {
                     let spec = BoardSpec {
                         min: r.get(1)?,
@@ -120,6 +157,8 @@ impl BoardStore for Sqlite {
                         branching: r.get(3)?,
                         shards: r.get(4)?,
                         queues: r.get(5)?,
+                        policy: r.get(6)?,
+                        order: r.get(7)?,
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
