@@ -13,17 +13,18 @@
 //! applied: a new player's +10 then +0, the second counted from nothing.
 //! The case is kept in `stores_ranking_policy.proptest-regressions`.
 
-use autoshard::ranking::{Order, Policy, Ranking, RankingConfig, RankingStore, Submission};
-use autoshard::{Error, Sqlite};
+use autoshard::ranking::{Order, Policy, Ranking, RankingConfig, Submission};
+use autoshard::Error;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 
+#[path = "common/boards.rs"]
+mod boards;
 #[path = "common/stores.rs"]
 mod stores;
-use stores::TestStore;
+use boards::Boards;
 #[path = "common/policy_oracle.rs"]
 mod policy_oracle;
-use policy_oracle::{verify, Oracle, Report};
+use policy_oracle::{range, verify, Oracle, Report};
 
 store_tests!(
     policies_and_orders_agree_with_a_sorted_list,
@@ -34,46 +35,6 @@ store_tests!(
     an_increment_past_the_range_is_refused_and_writes_nothing,
     a_queued_increment_past_the_range_is_dead_lettered_and_the_rest_applies,
 );
-
-/// A store under test that can hold boards.
-trait Boards: TestStore {
-    type Db: RankingStore;
-    fn db(&self) -> &Self::Db;
-    /// Property-test cases, and every how many operations a case checks
-    /// every query (always after the last): PostgreSQL round trips cost
-    /// more, the oracle is the same.
-    const CASES: u32;
-    const VERIFY_EVERY: usize;
-}
-
-impl Boards for Sqlite {
-    type Db = Sqlite;
-    fn db(&self) -> &Sqlite {
-        self
-    }
-    const CASES: u32 = 64;
-    const VERIFY_EVERY: usize = 1;
-}
-
-#[cfg(feature = "postgres")]
-impl Boards for autoshard::Postgres {
-    type Db = autoshard::Postgres;
-    fn db(&self) -> &autoshard::Postgres {
-        self
-    }
-    const CASES: u32 = 8;
-    const VERIFY_EVERY: usize = 4;
-}
-
-#[cfg(feature = "postgres")]
-impl Boards for stores::pg::Optimistic {
-    type Db = autoshard::Postgres;
-    fn db(&self) -> &autoshard::Postgres {
-        &self.0
-    }
-    const CASES: u32 = 3;
-    const VERIFY_EVERY: usize = 4;
-}
 
 fn report(s: Submission) -> Report {
     (s.old_score, s.new_score, s.old_rank, s.new_rank, s.new_best)
@@ -123,17 +84,6 @@ fn order() -> impl Strategy<Value = Order> {
     prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)]
 }
 
-/// Score ranges from width 1 to the whole of `i64`, at both ends of it.
-fn range() -> impl Strategy<Value = (i64, i64)> {
-    prop_oneof![
-        Just((0, 1)),
-        (-30i64..30, 1i64..40).prop_map(|(min, w)| (min, min + w)),
-        Just((i64::MIN, i64::MAX)),
-        (1i64..500).prop_map(|w| (i64::MIN, i64::MIN + w)),
-        (1i64..500).prop_map(|w| (i64::MAX - w, i64::MAX)),
-    ]
-}
-
 /// A board's shape and the values its players submit: scores of the range
 /// (both ends included, few, so players tie), a score on each side of it,
 /// and for increments also the steps between those scores, so sums land in
@@ -164,11 +114,7 @@ fn board_shape() -> impl Strategy<Value = (i64, i64, u32, u32, Vec<i64>)> {
 
 fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
     let store = S::fresh();
-    let mut runner = TestRunner::new(Config {
-        cases: S::CASES,
-        source_file: Some(file!()),
-        ..Config::default()
-    });
+    let mut runner = boards::runner::<S>(file!());
     let case = std::cell::Cell::new(0);
     let strategy = (
         policy(),

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-/// What a board does with submitted values.
+/// What a board does with submitted values. The default is the board of
+/// `RankingConfig::new(i64::MIN..i64::MAX)`: `Replace`, higher is better.
 #[derive(Debug, Clone)]
 pub struct Oracle {
     pub policy: Policy,
@@ -23,6 +24,12 @@ pub struct Oracle {
 /// What `submit` should report: old score, new score, old rank, new rank,
 /// new best.
 pub type Report = (Option<i64>, i64, Option<u64>, u64, bool);
+
+impl Default for Oracle {
+    fn default() -> Self {
+        Oracle::new(Policy::Replace, Order::HigherIsBetter, i64::MIN, i64::MAX)
+    }
+}
 
 impl Oracle {
     pub fn new(policy: Policy, order: Order, min: i64, max: i64) -> Self {
@@ -59,11 +66,18 @@ impl Oracle {
         }
     }
 
-    fn set(&mut self, player: &str, score: i64) {
+    /// Puts `player` at `score` (in range), as a write of it would.
+    pub fn set(&mut self, player: &str, score: i64) {
         if self.players.get(player).map(|p| p.0) != Some(score) {
             self.clock += 1;
             self.players.insert(player.into(), (score, self.clock));
         }
+    }
+
+    /// `set_scores` of absolute scores (in range) on a `Replace` board.
+    pub fn set_all(&mut self, sets: &[(&str, i64)]) {
+        let updates: Vec<_> = sets.iter().map(|&(p, s)| (p, Some(s))).collect();
+        assert!(self.batch(&updates, false).is_empty(), "scores in range");
     }
 
     pub fn remove(&mut self, player: &str) -> bool {
@@ -159,37 +173,76 @@ impl Oracle {
     }
 }
 
-/// Asserts that every query agrees with the oracle; `probes` are scores
-/// in range for `rank_of_score`.
+/// Asserts that every query agrees with the oracle, under every tie rule;
+/// `probes` are scores in range for `rank_of_score`.
 pub fn verify(board: &Ranking, oracle: &Oracle, probes: &[i64]) -> Result<(), TestCaseError> {
     let entries = oracle.entries();
     let n = entries.len() as u64;
     prop_assert_eq!(board.len()?, n);
     for &score in probes {
-        let got = board.rank_of_score(score)?;
-        prop_assert_eq!(got, oracle.rank_of_score(score), "rank_of_score({})", score);
+        prop_assert_eq!(
+            board.rank_of_score(score)?,
+            oracle.rank_of_score(score),
+            "rank_of_score({})",
+            score
+        );
     }
     for e in &entries {
         prop_assert_eq!(board.score(&e.player)?, Some(e.score));
-        let ranks = [Tie::Standard, Tie::Dense, Tie::Ordinal].map(|t| board.rank(&e.player, t));
-        let want = [e.rank, e.dense, e.position].map(Some);
-        prop_assert_eq!(ranks.map(|r| r.unwrap()), want, "{:?}", e);
+        prop_assert_eq!(
+            board.rank(&e.player, Tie::Standard)?,
+            Some(e.rank),
+            "{:?}",
+            e
+        );
+        prop_assert_eq!(board.rank(&e.player, Tie::Dense)?, Some(e.dense), "{:?}", e);
+        prop_assert_eq!(
+            board.rank(&e.player, Tie::Ordinal)?,
+            Some(e.position),
+            "{:?}",
+            e
+        );
         prop_assert_eq!(board.score_at_rank(e.position)?, Some(e.score));
-        for k in [0, 2] {
+        for k in [0, 1, 3] {
             let at = e.position as usize - 1;
             let window = &entries[at.saturating_sub(k)..(at + k + 1).min(entries.len())];
-            prop_assert_eq!(&board.around(&e.player, k as u64)?, window, "around {}", k);
+            prop_assert_eq!(
+                &board.around(&e.player, k as u64)?,
+                window,
+                "around({}, {})",
+                e.player,
+                k
+            );
         }
     }
+    prop_assert_eq!(board.score_at_rank(0)?, None);
     prop_assert_eq!(board.score_at_rank(n + 1)?, None);
+    prop_assert_eq!(board.score("nobody")?, None);
+    prop_assert_eq!(board.rank("nobody", Tie::Ordinal)?, None);
+    prop_assert!(board.around("nobody", 2)?.is_empty());
     prop_assert_eq!(&board.page(1, n.max(1) + 2)?, &entries);
-    for t in [1, n / 2] {
+    for t in [0, 1, 2, n / 2, n] {
         prop_assert_eq!(&board.top(t)?, &entries[..t.min(n) as usize]);
     }
-    for from in 1..=n {
-        let want = &entries[(from - 1) as usize..(from + 2).min(n) as usize];
-        prop_assert_eq!(&board.page(from, from + 2)?, want, "page from {}", from);
+    for from in 1..=n + 1 {
+        for to in [from, from + 1, from + 4] {
+            let want = &entries[(from - 1).min(n) as usize..to.min(n) as usize];
+            prop_assert_eq!(&board.page(from, to)?, want, "page({}, {})", from, to);
+        }
     }
     board.check_integrity()?;
     Ok(())
+}
+
+/// Score ranges from width 1 to the whole of `i64`, at both ends of it.
+pub fn range() -> impl Strategy<Value = (i64, i64)> {
+    prop_oneof![
+        Just((0, 1)),
+        (-50i64..50, 1i64..40).prop_map(|(min, w)| (min, min + w)),
+        Just((i64::MIN, i64::MAX)),
+        (1i64..5000).prop_map(|w| (i64::MIN, i64::MIN + w)),
+        (1i64..5000).prop_map(|w| (i64::MAX - w, i64::MAX)),
+        (any::<i64>(), any::<i64>())
+            .prop_filter_map("empty range", |(a, b)| (a < b).then_some((a, b))),
+    ]
 }

@@ -10,6 +10,11 @@
 //! rewrite the root. `docs/design.md` ("Ranking tree") has the data model,
 //! invariants and the read count of every query.
 //!
+//! Each board has a [`Policy`] (what a submitted score does: replace, keep
+//! the best or worst, add) and an [`Order`] (higher or lower is better),
+//! set in its [`RankingConfig`]; [`Ranking::submit`] reports what a
+//! submission changed.
+//!
 //! ```
 //! use autoshard::ranking::{Ranking, RankingConfig, Tie};
 //! use autoshard::Sqlite;

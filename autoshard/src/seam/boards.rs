@@ -62,11 +62,14 @@ pub(crate) struct QueuedRow {
 }
 
 /// A queued update that a worker could not apply and moved aside, into the
-/// board's dead letters, so that the rest of its queue shard drains: its
-/// player name is invalid, its score is outside the board's range, or the
-/// store could not read the row at all. Such a row was written behind the
-/// library's back (a hand edit, or damage to the database): `enqueue`
-/// refuses what a worker would refuse. Listed by
+/// board's dead letters, so that the rest of its queue shard drains: an
+/// increment whose sum would leave the board's range (on a
+/// [`Policy::Increment`](crate::ranking::Policy::Increment) board, where
+/// `enqueue` cannot know the sum), or a row written behind the library's
+/// back (a hand edit, or damage to the database) whose player name is
+/// invalid, whose score is outside the board's range, or that the store
+/// could not read at all; `enqueue` refuses everything else a worker would
+/// refuse. Listed by
 /// [`Ranking::dead_letters`](crate::ranking::Ranking::dead_letters).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -81,10 +84,11 @@ pub struct DeadLetter {
     /// The player, as far as it could be read (invalid UTF-8 replaced by
     /// U+FFFD, an unreadable value as empty).
     pub player: String,
-    /// The score; `None` for a queued removal or a score that could not be
-    /// read (`reason` says which).
+    /// The score (on an `Increment` board, the delta); `None` for a queued
+    /// removal or a score that could not be read (`reason` says which).
     pub score: Option<i64>,
-    /// Why it could not be applied: what [`Error::Corrupt`] said about it.
+    /// Why it could not be applied: what [`Error::Corrupt`] said about a
+    /// damaged row, or [`Error::ScoreOutOfRange`] about an increment.
     pub reason: String,
 }
 

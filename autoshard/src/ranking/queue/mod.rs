@@ -65,14 +65,20 @@ pub(super) struct Drained {
 }
 
 impl Ranking {
-    /// Queues `player`'s new absolute score for a [`Worker`] to apply, and
-    /// returns once the update is durably stored in the queue: committed with
+    /// Queues a score for `player` for a [`Worker`] to apply under the
+    /// board's [`Policy`](super::Policy) (a new score, or on an `Increment`
+    /// board a delta, added exactly once), and returns once the update is
+    /// durably stored in the queue: committed with
     /// the store's durability settings (on SQLite its `synchronous`; under
     /// the default [`Synchronous::Full`](crate::Synchronous::Full) it
     /// survives power loss; on PostgreSQL the server's `synchronous_commit`).
     ///
     /// The input is checked as [`set_score`](Ranking::set_score) checks it;
-    /// a refused update is not queued. Concurrent calls in this process are
+    /// a refused update is not queued. An increment's sum depends on what is
+    /// applied before it, so any `i64` delta is queued; one whose sum would
+    /// leave the range is moved to the [dead
+    /// letters](Ranking::dead_letters) by the worker, and the player's later
+    /// updates are applied without it. Concurrent calls in this process are
     /// committed together in one transaction (group commit), so a durable
     /// enqueue does not cost one fsync per call. A player's queued updates
     /// are applied in the order they were committed (calls that overlap in
@@ -82,8 +88,9 @@ impl Ranking {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] before
-    /// anything is queued; a store error if the commit failed, in which case
+    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] (not for
+    /// increments) before anything is queued; a store error if the commit
+    /// failed, in which case
     /// the update is not queued (every caller of that group commit gets the
     /// error; see [`Error::GroupCommit`]).
     ///
@@ -208,9 +215,10 @@ impl Ranking {
     }
 
     /// The queued updates that could not be applied and were moved aside,
-    /// oldest first: rows written behind the library's back (a hand edit,
-    /// or damage to the database) with a player name or a score the board
-    /// refuses, or that the store could not read. A worker moves each such
+    /// oldest first: increments whose sum would have left the board's range,
+    /// and rows written behind the library's back (a hand edit, or damage to
+    /// the database) with a player name or a score the board refuses, or
+    /// that the store could not read. A worker moves each such
     /// row here, in the transaction that drains its neighbours, so the rest
     /// of its queue shard keeps draining ([`WorkerStats::dead_letters`]
     /// counts them). To apply one after all, [`enqueue`](Ranking::enqueue)
