@@ -25,7 +25,7 @@
 mod common;
 #[path = "common/queue_oracle.rs"]
 mod oracle;
-use oracle::{apply, assert_board, read_scores, write, Scores, RANGE};
+use oracle::{apply_as, assert_board, read_scores, write, Scores, RANGE};
 #[path = "common/child.rs"]
 mod child;
 use child::{kills, Child};
@@ -540,15 +540,6 @@ struct WorkerKills {
 
 const CRASH_PLAYERS: usize = 1_500;
 const CRASH_UPDATES: usize = 2_000;
-
-/// One queued update as the oracle applies it: a new score, or under
-/// `Policy::Increment` a delta.
-fn apply_as(policy: Policy, scores: &mut Scores, player: &str, value: Option<i64>) {
-    match (policy, value) {
-        (Policy::Increment, Some(delta)) => *scores.entry(player.to_owned()).or_insert(0) += delta,
-        _ => apply(scores, player, value),
-    }
-}
 
 /// Fills the queue of a board with `policy`, kills a worker child at a
 /// random moment, checks the mid-state, drains with a restarted worker and
