@@ -12,6 +12,11 @@
 //! "score 0 is outside the board's range 10..38" for a batch the oracle
 //! applied: a new player's +10 then +0, the second counted from nothing.
 //! The case is kept in `stores_ranking_policy.proptest-regressions`.
+//!
+//! Control, reverted: with entry data written by every `submit_with` on a
+//! `Best` board (not only when the score changed), the same test failed on
+//! SQLite in `around`: a player kept their record but showed the data of a
+//! slower effort. That case is kept there too.
 
 use autoshard::ranking::{Order, Policy, Ranking, RankingConfig, Submission};
 use autoshard::Error;
@@ -34,6 +39,7 @@ store_tests!(
     boards_stored_before_policies_open_as_replace_higher_is_better,
     an_increment_past_the_range_is_refused_and_writes_nothing,
     a_queued_increment_past_the_range_is_dead_lettered_and_the_rest_applies,
+    entry_data_is_the_records_and_is_bounded,
 );
 
 fn report(s: Submission) -> Report {
@@ -52,18 +58,24 @@ fn out_of_range<T: std::fmt::Debug>(r: autoshard::Result<T>) -> Result<(), TestC
 #[derive(Debug, Clone)]
 enum Op {
     Set(usize, usize),
-    Submit(usize, usize),
+    /// `submit`, or with entry data `submit_with` (an index into [`DATA`]).
+    Submit(usize, usize, Option<usize>),
     Remove(usize),
     Batch(Vec<(usize, usize)>),
     /// Enqueued (`None`: a removal), then drained by one worker batch.
     Queue(Vec<(usize, Option<usize>)>),
 }
 
+/// Entry data submitted: empty, short, the limit (8 bytes), one over it.
+const DATA: [&[u8]; 4] = [b"", b"e1", b"effort-8", b"effort-09"];
+const DATA_LIMIT: u32 = 8;
+
 fn op() -> impl Strategy<Value = Op> {
     let pair = (0..8usize, 0..12usize);
     prop_oneof![
         3 => pair.clone().prop_map(|(p, v)| Op::Set(p, v)),
-        3 => pair.clone().prop_map(|(p, v)| Op::Submit(p, v)),
+        3 => (pair.clone(), prop::option::of(0..DATA.len()))
+            .prop_map(|((p, v), d)| Op::Submit(p, v, d)),
         1 => (0..8usize).prop_map(Op::Remove),
         2 => prop::collection::vec(pair, 0..10).prop_map(Op::Batch),
         2 => prop::collection::vec((0..8usize, prop::option::weighted(0.9, 0..12usize)), 1..10)
@@ -117,12 +129,11 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
     let mut runner = boards::runner::<S>(file!());
     let case = std::cell::Cell::new(0);
     let strategy = (
-        policy(),
-        order(),
+        (policy(), order(), any::<bool>()),
         board_shape(),
         prop::collection::vec(op(), 1..16),
     );
-    let outcome = runner.run(&strategy, |(policy, order, shape, ops)| {
+    let outcome = runner.run(&strategy, |((policy, order, keeps_data), shape, ops)| {
         let (min, max, branching, shards, values) = shape;
         case.set(case.get() + 1);
         // One queue shard: a drain batch then takes the rows in enqueue
@@ -132,7 +143,8 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
             .branching(branching)
             .shards(shards)
             .policy(policy)
-            .order(order);
+            .order(order)
+            .entry_data(if keeps_data { DATA_LIMIT } else { 0 });
         let board = Ranking::create(store.db(), &format!("prop-{}", case.get()), config)?;
         let mut oracle = Oracle::new(policy, order, min, max);
         let name = |p: usize| format!("player-{p}");
@@ -153,10 +165,32 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
                         false => out_of_range(done)?,
                     }
                 }
-                Op::Submit(p, v) => match oracle.submit(&name(p), value(v)) {
+                Op::Submit(p, v, None) => match oracle.submit(&name(p), value(v)) {
                     Some(want) => prop_assert_eq!(report(board.submit(&name(p), value(v))?), want),
                     None => out_of_range(board.submit(&name(p), value(v)))?,
                 },
+                Op::Submit(p, v, Some(d)) => {
+                    let (player, value, data) = (name(p), value(v), DATA[d]);
+                    let done = board.submit_with(&player, value, data);
+                    let limit = if keeps_data { DATA_LIMIT as usize } else { 0 };
+                    if data.len() > limit {
+                        match done {
+                            Err(Error::EntryDataTooLarge { len, max }) => {
+                                prop_assert_eq!((len, max), (data.len(), limit))
+                            }
+                            other => prop_assert!(false, "{:?}", other),
+                        }
+                    } else {
+                        let want = match keeps_data {
+                            true => oracle.submit_with(&player, value, data),
+                            false => oracle.submit(&player, value),
+                        };
+                        match want {
+                            Some(want) => prop_assert_eq!(report(done?), want),
+                            None => out_of_range(done)?,
+                        }
+                    }
+                }
                 Op::Remove(p) => {
                     prop_assert_eq!(board.remove(&name(p))?, oracle.remove(&name(p)));
                 }
@@ -376,8 +410,15 @@ fn a_board_of_another_shape_is_refused_by_open_or_create<S: Boards>() {
             other => panic!("{other:?}"),
         }
     }
-    let bad = Ranking::open_or_create(store.db(), "c", RankingConfig::new(5..5));
-    assert!(matches!(bad, Err(Error::InvalidRanking { .. })), "{bad:?}");
+    match Ranking::open_or_create(store.db(), "b", config.clone().entry_data(8)) {
+        Err(Error::RankingMismatch { reason, .. }) => assert_eq!(reason, "entry data is 0, not 8"),
+        other => panic!("{other:?}"),
+    }
+    let too_much = RankingConfig::new(0..5).entry_data(autoshard::ranking::MAX_ENTRY_DATA + 1);
+    for bad in [RankingConfig::new(5..5), too_much] {
+        let bad = Ranking::open_or_create(store.db(), "c", bad);
+        assert!(matches!(bad, Err(Error::InvalidRanking { .. })), "{bad:?}");
+    }
     assert!(matches!(
         Ranking::open(store.db(), "c"),
         Err(Error::RankingNotFound { .. })
@@ -389,21 +430,28 @@ fn a_board_of_another_shape_is_refused_by_open_or_create<S: Boards>() {
     assert_eq!(opened.score("ann").unwrap(), Some(40), "still Best");
 }
 
-/// A database whose board table predates policies (no `policy` or
-/// `score_order` column) opens its boards as `Replace` and
-/// `HigherIsBetter`; creating the next board adds the columns, with the old
-/// boards keeping those defaults.
+/// A database whose tables predate issue 10 (no `policy`, `score_order` or
+/// `entry_data` on boards, no `data` on players) opens its boards as
+/// `Replace`, `HigherIsBetter`, no entry data, and they work as before;
+/// creating the next board adds the columns (the players' `data` once a
+/// board keeps entry data), the old boards keeping those defaults.
 fn boards_stored_before_policies_open_as_replace_higher_is_better<S: Boards>() {
     let store = S::fresh();
     let old = Ranking::create(store.db(), "old", RankingConfig::new(0..100)).unwrap();
     old.set_scores(&[("ann", 5), ("bo", 9)]).unwrap();
-    store.execute("ALTER TABLE autoshard_rank_boards DROP COLUMN policy");
-    store.execute("ALTER TABLE autoshard_rank_boards DROP COLUMN score_order");
+    for column in ["policy", "score_order", "entry_data"] {
+        store.execute(&format!(
+            "ALTER TABLE autoshard_rank_boards DROP COLUMN {column}"
+        ));
+    }
+    store.execute("ALTER TABLE autoshard_rank_players DROP COLUMN data");
     let reopened = Ranking::open(store.db(), "old").unwrap();
     assert_eq!(reopened.config(), &RankingConfig::new(0..100));
     reopened.set_score("ann", 3).unwrap();
+    assert_eq!(reopened.submit_with("ann", 4, b"").unwrap().new_score, 4);
     assert_eq!(reopened.top(1).unwrap()[0].player, "bo");
-    assert_eq!(reopened.score("ann").unwrap(), Some(3), "replaced");
+    assert_eq!(reopened.score("ann").unwrap(), Some(4), "replaced");
+    assert_eq!(reopened.around("ann", 1).unwrap()[1].data, None);
 
     let config = RankingConfig::new(0..100)
         .policy(Policy::Worst)
@@ -419,6 +467,14 @@ fn boards_stored_before_policies_open_as_replace_higher_is_better<S: Boards>() {
         Some(9),
         "worst of a lower-is-better board"
     );
+    let with_data = RankingConfig::new(0..100).entry_data(16);
+    let tagged = Ranking::create(store.db(), "tagged", with_data).unwrap();
+    tagged.submit_with("cy", 7, b"hello").unwrap();
+    assert_eq!(
+        tagged.top(1).unwrap()[0].data.as_deref(),
+        Some(&b"hello"[..])
+    );
+    assert_eq!(old.top(1).unwrap()[0].data, None);
 }
 
 /// An increment whose sum leaves the range is refused with
@@ -496,4 +552,60 @@ fn a_queued_increment_past_the_range_is_dead_lettered_and_the_rest_applies<S: Bo
     );
     assert_eq!(board.queued().unwrap(), 0);
     board.check_integrity().unwrap();
+}
+
+/// Issue 10 item 4 on seed 002's shape: each entry carries the effort that
+/// set the record, written with the score; a slower effort leaves it,
+/// `remove` deletes it; data over the board's limit, or any data on a board
+/// that keeps none, is refused with `EntryDataTooLarge` and nothing is
+/// written.
+fn entry_data_is_the_records_and_is_bounded<S: Boards>() {
+    let store = S::fresh();
+    let config = RankingConfig::new(1..86_400)
+        .policy(Policy::Best)
+        .order(Order::LowerIsBetter)
+        .entry_data(12);
+    let segment = Ranking::create(store.db(), "seg", config).unwrap();
+    segment.submit_with("ann", 301, b"effort-1").unwrap();
+    segment.submit_with("bo", 287, b"effort-2").unwrap();
+    segment.set_score("cy", 340).unwrap(); // no data
+    let pr = segment.submit_with("ann", 280, b"effort-3").unwrap();
+    assert!(pr.new_best);
+    segment.submit_with("bo", 299, b"effort-4").unwrap(); // slower
+    let data = |entries: Vec<autoshard::ranking::Entry>| -> Vec<(String, Option<Vec<u8>>)> {
+        entries.into_iter().map(|e| (e.player, e.data)).collect()
+    };
+    let want = vec![
+        ("ann".to_string(), Some(b"effort-3".to_vec())),
+        ("bo".to_string(), Some(b"effort-2".to_vec())),
+        ("cy".to_string(), None),
+    ];
+    assert_eq!(data(segment.top(3).unwrap()), want);
+    assert_eq!(data(segment.page(2, 3).unwrap()), want[1..]);
+    assert_eq!(data(segment.around("bo", 1).unwrap()), want);
+
+    let rows = store.rank_nodes("seg");
+    match segment.submit_with("cy", 200, b"thirteen-byte") {
+        Err(Error::EntryDataTooLarge { len: 13, max: 12 }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.rank_nodes("seg"), rows, "a refused submission wrote");
+    assert_eq!(data(segment.top(3).unwrap()), want);
+
+    assert!(segment.remove("ann").unwrap());
+    segment.submit("ann", 300).unwrap();
+    let ann = segment.around("ann", 0).unwrap();
+    assert_eq!(
+        (ann[0].score, ann[0].data.clone()),
+        (300, None),
+        "removed with the player"
+    );
+
+    let plain = Ranking::create(store.db(), "plain", RankingConfig::new(0..10)).unwrap();
+    match plain.submit_with("ann", 5, b"x") {
+        Err(Error::EntryDataTooLarge { len: 1, max: 0 }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(plain.len().unwrap(), 0);
+    segment.check_integrity().unwrap();
 }

@@ -178,7 +178,8 @@ pub enum Error {
     },
 
     /// `Ranking::create` with a configuration that cannot make a tree (empty
-    /// score range, branching outside 2..=1000, zero shards or queues), or a
+    /// score range, branching outside 2..=1000, zero shards or queues, entry
+    /// data over `MAX_ENTRY_DATA` bytes), or a
     /// query argument outside its domain (a page starting at rank 0 or
     /// ending before it starts). Nothing was written.
     #[error("invalid ranking argument: {reason}")]
@@ -200,6 +201,17 @@ pub enum Error {
     RankingExists {
         /// The board name.
         name: String,
+    },
+
+    /// Entry data longer than the board keeps
+    /// ([`RankingConfig::entry_data`](crate::ranking::RankingConfig::entry_data);
+    /// `max` 0 for a board that keeps none). Nothing was written.
+    #[error("entry data of {len} bytes is over the board's limit of {max}")]
+    EntryDataTooLarge {
+        /// The length given.
+        len: usize,
+        /// The board's limit.
+        max: usize,
     },
 
     /// `Ranking::open_or_create` found the board stored with another

@@ -18,6 +18,8 @@ pub struct Oracle {
     pub max: i64,
     /// player -> (score, the moment they reached it).
     pub players: HashMap<String, (i64, u64)>,
+    /// player -> entry data.
+    pub data: HashMap<String, Vec<u8>>,
     clock: u64,
 }
 
@@ -39,6 +41,7 @@ impl Oracle {
             min,
             max,
             players: HashMap::new(),
+            data: HashMap::new(),
             clock: 0,
         }
     }
@@ -81,6 +84,7 @@ impl Oracle {
     }
 
     pub fn remove(&mut self, player: &str) -> bool {
+        self.data.remove(player);
         self.players.remove(player).is_some()
     }
 
@@ -136,6 +140,20 @@ impl Oracle {
         Some((old, new, old_rank, self.rank_of_score(new), new_best))
     }
 
+    /// `submit_with` on a board that keeps entry data: the data is the
+    /// player's when the submission is what their entry stands for.
+    pub fn submit_with(&mut self, player: &str, value: i64, data: &[u8]) -> Option<Report> {
+        let report = self.submit(player, value)?;
+        let taken = match self.policy {
+            Policy::Replace | Policy::Increment => true,
+            Policy::Best | Policy::Worst => report.0 != Some(report.1),
+        };
+        if taken {
+            self.data.insert(player.to_owned(), data.to_vec());
+        }
+        Some(report)
+    }
+
     /// Ranking order: better score first, then who reached it first.
     pub fn entries(&self) -> Vec<Entry> {
         let mut sorted: Vec<_> = self.players.iter().collect();
@@ -159,6 +177,7 @@ impl Oracle {
                 rank,
                 dense,
                 position: i as u64 + 1,
+                data: self.data.get(player.as_str()).cloned(),
             });
         }
         out

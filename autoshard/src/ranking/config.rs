@@ -1,8 +1,9 @@
-//! The shape of a board.
+//! The shape of a board, and opening a board by the shape an application
+//! declares.
 
 use super::policy::{Order, Policy, Rules};
 use super::tree::Geometry;
-use super::{MAX_QUEUES, MAX_SHARDS};
+use super::{Ranking, RankingStore, MAX_ENTRY_DATA, MAX_QUEUES, MAX_SHARDS};
 use crate::error::{Error, Result};
 use crate::seam::BoardSpec;
 use std::ops::Range;
@@ -37,6 +38,7 @@ pub struct RankingConfig {
     queues: u32,
     policy: Policy,
     order: Order,
+    entry_data: u32,
 }
 
 impl RankingConfig {
@@ -51,7 +53,23 @@ impl RankingConfig {
             queues: 1,
             policy: Policy::Replace,
             order: Order::HigherIsBetter,
+            entry_data: 0,
         }
+    }
+
+    /// Most bytes of entry data a player's entry may carry, 0 to
+    /// [`MAX_ENTRY_DATA`] (default 0: none). Entry data is written with the
+    /// score ([`Ranking::submit_with`](super::Ranking::submit_with)) and
+    /// returned in every [`Entry`](super::Entry): the effort that set a
+    /// personal record, a display name.
+    pub fn entry_data(mut self, max_bytes: u32) -> Self {
+        self.entry_data = max_bytes;
+        self
+    }
+
+    /// Most bytes of entry data per player (0: none).
+    pub fn entry_data_limit(&self) -> u32 {
+        self.entry_data
     }
 
     /// What a submitted score does to the stored one (default
@@ -133,6 +151,7 @@ impl RankingConfig {
             queues: self.queues,
             policy: self.policy.stored().into(),
             order: self.order.stored().into(),
+            entry_data: self.entry_data,
         }
     }
 
@@ -152,6 +171,7 @@ impl RankingConfig {
             queues: spec.queues,
             policy,
             order,
+            entry_data: spec.entry_data,
         })
     }
 
@@ -189,6 +209,11 @@ impl RankingConfig {
                 format!("{:?}", self.order),
                 format!("{:?}", expected.order),
             ),
+            (
+                "entry data",
+                self.entry_data.to_string(),
+                expected.entry_data.to_string(),
+            ),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -208,6 +233,12 @@ impl RankingConfig {
                 self.shards
             ));
         }
+        if self.entry_data > MAX_ENTRY_DATA {
+            return invalid(format!(
+                "entry data {} is over {MAX_ENTRY_DATA} bytes",
+                self.entry_data
+            ));
+        }
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return invalid(format!(
                 "queues {} is outside 1..={MAX_QUEUES}",
@@ -215,5 +246,56 @@ impl RankingConfig {
             ));
         }
         Ok(geometry)
+    }
+}
+
+impl Ranking {
+    /// Opens the board `name` if it exists, checking that it was created
+    /// with `config`, or creates it with `config`: for an application that
+    /// declares its boards in code and must not silently run against one of
+    /// another shape (say a `Best` board it expects, stored as `Replace`).
+    ///
+    /// ```
+    /// use autoshard::ranking::{Policy, Ranking, RankingConfig};
+    /// use autoshard::{Error, Sqlite};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = Sqlite::memory()?;
+    /// let points = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
+    /// let board = Ranking::open_or_create(&db, "points", points.clone())?; // created
+    /// let again = Ranking::open_or_create(&db, "points", points.clone())?; // opened
+    /// let other = Ranking::open_or_create(&db, "points", points.policy(Policy::Best));
+    /// assert!(matches!(other, Err(Error::RankingMismatch { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingMismatch`] if the stored board differs from `config`
+    /// (range, branching, shards, queues, policy or order); otherwise as
+    /// [`create`](Ranking::create) and [`open`](Ranking::open). Nothing is
+    /// written on error.
+    pub fn open_or_create(
+        db: &impl RankingStore,
+        name: &str,
+        config: RankingConfig,
+    ) -> Result<Self> {
+        config.geometry()?;
+        let board = match Self::open(db, name) {
+            Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
+                // Created meanwhile by another handle: check that one.
+                Err(Error::RankingExists { .. }) => Self::open(db, name)?,
+                created => return created,
+            },
+            opened => opened?,
+        };
+        match board.config().differs_from(&config) {
+            None => Ok(board),
+            Some(reason) => Err(Error::RankingMismatch {
+                name: name.into(),
+                reason,
+            }),
+        }
     }
 }

@@ -78,6 +78,9 @@ pub const MAX_PLAYER_LEN: usize = 256;
 pub const MAX_SHARDS: u32 = 1024;
 /// Most queue shards.
 pub const MAX_QUEUES: u32 = 1024;
+/// Most bytes of entry data a board may keep per player
+/// ([`RankingConfig::entry_data`]).
+pub const MAX_ENTRY_DATA: u32 = 1024;
 
 /// How players with equal scores are ranked.
 ///
@@ -113,6 +116,9 @@ pub struct Entry {
     /// Ordinal rank ([`Tie::Ordinal`]): the 1-based place in the list, ties
     /// broken by who reached the score first. Pages are cut by it.
     pub position: u64,
+    /// The entry data the player's score was submitted with
+    /// ([`Ranking::submit_with`]); always `None` on a board that keeps none.
+    pub data: Option<Vec<u8>>,
 }
 
 /// A store that can hold ranking boards: [`Sqlite`](crate::Sqlite),
@@ -191,7 +197,8 @@ impl Ranking {
     ///
     /// [`Error::RankingExists`] if the name is taken,
     /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
-    /// an empty range, branching outside 2..=1000, or zero shards or queues.
+    /// an empty range, branching outside 2..=1000, zero shards or queues, or
+    /// entry data over [`MAX_ENTRY_DATA`] bytes.
     /// Nothing is written on error.
     pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
         check_board_name(name)?;
@@ -223,55 +230,6 @@ impl Ranking {
         let config = RankingConfig::from_spec(spec).map_err(corrupt)?;
         let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
         Ok(Self::with(boards, name, id, config, geometry))
-    }
-
-    /// Opens the board `name` if it exists, checking that it was created
-    /// with `config`, or creates it with `config`: for an application that
-    /// declares its boards in code and must not silently run against one of
-    /// another shape (say a `Best` board it expects, stored as `Replace`).
-    ///
-    /// ```
-    /// use autoshard::ranking::{Policy, Ranking, RankingConfig};
-    /// use autoshard::{Error, Sqlite};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = Sqlite::memory()?;
-    /// let points = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
-    /// let board = Ranking::open_or_create(&db, "points", points.clone())?; // created
-    /// let again = Ranking::open_or_create(&db, "points", points.clone())?; // opened
-    /// let other = Ranking::open_or_create(&db, "points", points.policy(Policy::Best));
-    /// assert!(matches!(other, Err(Error::RankingMismatch { .. })));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RankingMismatch`] if the stored board differs from `config`
-    /// (range, branching, shards, queues, policy or order); otherwise as
-    /// [`create`](Ranking::create) and [`open`](Ranking::open). Nothing is
-    /// written on error.
-    pub fn open_or_create(
-        db: &impl RankingStore,
-        name: &str,
-        config: RankingConfig,
-    ) -> Result<Self> {
-        config.geometry()?;
-        let board = match Self::open(db, name) {
-            Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
-                // Created meanwhile by another handle: check that one.
-                Err(Error::RankingExists { .. }) => Self::open(db, name)?,
-                created => return created,
-            },
-            opened => opened?,
-        };
-        match board.config().differs_from(&config) {
-            None => Ok(board),
-            Some(reason) => Err(Error::RankingMismatch {
-                name: name.into(),
-                reason,
-            }),
-        }
     }
 
     fn with(
@@ -513,12 +471,24 @@ impl Ranking {
     }
 
     /// Entries as a query found them, with their scores back from tree
-    /// scores.
+    /// scores and, on a board that keeps it, their entry data (one more
+    /// statement).
     fn entries(&self, st: &dyn Storage, g: &Geometry, mut found: Vec<Entry>) -> Result<Vec<Entry>> {
         let rules = self.rules();
         if rules.order != Order::HigherIsBetter {
             for e in &mut found {
                 e.score = rules.checked_score(st, g, e.score)?;
+            }
+        }
+        if self.inner.config.entry_data_limit() > 0 && !found.is_empty() {
+            let mut data = std::collections::HashMap::new();
+            let players: Vec<&str> = found.iter().map(|e| e.player.as_str()).collect();
+            st.players_data(&players, &mut |player, bytes| {
+                data.insert(player.to_owned(), bytes.to_vec());
+                Ok(())
+            })?;
+            for e in &mut found {
+                e.data = data.remove(&e.player);
             }
         }
         Ok(found)

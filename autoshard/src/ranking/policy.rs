@@ -252,12 +252,69 @@ impl Ranking {
     ///
     /// As [`set_score`](Ranking::set_score); nothing is written on error.
     pub fn submit(&self, player: &str, score: i64) -> Result<Submission> {
+        self.submission(player, score, None)
+    }
+
+    /// [`submit`](Ranking::submit) with entry data (an effort id, a display
+    /// name: at most [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
+    /// bytes), stored in the same transaction when the submission is what
+    /// the player's entry now stands for: always under `Replace` and
+    /// `Increment`, under `Best` and `Worst` only when the score changed (a
+    /// slower effort leaves the record's data). [`top`](Ranking::top),
+    /// [`page`](Ranking::page) and [`around`](Ranking::around) return it in
+    /// [`Entry::data`](super::Entry::data). Other writes leave a player's
+    /// data as it is; [`remove`](Ranking::remove) deletes it with the player.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let config = RankingConfig::new(1..86_400)
+    ///     .policy(Policy::Best)
+    ///     .order(Order::LowerIsBetter)
+    ///     .entry_data(64);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.submit_with("ann", 301, b"effort-17")?;
+    /// segment.submit_with("ann", 315, b"effort-18")?; // slower: not the record
+    /// let top = segment.top(1)?;
+    /// assert_eq!((top[0].score, top[0].data.as_deref()), (301, Some(&b"effort-17"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EntryDataTooLarge`] for data over the board's limit (on a
+    /// board that keeps none, any data); otherwise as
+    /// [`set_score`](Ranking::set_score). Nothing is written on error.
+    pub fn submit_with(&self, player: &str, score: i64, data: &[u8]) -> Result<Submission> {
+        let max = self.config().entry_data_limit() as usize;
+        if data.len() > max {
+            return Err(Error::EntryDataTooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        // A board that keeps no data has no data to write (its players'
+        // table may not even have the column).
+        self.submission(player, score, Some(data).filter(|_| max > 0))
+    }
+
+    fn submission(&self, player: &str, score: i64, data: Option<&[u8]>) -> Result<Submission> {
         self.check_input(player, Some(score))?;
         let (rules, shard) = (self.rules(), self.random_shard());
         self.write_with(|st| {
             let g = self.geometry();
             let step = apply_updates(st, g, rules, shard, &[(player, Some(score))], None)?[0];
             let new = step.after.expect("a score, not a removal");
+            let taken = match rules.policy {
+                Policy::Replace | Policy::Increment => true,
+                Policy::Best | Policy::Worst => step.after != step.before,
+            };
+            if let Some(data) = data.filter(|_| taken) {
+                st.put_player_data(player, data)?;
+            }
             let above = |tree: i64| -> Result<u64> {
                 let offset = g.offset(tree).expect("checked by the update");
                 Ok(query::place_of(st, g, offset, Want::default())?.above)

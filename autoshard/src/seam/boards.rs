@@ -24,6 +24,10 @@ pub(crate) struct BoardSpec {
     /// `lower_is_better`); a board stored before orders existed is
     /// `higher_is_better`.
     pub order: String,
+    /// Most bytes of entry data per player; 0 (every board stored before
+    /// entry data existed) keeps none, and such a board never reads or
+    /// writes the players' `data` column, which its table may lack.
+    pub entry_data: u32,
 }
 
 /// The stored names of a board made before policies and orders existed.
@@ -281,8 +285,22 @@ pub(crate) trait Storage {
     /// Inserts or replaces the player's row.
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()>;
 
-    /// Deletes the player's row (no-op if absent).
+    /// Deletes the player's row (no-op if absent), entry data included.
     fn delete_player(&self, player: &str) -> Result<()>;
+
+    /// Replaces the entry data of the player's row, which exists (written
+    /// by [`put_player`](Storage::put_player) in this transaction or
+    /// before). Only boards with entry data call it.
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()>;
+
+    /// Calls `f(player, data)` for each of `players` that has entry data,
+    /// in any order; in one round trip where the backend can. Only boards
+    /// with entry data call it.
+    fn players_data(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()>;
 
     /// Appends up to `limit` players at `score` with arrival `>= arrival`,
     /// by arrival, as `(player, score)`.

@@ -216,6 +216,7 @@ impl Oracle {
                 rank,
                 dense,
                 position: i as u64 + 1,
+                data: None,
             });
         }
         out
