@@ -1,7 +1,7 @@
 //! autoshard's benchmarks: one binary, one command.
 //!
 //! ```text
-//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|policies|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
@@ -17,6 +17,7 @@ mod contention;
 mod machine;
 mod mapper;
 mod model;
+mod policies;
 mod ranking;
 mod redis_cluster;
 mod stats;
@@ -25,7 +26,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|policies|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -34,7 +35,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking"
-            | "redis" => which.push(arg),
+            | "policies" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -68,6 +69,7 @@ fn main() {
             "mapper" => mapper::run(dir.path(), quick),
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
+            "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
