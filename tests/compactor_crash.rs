@@ -661,10 +661,17 @@ fn control<S: CrashStore>() {
     }
     check(&db, &acked).expect("before the split compactor ran");
     let run = spawn_child::<S>(&location, "split", 1).kill_after(Duration::ZERO);
-    assert!(run.killed(), "the split compactor ended by itself: {:?}", run.status);
+    assert!(
+        run.killed(),
+        "the split compactor ended by itself: {:?}",
+        run.status
+    );
     S::settle(&location);
     let err = check(&db, &acked).expect_err("a fold split over two transactions went unnoticed");
-    assert!(err.contains("folded twice or lost"), "unexpected report: {err}");
+    assert!(
+        err.contains("folded twice or lost"),
+        "unexpected report: {err}"
+    );
     eprintln!("{}: split compactor caught: {err}", S::NAME);
 }
 

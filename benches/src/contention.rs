@@ -276,8 +276,12 @@ fn run_cell(
     match variant {
         Variant::Naive => run_typed::<OneShardVotes>(variant.short(), mode, retries, clients, time),
         Variant::Static => run_typed::<StaticVotes>(variant.short(), mode, retries, clients, time),
-        Variant::Dynamic => run_typed::<DynamicVotes>(variant.short(), mode, retries, clients, time),
-        Variant::NaiveSum => run_typed::<OneShardSum>(variant.short(), mode, retries, clients, time),
+        Variant::Dynamic => {
+            run_typed::<DynamicVotes>(variant.short(), mode, retries, clients, time)
+        }
+        Variant::NaiveSum => {
+            run_typed::<OneShardSum>(variant.short(), mode, retries, clients, time)
+        }
         Variant::StaticSum => run_typed::<StaticSum>(variant.short(), mode, retries, clients, time),
     }
 }

@@ -484,6 +484,20 @@ impl Storage for BoardTx<'_> {
         Ok(())
     }
 
+    // Boards with entry data are refused at creation on Redis
+    // (`BoardStore::create_board`), and only such boards call these two.
+    fn put_player_data(&self, _player: &str, _data: &[u8]) -> Result<()> {
+        Err(unsupported_entry_data())
+    }
+
+    fn players_data(
+        &self,
+        _players: &[&str],
+        _f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        Err(unsupported_entry_data())
+    }
+
     fn entries_at(
         &self,
         score: i64,
@@ -559,5 +573,12 @@ impl Storage for BoardTx<'_> {
 
     fn board_name(&self) -> &str {
         self.name
+    }
+}
+
+fn unsupported_entry_data() -> Error {
+    Error::Unsupported {
+        store: "redis-cluster",
+        operation: "ranking boards with entry data",
     }
 }

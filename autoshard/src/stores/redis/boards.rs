@@ -36,7 +36,9 @@ use super::board_tx::{BoardTx, Mode};
 use super::keys::{key_slot, tag};
 use super::{scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::seam::{
+    Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -99,8 +101,15 @@ fn registry(prefix: &str) -> String {
 
 fn record(id: i64, spec: &BoardSpec) -> String {
     format!(
-        "{id}|{}|{}|{}|{}|{}",
-        spec.min, spec.max, spec.branching, spec.shards, spec.queues
+        "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
+        spec.min,
+        spec.max,
+        spec.branching,
+        spec.shards,
+        spec.queues,
+        spec.policy,
+        spec.order,
+        spec.entry_data
     )
 }
 
@@ -112,8 +121,24 @@ fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
         reason: format!("unreadable registry record {stored:?}"),
     };
     let fields: Vec<&str> = stored.split('|').collect();
-    let [id, min, max, branching, shards, queues] = fields[..] else {
-        return Err(corrupt());
+    // A record written before policies, orders and entry data existed has
+    // six fields; it is a `Replace`, higher-is-better board without data.
+    let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
+        [id, min, max, branching, shards, queues] => (
+            id,
+            min,
+            max,
+            branching,
+            shards,
+            queues,
+            DEFAULT_POLICY,
+            DEFAULT_ORDER,
+            "0",
+        ),
+        [id, min, max, branching, shards, queues, policy, order, entry_data] => (
+            id, min, max, branching, shards, queues, policy, order, entry_data,
+        ),
+        _ => return Err(corrupt()),
     };
     let spec = || -> Option<(i64, BoardSpec)> {
         Some((
@@ -124,6 +149,9 @@ fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
                 branching: branching.parse().ok()?,
                 shards: shards.parse().ok()?,
                 queues: queues.parse().ok()?,
+                policy: policy.to_owned(),
+                order: order.to_owned(),
+                entry_data: entry_data.parse().ok()?,
             },
         ))
     };
@@ -142,7 +170,7 @@ impl RedisCluster {
     /// The shape of board `id`, from this handle's cache or the registry.
     fn board_spec(&self, id: i64) -> Result<BoardSpec> {
         if let Some(spec) = self.inner.boards.lock().expect("not poisoned").get(&id) {
-            return Ok(*spec);
+            return Ok(spec.clone());
         }
         let registry = registry(self.prefix());
         let mut conn = self.checkout()?;
@@ -151,7 +179,7 @@ impl RedisCluster {
         for (name, stored) in &all {
             let (found, spec) = parse_record(name, stored)?;
             if found == id {
-                self.remember(id, spec);
+                self.remember(id, spec.clone());
                 return Ok(spec);
             }
         }
@@ -182,7 +210,7 @@ impl RedisCluster {
         let keys = BoardKeys::new(self.prefix(), board.id);
         let mut conn = self.checkout()?;
         for attempt in 1..=TX_ATTEMPTS {
-            let tx = BoardTx::new(self, &mut conn, &keys, board.name, spec, mode);
+            let tx = BoardTx::new(self, &mut conn, &keys, board.name, spec.clone(), mode);
             let outcome = f(&tx);
             // A read that found the state moved ends the run with an error
             // of its own; whatever `f` made of it, the run is void.
@@ -216,6 +244,13 @@ impl RedisCluster {
 
 impl BoardStore for RedisCluster {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+        if spec.entry_data > 0 {
+            // Entry data has no key of its own on a Redis board yet.
+            return Err(Error::Unsupported {
+                store: "redis-cluster",
+                operation: "ranking boards with entry data",
+            });
+        }
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
         // old one's keys.
@@ -232,7 +267,7 @@ impl BoardStore for RedisCluster {
         match self.board_piece(&piece)? {
             Reply::Exists => Err(Error::RankingExists { name: name.into() }),
             reply if reply.applied() => {
-                self.remember(id, *spec);
+                self.remember(id, spec.clone());
                 Ok(id)
             }
             other => Err(Error::SchemaMismatch {
@@ -249,7 +284,7 @@ impl BoardStore for RedisCluster {
             return Ok(None);
         };
         let (id, spec) = parse_record(name, &stored)?;
-        self.remember(id, spec);
+        self.remember(id, spec.clone());
         Ok(Some((id, spec)))
     }
 
@@ -462,8 +497,24 @@ mod tests {
             branching: 7,
             shards: 3,
             queues: 2,
+            policy: "best".into(),
+            order: "lower_is_better".into(),
+            entry_data: 0,
         };
-        assert_eq!(parse_record("b", &record(42, &spec)).unwrap(), (42, spec));
+        assert_eq!(
+            parse_record("b", &record(42, &spec)).unwrap(),
+            (42, spec.clone())
+        );
+        // A record from before policies and orders reads as the defaults.
+        let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
+        assert_eq!(
+            old.1,
+            BoardSpec {
+                policy: DEFAULT_POLICY.into(),
+                order: DEFAULT_ORDER.into(),
+                ..spec
+            }
+        );
         for bad in ["", "1|2|3", "x|0|1|2|1|1", "1|0|1|2|1|1|9"] {
             assert!(
                 matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),
