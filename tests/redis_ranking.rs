@@ -58,6 +58,31 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
     assert!(used.len() >= 2, "12 boards on masters {used:?}");
 }
 
+/// Entry data has no key on a Redis board yet: such a board is refused
+/// with a typed error and nothing is created; a board without it works.
+#[test]
+fn a_board_with_entry_data_is_refused_and_nothing_is_created() {
+    let store = RedisCluster::fresh();
+    let with_data = Ranking::create(&*store, "b", RankingConfig::new(0..10).entry_data(16));
+    assert!(
+        matches!(
+            with_data,
+            Err(autoshard::Error::Unsupported {
+                store: "redis-cluster",
+                ..
+            })
+        ),
+        "{with_data:?}"
+    );
+    assert!(matches!(
+        Ranking::open(&*store, "b"),
+        Err(autoshard::Error::RankingNotFound { .. })
+    ));
+    let board = Ranking::create(&*store, "b", RankingConfig::new(0..10)).unwrap();
+    board.set_score("a", 3).unwrap();
+    assert_eq!(board.score("a").unwrap(), Some(3));
+}
+
 /// Bad entries written into a queue stream by hand: a score outside the
 /// board, an empty player, a score that is not an integer and an entry
 /// without a player. The worker sets all four aside as dead letters, in
