@@ -31,9 +31,10 @@
 //! kills landed that way. The victims also report their stats every few
 //! milliseconds, and the parent prints how many had committed batches.
 //!
-//! The control: the same kills on a compactor that deletes the folded rows
-//! in one transaction and adds their sum to the kept row in a second one
-//! (raw SQL in the child) are caught by the first check.
+//! The control: a compactor that deletes the folded rows in one
+//! transaction and adds their sum to the kept row in a second one (raw SQL
+//! in the child), killed between the two (it says when it is there, so the
+//! control does not depend on timing), is caught by the first check.
 //!
 //! The tests take a lock so they run one after another.
 #![cfg(unix)]
@@ -90,8 +91,9 @@ trait CrashStore: Store + Clone + Send + Sync + 'static {
     /// (children vary their options by number).
     fn connect(location: &str, child: u64) -> Self;
 
-    /// The control's buggy compactor: folds `grown` in two transactions,
-    /// until killed.
+    /// The control's buggy compactor: folds `grown` in two transactions.
+    /// It says "ready" once it committed its first deletion, and waits
+    /// there, between its two transactions, for the parent's SIGKILL.
     fn split_compactor(location: &str, child: u64) -> !;
 
     /// Whether child `child` (process `pid`) is inside a write transaction
@@ -156,7 +158,6 @@ impl CrashStore for Sqlite {
     fn split_compactor(location: &str, _child: u64) -> ! {
         let mut conn = rusqlite::Connection::open(location).unwrap();
         conn.busy_timeout(Duration::from_secs(30)).unwrap();
-        say("ready");
         loop {
             for entity in 0..ENTITIES as i64 {
                 let tx = conn
@@ -187,6 +188,7 @@ impl CrashStore for Sqlite {
                 )
                 .unwrap();
                 tx.commit().unwrap();
+                pause_between_transactions();
                 // The bug: the folded value is written in a second transaction.
                 conn.execute(
                     "UPDATE as_shard_ledger SET value = value + ?3 \
@@ -277,7 +279,6 @@ mod pg {
             let mut client =
                 postgres::Client::connect(&url_for(schema, child), postgres::NoTls).unwrap();
             let table = format!("\"{schema}\".as_shard_ledger");
-            say("ready");
             loop {
                 for entity in 0..ENTITIES as i64 {
                     let mut tx = client.transaction().unwrap();
@@ -305,6 +306,7 @@ mod pg {
                     )
                     .unwrap();
                     tx.commit().unwrap();
+                    pause_between_transactions();
                     // The bug: the folded value is written in a second
                     // transaction.
                     client
@@ -405,6 +407,15 @@ fn run_child<S: CrashStore>(location: &str, mode: &str, child: u64) {
     }
     compactor.stop().expect("child: compactor");
     say("done");
+}
+
+/// The control's window: the split compactor's first transaction
+/// committed, its second not begun. Says so and waits for the parent's
+/// SIGKILL (a child that is never killed ends by itself).
+fn pause_between_transactions() {
+    say("ready");
+    thread::sleep(CHILD_LIFETIME);
+    std::process::exit(0);
 }
 
 fn say(line: &str) {
@@ -626,28 +637,42 @@ fn kill_20_victims<S: CrashStore>() {
     );
 }
 
-/// Kills split compactors until the check trips; a correct compactor never
-/// trips it (above), so the check is shown to catch the bug.
+/// The control, independent of timing: a split compactor killed between
+/// its two transactions (it says when it is there) leaves a ledger whose
+/// counter lost the rows it deleted, and the check after a kill catches
+/// it. A correct compactor has no such window (one transaction per batch),
+/// which the kills above exercise.
 fn control<S: CrashStore>() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // On a loaded machine a round's victims may all die before their first
-    // batch (seen once: 20 kills, none after a batch), which shows nothing
-    // either way: such a round is run again, up to three times.
-    let mut unnoticed = Vec::new();
-    for _ in 0..3 {
-        match kill_compactors::<S>("split", 20) {
-            Ok(report) => unnoticed.push(format!("{report:?}")),
-            Err(err) => {
-                assert!(
-                    err.contains("folded twice or lost"),
-                    "unexpected report: {err}"
-                );
-                eprintln!("{}: split compactor caught: {err}", S::NAME);
-                return;
-            }
+    let (db, location, _cleanup) = S::create();
+    let acked = Mutex::new(BTreeSet::new());
+    for id in 0..ENTITIES {
+        db.insert(&Ledger::new(id)).unwrap();
+    }
+    // Dynamic rows to fold: the inserted row and three appends per ledger.
+    for id in 0..ENTITIES {
+        let mut ledger: Ledger = db.load(&id).unwrap().unwrap();
+        for seq in 0..3 {
+            let op = op_id(0, id, seq);
+            ledger.count_dynamic(op);
+            db.save(&mut ledger).unwrap();
+            acked.lock().unwrap().insert(op);
         }
     }
-    panic!("the kills of a split compactor went unnoticed in 3 rounds: {unnoticed:?}");
+    check(&db, &acked).expect("before the split compactor ran");
+    let run = spawn_child::<S>(&location, "split", 1).kill_after(Duration::ZERO);
+    assert!(
+        run.killed(),
+        "the split compactor ended by itself: {:?}",
+        run.status
+    );
+    S::settle(&location);
+    let err = check(&db, &acked).expect_err("a fold split over two transactions went unnoticed");
+    assert!(
+        err.contains("folded twice or lost"),
+        "unexpected report: {err}"
+    );
+    eprintln!("{}: split compactor caught: {err}", S::NAME);
 }
 
 #[test]
@@ -655,13 +680,7 @@ fn sqlite_compactor_killed_20_times_among_others_folds_nothing_twice() {
     kill_20_victims::<Sqlite>();
 }
 
-/// Ignored in the default run: in CI-style runs on this 2-core machine the
-/// split compactor's victims were all killed inside their first transaction
-/// in three rounds running (kills_after_a_batch 0), which shows nothing
-/// either way; it caught the split compactor when run alone. Run with
-/// `-- --ignored`.
 #[test]
-#[ignore = "timing-dependent control: its victims may never finish a batch; see the comment"]
 fn sqlite_control_a_compactor_writing_back_in_a_second_transaction_is_caught() {
     control::<Sqlite>();
 }
@@ -673,13 +692,7 @@ fn pg_compactor_killed_20_times_among_others_folds_nothing_twice() {
 }
 
 #[cfg(feature = "postgres")]
-/// Ignored in the default run: in CI-style runs on this 2-core machine the
-/// split compactor's victims were all killed inside their first transaction
-/// in three rounds running (kills_after_a_batch 0), which shows nothing
-/// either way; it caught the split compactor when run alone. Run with
-/// `-- --ignored`.
 #[test]
-#[ignore = "timing-dependent control: its victims may never finish a batch; see the comment"]
 fn pg_control_a_compactor_writing_back_in_a_second_transaction_is_caught() {
     control::<autoshard::Postgres>();
 }

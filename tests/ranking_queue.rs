@@ -25,12 +25,12 @@
 mod common;
 #[path = "common/queue_oracle.rs"]
 mod oracle;
-use oracle::{apply, assert_board, read_scores, write, Scores, RANGE};
+use oracle::{apply_as, assert_board, read_scores, write, Scores, RANGE};
 #[path = "common/child.rs"]
 mod child;
 use child::{kills, Child};
 
-use autoshard::ranking::{Ranking, RankingConfig};
+use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use autoshard::{Error, Sqlite, Synchronous};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -541,17 +541,27 @@ struct WorkerKills {
 const CRASH_PLAYERS: usize = 1_500;
 const CRASH_UPDATES: usize = 2_000;
 
-/// Fills the queue, kills a worker child at a random moment, checks the
-/// mid-state, drains with a restarted worker and checks the end state;
-/// repeats until `want` kills landed mid-drain.
-fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, String> {
+/// Fills the queue of a board with `policy`, kills a worker child at a
+/// random moment, checks the mid-state, drains with a restarted worker and
+/// checks the end state; repeats until `want` kills landed mid-drain.
+fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<WorkerKills, String> {
+    // Increments are small and positive: sums stay in range for hundreds
+    // of rounds, and one applied twice shows in the sum.
+    let value = |rng: &mut SmallRng| match policy {
+        Policy::Increment => rng.random_range(1..10),
+        _ => rng.random_range(RANGE),
+    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("worker.db");
     let db = Sqlite::builder(&path)
         .synchronous(Synchronous::Normal)
         .open()
         .unwrap();
-    let config = RankingConfig::new(RANGE).branching(16).shards(4).queues(4);
+    let config = RankingConfig::new(RANGE)
+        .branching(16)
+        .shards(4)
+        .queues(4)
+        .policy(policy);
     let board = Ranking::create(&db, BOARD, config).unwrap();
     let raw = common::raw(&path);
     let players: BTreeSet<String> = (0..CRASH_PLAYERS).map(|p| format!("p{p}")).collect();
@@ -561,7 +571,7 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
     let mut initial = Vec::new();
     for p in &players {
         if rng.random::<bool>() {
-            initial.push((p.clone(), rng.random_range(RANGE)));
+            initial.push((p.clone(), value(&mut rng)));
         }
     }
     let pairs: Vec<(&str, i64)> = initial.iter().map(|(p, s)| (p.as_str(), *s)).collect();
@@ -581,10 +591,7 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
                 (0..CRASH_UPDATES / 4)
                     .map(|_| {
                         let p = players_vec[rng.random_range(..players_vec.len())].clone();
-                        (
-                            p,
-                            (rng.random_range(..20u8) != 0).then(|| rng.random_range(RANGE)),
-                        )
+                        (p, (rng.random_range(..20u8) != 0).then(|| value(&mut rng)))
                     })
                     .collect()
             })
@@ -603,7 +610,7 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
         assert_eq!(queued.len(), CRASH_UPDATES);
         for row in &queued {
             // Per shard in sequence order is a player's enqueue order.
-            apply(&mut expected, &row.player, row.score);
+            apply_as(policy, &mut expected, &row.player, row.score);
         }
 
         let child = stats.kills;
@@ -630,7 +637,7 @@ fn kill_workers(mode: Mode, want: u64) -> std::result::Result<WorkerKills, Strin
                 ));
             }
             for row in &all[..all.len() - rest.len()] {
-                apply(&mut prefix, &row.player, row.score);
+                apply_as(policy, &mut prefix, &row.player, row.score);
                 drained += 1;
             }
         }
@@ -679,8 +686,22 @@ const KILLS: u64 = 100;
 #[test]
 fn worker_killed_100_times_mid_drain_applies_every_update_exactly_once() {
     let _serial = serial();
-    let stats = kill_workers(Mode::Worker, kills(KILLS)).unwrap_or_else(|e| panic!("{e}"));
+    let stats =
+        kill_workers(Mode::Worker, Policy::Replace, kills(KILLS)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("worker kills: {stats:?}");
+}
+
+/// Issue 10's points board: a queue of increments (an update applied twice,
+/// or lost, changes a sum, where a replaced score could hide it), its
+/// worker killed mid-drain 20 times; each kill leaves the board at the
+/// board before plus exactly the drained prefix, and the restarted worker
+/// adds exactly the rest.
+#[test]
+fn increment_worker_killed_20_times_mid_drain_adds_every_update_exactly_once() {
+    let _serial = serial();
+    let stats =
+        kill_workers(Mode::Worker, Policy::Increment, kills(20)).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("increment worker kills: {stats:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -775,7 +796,8 @@ fn acknowledged_enqueues_survive_kill_9_of_100_enqueuers() {
 #[test]
 fn control_a_worker_that_deletes_in_a_second_transaction_is_caught() {
     let _serial = serial();
-    let err = kill_workers(Mode::SplitWorker, 20).expect_err("the split worker went unnoticed");
+    let err = kill_workers(Mode::SplitWorker, Policy::Replace, 20)
+        .expect_err("the split worker went unnoticed");
     assert!(err.contains("applied but still queued"), "{err}");
     eprintln!("split worker caught: {err}");
 }

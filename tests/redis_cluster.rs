@@ -289,10 +289,13 @@ impl Pair {
 
 /// The weaker isolation, exactly: every save adds 1 to `a` and 1 to `b` in
 /// two pieces (two slots). A concurrent load may see one piece of a save
-/// without the other, so `a != b` is allowed, but by at most one in-flight
-/// save per writer; each field only grows between one reader's loads (no
-/// piece is seen and then unseen); and once the writers are done both are
-/// exact. (On SQLite and PostgreSQL `a == b` in every load.)
+/// without the other, so `a != b` is allowed; each field only grows
+/// between one reader's loads (no piece is seen and then unseen); and once
+/// the writers are done both are exact. (On SQLite and PostgreSQL `a == b`
+/// in every load.) There is no bound on `|a - b|` in one load: a load
+/// reads the buckets one node after another, and between two of its reads
+/// any number of saves may complete. This test used to assert `|a - b| <=
+/// writers` and failed 2 of 3 runs on a machine at load ~17.
 #[test]
 fn a_load_may_see_part_of_a_save_but_never_loses_or_doubles_a_piece() {
     let db = fresh();
@@ -314,12 +317,6 @@ fn a_load_may_see_part_of_a_save_but_never_loses_or_doubles_a_piece() {
             while !done.load(Ordering::Acquire) {
                 let p: Pair = db.load(&1).unwrap().unwrap();
                 assert!(p.a >= last_a && p.b >= last_b, "a piece was unseen");
-                assert!(
-                    (p.a - p.b).unsigned_abs() as usize <= writers,
-                    "a = {}, b = {}: more than one save per writer in flight",
-                    p.a,
-                    p.b
-                );
                 torn += u64::from(p.a != p.b);
                 loads += 1;
                 (last_a, last_b) = (p.a, p.b);
@@ -460,4 +457,93 @@ fn urls_open_the_cluster_and_prefixes_keep_stores_apart() {
         "{bad:?}"
     );
     let _ = Options::default();
+}
+
+/// `stats::<T>()` on Redis Cluster: before compaction the counts are the
+/// other stores' (3 entities, 30 + 10 rows, 7 dynamic rows beyond one per
+/// entity); compaction then folds within buckets, so afterwards a dynamic
+/// field keeps one row per (entity, bucket) it had rows in, and `pending`
+/// (rows beyond one per entity, as on every store) counts the rows no
+/// compaction folds here. A dynamic row's number is `2^20 + 16 t + bucket`,
+/// so its bucket is its number mod 16.
+#[test]
+fn stats_before_and_after_a_bucketwise_compaction() {
+    let db = fresh();
+    for id in 1..=3 {
+        db.insert(&Question::new(id, 10, 0)).unwrap();
+    }
+    for (id, saves) in [(1, 5), (2, 2)] {
+        let mut q: Question = db.load(&id).unwrap().unwrap();
+        for _ in 0..saves {
+            q.vote(1);
+            q.view();
+            db.save(&mut q).unwrap();
+        }
+    }
+    let stats = db.stats::<Question>().unwrap();
+    assert_eq!(stats.entities, 3);
+    let votes = stats.field("votes").unwrap();
+    assert_eq!((votes.rows, votes.entities, votes.pending), (30, 3, 0));
+    let views = stats.field("views").unwrap();
+    assert_eq!((views.rows, views.entities, views.pending), (10, 3, 7));
+
+    let rows = db.shard_rows("question");
+    let buckets: BTreeSet<(&String, i64)> = rows
+        .keys()
+        .filter(|k| k.1 == "views")
+        .map(|(entity, _, shard)| (entity, shard % 16))
+        .collect();
+    let merged = db.compact::<Question>().unwrap().rows_merged;
+    assert_eq!(merged, 10 - buckets.len() as u64);
+    let after = db.stats::<Question>().unwrap();
+    let views = after.field("views").unwrap();
+    assert_eq!(
+        (views.rows, views.entities, views.pending),
+        (buckets.len() as u64, 3, buckets.len() as u64 - 3)
+    );
+    assert_eq!(after.field("votes").unwrap().rows, 30);
+    // The totals are what the saves made.
+    let loaded: Vec<Question> = (1..=3).map(|id| db.load(&id).unwrap().unwrap()).collect();
+    assert_eq!(
+        loaded.iter().map(|q| q.views).collect::<Vec<_>>(),
+        [5, 2, 0]
+    );
+}
+
+/// A static field's rows beyond its shard count are pending, as on every
+/// store; compaction folds one in bucket `b < N` into shard `b` and keeps
+/// the lowest surplus row of a bucket `b >= N` (docs/design.md, "What each
+/// operation does"), so those stay pending.
+#[test]
+fn stats_count_a_static_fields_surplus_and_what_compaction_leaves() {
+    use entities::{DynamicSwitch, StaticSwitch};
+    let db = fresh();
+    db.insert(&StaticSwitch {
+        id: 1,
+        hits: 0,
+        pending: Pending::default(),
+    })
+    .unwrap();
+    let mut grown: DynamicSwitch = db.load(&1).unwrap().unwrap();
+    for _ in 0..3 {
+        grown.hit();
+        db.save(&mut grown).unwrap();
+    }
+    let hits = db.stats::<StaticSwitch>().unwrap().fields[0].clone();
+    assert_eq!((hits.rows, hits.entities, hits.pending), (7, 1, 3));
+    assert_eq!(db.stats::<DynamicSwitch>().unwrap().fields[0].pending, 6);
+
+    let kept: BTreeSet<i64> = db
+        .field_rows("switch", "1", "hits")
+        .keys()
+        .filter(|&&shard| shard >= 4)
+        .map(|shard| shard % 16)
+        .filter(|&bucket| bucket >= 4)
+        .collect();
+    db.compact::<StaticSwitch>().unwrap();
+    let hits = db.stats::<StaticSwitch>().unwrap().fields[0].clone();
+    let kept = kept.len() as u64;
+    assert_eq!((hits.rows, hits.pending), (4 + kept, kept));
+    let loaded: StaticSwitch = db.load(&1).unwrap().unwrap();
+    assert_eq!(loaded.hits, 3);
 }

@@ -15,6 +15,9 @@
 //! `AUTOSHARD_FAILOVER_ROUNDS=N` for a longer soak
 //! (`cargo test --test redis_failover -- --ignored` runs 20).
 //!
+//! Also here: a ranking board across a kill of its master, in each mode
+//! (`a_board_survives_a_master_failover_*`, one kill each).
+//!
 //! This test changes which nodes are masters; the cluster stays healthy.
 #![cfg(feature = "redis")]
 
@@ -204,23 +207,25 @@ fn rounds() -> usize {
         .unwrap_or(5)
 }
 
-/// Ignored in the default run: one CI run of this test (2026-11-24, load
-/// ~5) stored one save more than were acknowledged or in doubt (round 2:
-/// 22,983 acknowledged, 0 in doubt, 22,984 stored), so a save that
-/// returned an error other than `InDoubt` across an asynchronous failover
-/// had in fact been applied. Not yet explained; the replicated mode below
-/// stays in the default run. Run with `-- --ignored`.
+/// Back in the default run: one CI run (2026-11-24, load ~5) had stored
+/// one save more than were acknowledged or in doubt (round 2: 22,983
+/// acknowledged, 0 in doubt, 22,984 stored): a save reported failed had
+/// been applied. The cause: the cluster client retried by itself after a
+/// dropped connection and reported only the refusal of its resend, so the
+/// store took a piece that may have been applied for one never sent, and
+/// answered `Unavailable`; the writer saved again. The client now makes no
+/// retries of its own (`RedisClusterBuilder::open`), so every lost send
+/// reaches the store's loop, which resends it under its operation id.
+/// Not reproduced on demand (it was rare), so the old setting is no
+/// control here; after the change, 5 + 5 kills: 0 lost, 0 doubled.
 #[test]
-#[ignore = "a save reported failed was applied once across an async failover; see the comment"]
 fn kill_a_master_async() {
     failover(Durability::Async, rounds());
 }
 
-/// Ignored in the default run for the same defect as `kill_a_master_async`:
-/// a later run (2026-11-24) counted one save twice here too (round 0: 4,633
-/// acknowledged, 47 in doubt, 4,681 stored). Run with `-- --ignored`.
+/// The same defect once counted a save twice here (round 0: 4,633
+/// acknowledged, 47 in doubt, 4,681 stored); see `kill_a_master_async`.
 #[test]
-#[ignore = "a save reported failed was applied once across a failover; see kill_a_master_async"]
 fn kill_a_master_replicated() {
     failover(
         Durability::Replicated {
@@ -242,4 +247,146 @@ fn soak_kill_masters() {
         },
         20,
     );
+}
+
+/// The port of the master that holds the keys matching `pattern`.
+fn master_of(pattern: &str) -> u16 {
+    for port in master_ports() {
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection())
+            .unwrap();
+        let found: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut conn).unwrap();
+        if !found.is_empty() {
+            return port;
+        }
+    }
+    panic!("no master holds {pattern}")
+}
+
+/// A ranking board across a kill -9 of its master (a board is one slot, so
+/// one master): 2 direct writers (`set_score`, each score higher than the
+/// player's last) and a producer enqueueing for a worker. Afterwards the
+/// board must be consistent (`check_integrity`: a failover rolls it back
+/// to some committed state, never half a transaction), every player's
+/// stored score one that was written, and the writers back within
+/// seconds. With `Durability::Replicated` no acknowledged write may be
+/// lost; with `Async` the lost ones are counted and reported.
+fn board_failover(durability: Durability) {
+    use autoshard::ranking::{Ranking, RankingConfig};
+    use std::collections::HashMap;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = rc::new_prefix();
+    let _cleanup = rc::DropPrefix(prefix.clone());
+    let open = || {
+        rc::builder(&prefix, &stores::Options::default())
+            .durability(durability)
+            .in_doubt_timeout(Duration::from_secs(15))
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    let board = Ranking::create(&db, "f", RankingConfig::new(0..1_000_000).queues(2)).unwrap();
+    board.set_score("seed", 1).unwrap();
+    let victim = master_of(&format!("{prefix}:*:rk*:v"));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Per writer: player -> (last acknowledged score, highest attempted).
+    type Acked = HashMap<String, (i64, i64)>;
+    let write = |w: usize, queued: bool| {
+        let (db, stop) = (open(), stop.clone());
+        thread::spawn(move || -> (Acked, Duration, u64) {
+            let board = Ranking::open(&db, "f").unwrap();
+            let mut acked = Acked::new();
+            let (mut last_ok, mut longest, mut in_doubt) = (Instant::now(), Duration::ZERO, 0);
+            let mut n = 0i64;
+            while !stop.load(Ordering::Acquire) {
+                n += 1;
+                let player = format!("w{w}-{}", n % 20);
+                let entry = acked.entry(player.clone()).or_insert((0, 0));
+                entry.1 = n;
+                loop {
+                    let outcome = if queued {
+                        board.enqueue(&player, n)
+                    } else {
+                        board.set_score(&player, n)
+                    };
+                    match outcome {
+                        Ok(()) => {
+                            acked.get_mut(&player).unwrap().0 = n;
+                            longest = longest.max(last_ok.elapsed());
+                            last_ok = Instant::now();
+                            break;
+                        }
+                        Err(Error::InDoubt { .. }) => {
+                            in_doubt += 1;
+                            break;
+                        }
+                        // A set_score or an enqueue of an absolute score
+                        // may be repeated.
+                        Err(e) if e.is_retryable() && !stop.load(Ordering::Acquire) => {
+                            thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) if e.is_retryable() => break,
+                        Err(e) => panic!("write failed: {e:?}"),
+                    }
+                }
+            }
+            (acked, longest, in_doubt)
+        })
+    };
+    let writers: Vec<_> = [(0, false), (1, false), (2, true)]
+        .into_iter()
+        .map(|(w, queued)| write(w, queued))
+        .collect();
+    let worker = board.worker().spawn().unwrap();
+    thread::sleep(Duration::from_millis(500));
+    script(&["kill", &victim.to_string()]);
+    thread::sleep(Duration::from_secs(6));
+    script(&["revive", &victim.to_string()]);
+    thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Release);
+    let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    // The worker stops at an error that is not retryable (an in-doubt
+    // batch); a new one drains the rest.
+    if let Err(e) = worker.stop() {
+        eprintln!("{durability:?}: the worker stopped with {e}");
+    }
+    board.worker().drain().unwrap();
+    board.check_integrity().unwrap();
+    let (mut acked, mut lost, mut doubt) = (0, 0, 0);
+    for (w, (players, longest, in_doubt)) in results.iter().enumerate() {
+        assert!(
+            *longest < Duration::from_secs(15),
+            "writer {w} stalled {longest:?}"
+        );
+        doubt += in_doubt;
+        for (player, &(last_acked, attempted)) in players {
+            let stored = board.score(player).unwrap().unwrap_or(0);
+            assert!(stored <= attempted, "{player}: {stored} was never written");
+            acked += 1;
+            lost += u64::from(stored < last_acked);
+        }
+    }
+    eprintln!(
+        "{durability:?}: killed master {victim}; {acked} players written, {lost} lost their last \
+         acknowledged score, {doubt} writes in doubt; board consistent"
+    );
+    if matches!(durability, Durability::Replicated { .. }) {
+        assert_eq!(
+            lost, 0,
+            "acknowledged board writes lost with replica acknowledgements"
+        );
+    }
+}
+
+#[test]
+fn a_board_survives_a_master_failover_async() {
+    board_failover(Durability::Async);
+}
+
+#[test]
+fn a_board_survives_a_master_failover_replicated() {
+    board_failover(Durability::Replicated {
+        replicas: 1,
+        timeout: Duration::from_millis(500),
+    });
 }

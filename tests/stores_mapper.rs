@@ -58,9 +58,6 @@ store_tests!(
 // Nor the totals tests (issue 12, item 1): a static save there is checked
 // against its own row only, not the field's total (tests/redis_cluster.rs
 // checks what happens instead).
-// Not yet on Redis Cluster: a stale object's save is not refused there
-// (`saving_a_deleted_entity_is_not_found_and_keeps_the_delta` re-inserts
-// the id and expects `NotFound`; see docs/design.md, "Redis Cluster").
 redis_cluster_tests!(
     insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field,
     insert_of_an_existing_id_fails_and_changes_nothing,
@@ -74,6 +71,8 @@ redis_cluster_tests!(
     delete_removes_the_entity_and_all_its_shard_rows,
     compaction_of_an_empty_kind,
     integer_ids_of_any_width_and_sign,
+    saving_a_deleted_entity_is_not_found_and_keeps_the_delta,
+    a_stale_object_cannot_write_into_a_new_incarnation,
 );
 
 // --- helpers -------------------------------------------------------------

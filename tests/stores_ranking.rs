@@ -4,10 +4,9 @@
 //! whatever the mode; the run shows the mode changes nothing). Tests that
 //! damage SQLite rows by hand stay in `ranking.rs`.
 
-use autoshard::ranking::{Entry, Ranking, RankingConfig, RankingStore, Tie};
-use autoshard::{Error, Sqlite};
+use autoshard::ranking::{Ranking, RankingConfig, Tie};
+use autoshard::Error;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
@@ -16,7 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[path = "common/stores.rs"]
 mod stores;
-use stores::{Fresh, TestStore};
+use stores::Fresh;
+#[path = "common/boards.rs"]
+mod boards;
+use boards::Boards;
+#[path = "common/policy_oracle.rs"]
+mod policy_oracle;
+use policy_oracle::{range, verify, Oracle};
 
 store_tests!(
     every_query_agrees_with_a_sorted_list,
@@ -34,178 +39,27 @@ store_tests!(
     readers_never_see_half_a_batch,
 );
 
-/// A store under test that can hold boards.
-trait Boards: TestStore {
-    type Db: RankingStore;
-    fn db(&self) -> &Self::Db;
-    /// Property-test cases, and every how many operations a case checks
-    /// every query against the oracle (always after the last): one check
-    /// is a few hundred queries, each a few round trips on PostgreSQL, so
-    /// PostgreSQL runs fewer and checks less often (the oracle is the same).
-    const CASES: u32;
-    const VERIFY_EVERY: usize;
-}
-
-impl Boards for Sqlite {
-    type Db = Sqlite;
-    fn db(&self) -> &Sqlite {
-        self
-    }
-    const CASES: u32 = 48;
-    const VERIFY_EVERY: usize = 1;
-}
-
-#[cfg(feature = "postgres")]
-impl Boards for autoshard::Postgres {
-    type Db = autoshard::Postgres;
-    fn db(&self) -> &autoshard::Postgres {
-        self
-    }
-    const CASES: u32 = 6;
-    const VERIFY_EVERY: usize = 4;
-}
-
-#[cfg(feature = "postgres")]
-impl Boards for stores::pg::Optimistic {
-    type Db = autoshard::Postgres;
-    fn db(&self) -> &autoshard::Postgres {
-        &self.0
-    }
-    const CASES: u32 = 3;
-    const VERIFY_EVERY: usize = 4;
-}
+// The same oracle tests on Redis Cluster: a board is one slot there, its
+// transactions optimistic (docs/design.md, "Ranking boards on Redis
+// Cluster").
+redis_cluster_tests!(
+    every_query_agrees_with_a_sorted_list,
+    code_jam_example,
+    redis_tie_example,
+    reapplying_a_batch_is_a_no_op,
+    full_i64_range_ranks_the_extremes,
+    bad_configurations_are_refused_and_create_nothing,
+    board_names_are_validated_and_bound_as_data,
+    bad_updates_and_queries_are_refused_and_change_nothing,
+    create_and_open_from_other_handles,
+    sharded_writes_from_four_threads_match_the_oracle,
+    four_threads_on_the_same_players_keep_the_tree_exact,
+    big_batches_among_small_writers_keep_the_tree_exact,
+    readers_never_see_half_a_batch,
+);
 
 fn create<S: Boards>(store: &S, name: &str, config: RankingConfig) -> Ranking {
     Ranking::create(store.db(), name, config).unwrap()
-}
-
-// ---------------------------------------------------------------- oracle
-
-/// Every player's score and the moment they reached it, compared the slow
-/// way: a sorted list.
-#[derive(Default, Clone, Debug)]
-struct Oracle {
-    players: HashMap<String, (i64, u64)>,
-    clock: u64,
-}
-
-impl Oracle {
-    fn set(&mut self, player: &str, score: i64) {
-        if self.players.get(player).map(|p| p.0) != Some(score) {
-            self.clock += 1;
-            self.players.insert(player.into(), (score, self.clock));
-        }
-    }
-
-    /// A batch by its net effect: each player ends at their last score, and
-    /// players move in the order of their last change.
-    fn batch(&mut self, sets: &[(&str, i64)]) {
-        let mut net: HashMap<&str, (usize, i64)> = HashMap::new();
-        for (i, &(player, score)) in sets.iter().enumerate() {
-            let current = net
-                .get(player)
-                .map(|n| n.1)
-                .or(self.players.get(player).map(|p| p.0));
-            if current != Some(score) {
-                net.insert(player, (i, score));
-            }
-        }
-        let mut moves: Vec<_> = net.into_iter().collect();
-        moves.sort_by_key(|m| m.1 .0);
-        for (player, (_, score)) in moves {
-            self.set(player, score);
-        }
-    }
-
-    fn remove(&mut self, player: &str) -> bool {
-        self.players.remove(player).is_some()
-    }
-
-    /// Ranking order: score descending, then who reached it first.
-    fn entries(&self) -> Vec<Entry> {
-        let mut sorted: Vec<_> = self.players.iter().collect();
-        sorted.sort_by_key(|(_, &(score, at))| (std::cmp::Reverse(score), at));
-        let mut out: Vec<Entry> = Vec::new();
-        for (i, (player, &(score, _))) in sorted.into_iter().enumerate() {
-            let (rank, dense) = match out.last() {
-                Some(prev) if prev.score == score => (prev.rank, prev.dense),
-                Some(prev) => (i as u64 + 1, prev.dense + 1),
-                None => (1, 1),
-            };
-            out.push(Entry {
-                player: player.clone(),
-                score,
-                rank,
-                dense,
-                position: i as u64 + 1,
-            });
-        }
-        out
-    }
-
-    fn rank_of_score(&self, score: i64) -> u64 {
-        1 + self.players.values().filter(|p| p.0 > score).count() as u64
-    }
-}
-
-/// Asserts that every query agrees with the oracle.
-fn verify(board: &Ranking, oracle: &Oracle, probes: &[i64]) -> Result<(), TestCaseError> {
-    let entries = oracle.entries();
-    let n = entries.len() as u64;
-    prop_assert_eq!(board.len()?, n);
-    for &score in probes {
-        prop_assert_eq!(
-            board.rank_of_score(score)?,
-            oracle.rank_of_score(score),
-            "rank_of_score({})",
-            score
-        );
-    }
-    for e in &entries {
-        prop_assert_eq!(board.score(&e.player)?, Some(e.score));
-        prop_assert_eq!(
-            board.rank(&e.player, Tie::Standard)?,
-            Some(e.rank),
-            "{:?}",
-            e
-        );
-        prop_assert_eq!(board.rank(&e.player, Tie::Dense)?, Some(e.dense), "{:?}", e);
-        prop_assert_eq!(
-            board.rank(&e.player, Tie::Ordinal)?,
-            Some(e.position),
-            "{:?}",
-            e
-        );
-        prop_assert_eq!(board.score_at_rank(e.position)?, Some(e.score));
-        for k in [0, 1, 3] {
-            let at = e.position as usize - 1;
-            let window = &entries[at.saturating_sub(k)..(at + k + 1).min(entries.len())];
-            prop_assert_eq!(
-                &board.around(&e.player, k as u64)?,
-                window,
-                "around({}, {})",
-                e.player,
-                k
-            );
-        }
-    }
-    prop_assert_eq!(board.score_at_rank(0)?, None);
-    prop_assert_eq!(board.score_at_rank(n + 1)?, None);
-    prop_assert_eq!(board.score("nobody")?, None);
-    prop_assert_eq!(board.rank("nobody", Tie::Ordinal)?, None);
-    prop_assert!(board.around("nobody", 2)?.is_empty());
-    prop_assert_eq!(&board.page(1, n.max(1) + 2)?, &entries);
-    for t in [0, 1, 2, n / 2, n] {
-        prop_assert_eq!(&board.top(t)?, &entries[..t.min(n) as usize]);
-    }
-    for from in 1..=n + 1 {
-        for to in [from, from + 1, from + 4] {
-            let want = &entries[(from - 1).min(n) as usize..to.min(n) as usize];
-            prop_assert_eq!(&board.page(from, to)?, want, "page({}, {})", from, to);
-        }
-    }
-    board.check_integrity()?;
-    Ok(())
 }
 
 // ------------------------------------------------------------ proptest
@@ -222,19 +76,6 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0..12usize, 0..8usize).prop_map(|(p, s)| Op::Set(p, s)),
         2 => (0..12usize).prop_map(Op::Remove),
         2 => prop::collection::vec((0..12usize, 0..8usize), 0..12).prop_map(Op::Batch),
-    ]
-}
-
-/// Score ranges from width 1 to the whole of `i64`, at both ends of it.
-fn range() -> impl Strategy<Value = (i64, i64)> {
-    prop_oneof![
-        Just((0, 1)),
-        (-50i64..50, 1i64..40).prop_map(|(min, w)| (min, min + w)),
-        Just((i64::MIN, i64::MAX)),
-        (1i64..5000).prop_map(|w| (i64::MIN, i64::MIN + w)),
-        (1i64..5000).prop_map(|w| (i64::MAX - w, i64::MAX)),
-        (any::<i64>(), any::<i64>())
-            .prop_filter_map("empty range", |(a, b)| (a < b).then_some((a, b))),
     ]
 }
 
@@ -258,11 +99,7 @@ fn board_shape() -> impl Strategy<Value = (i64, i64, u32, u32, Vec<i64>)> {
 
 fn every_query_agrees_with_a_sorted_list<S: Boards>() {
     let store = S::fresh();
-    let mut runner = TestRunner::new(Config {
-        cases: S::CASES,
-        source_file: Some(file!()),
-        ..Config::default()
-    });
+    let mut runner = boards::runner::<S>(file!());
     let case = std::cell::Cell::new(0);
     let strategy = (board_shape(), prop::collection::vec(op(), 1..20));
     let outcome = runner.run(&strategy, |((min, max, branching, shards, pool), ops)| {
@@ -293,7 +130,7 @@ fn every_query_agrees_with_a_sorted_list<S: Boards>() {
                         .map(|(&(_, s), n)| (n.as_str(), pool[s % pool.len()]))
                         .collect();
                     board.set_scores(&batch)?;
-                    oracle.batch(&batch);
+                    oracle.set_all(&batch);
                 }
             }
             // Probe every pool score plus both range ends: rank_of_score
@@ -950,16 +787,22 @@ fn readers_never_see_half_a_batch<S: Boards>() {
 
 // ------------------------------------------------- store-specific entry
 
-/// `autoshard::open(url)` gives boards on either store from configuration.
+/// `autoshard::open(url)` gives boards on any store from configuration.
 #[test]
 fn boards_through_any_store() {
-    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(unused_mut))]
     let mut urls = vec!["sqlite::memory:".to_owned()];
     #[cfg(feature = "postgres")]
     let _schema = {
         let schema = stores::pg::new_schema();
         urls.push(format!("{}?schema={schema}", stores::pg::url()));
         stores::pg::DropSchema(schema)
+    };
+    #[cfg(feature = "redis")]
+    let _prefix = {
+        let prefix = stores::redis_cluster::new_prefix();
+        urls.push(stores::redis_cluster::url(&prefix));
+        stores::redis_cluster::DropPrefix(prefix)
     };
     for url in urls {
         let db = autoshard::open(&url).unwrap();
@@ -976,13 +819,19 @@ fn boards_through_any_store() {
 /// worker and the queue empties.
 #[test]
 fn the_queue_through_any_store() {
-    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(unused_mut))]
     let mut urls = vec!["sqlite::memory:".to_owned()];
     #[cfg(feature = "postgres")]
     let _schema = {
         let schema = stores::pg::new_schema();
         urls.push(format!("{}?schema={schema}", stores::pg::url()));
         stores::pg::DropSchema(schema)
+    };
+    #[cfg(feature = "redis")]
+    let _prefix = {
+        let prefix = stores::redis_cluster::new_prefix();
+        urls.push(stores::redis_cluster::url(&prefix));
+        stores::redis_cluster::DropPrefix(prefix)
     };
     for url in urls {
         let db = autoshard::open(&url).unwrap();

@@ -18,6 +18,14 @@ store_tests!(
     stats_of_a_kind_without_sharded_fields_count_its_entities,
 );
 
+// On Redis Cluster compaction folds within a bucket, so the two tests that
+// compact check their folded counts in `redis_cluster.rs`
+// (`stats_before_and_after_a_bucketwise_compaction`).
+redis_cluster_tests!(
+    stats_of_a_kind_never_stored_are_zero,
+    stats_of_a_kind_without_sharded_fields_count_its_entities,
+);
+
 fn stats_count_entities_rows_and_pending_dynamic_rows<S: TestStore>() {
     let db = S::fresh();
     for id in 1..=3 {

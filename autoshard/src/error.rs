@@ -183,7 +183,8 @@ pub enum Error {
     },
 
     /// `Ranking::create` with a configuration that cannot make a tree (empty
-    /// score range, branching outside 2..=1000, zero shards or queues), or a
+    /// score range, branching outside 2..=1000, zero shards or queues, entry
+    /// data over `MAX_ENTRY_DATA` bytes), or a
     /// query argument outside its domain (a page starting at rank 0 or
     /// ending before it starts). Nothing was written.
     #[error("invalid ranking argument: {reason}")]
@@ -205,6 +206,29 @@ pub enum Error {
     RankingExists {
         /// The board name.
         name: String,
+    },
+
+    /// Entry data longer than the board keeps
+    /// ([`RankingConfig::entry_data`](crate::ranking::RankingConfig::entry_data);
+    /// `max` 0 for a board that keeps none). Nothing was written.
+    #[error("entry data of {len} bytes is over the board's limit of {max}")]
+    EntryDataTooLarge {
+        /// The length given.
+        len: usize,
+        /// The board's limit.
+        max: usize,
+    },
+
+    /// `Ranking::open_or_create` found the board stored with another
+    /// configuration than the one given (another range, branching, shards,
+    /// queues, policy or order). Nothing was written; the board is
+    /// unchanged.
+    #[error("ranking board {name:?} exists with another configuration: {reason}")]
+    RankingMismatch {
+        /// The board name.
+        name: String,
+        /// Every field that differs, stored value first.
+        reason: String,
     },
 
     /// `Ranking::flush` waited its whole time limit and updates enqueued
@@ -322,9 +346,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// The store does not implement this operation yet (for example
-    /// [`Store::stats`](crate::Store::stats) on Redis Cluster). Nothing was
-    /// read or written.
+    /// The store does not implement this operation yet (no store of this
+    /// crate returns it today; `Store::stats` on Redis Cluster did until
+    /// it was implemented). Nothing was read or written.
     #[error("{operation} is not implemented on the {store} store yet")]
     Unsupported {
         /// The store (`"redis-cluster"`, ...).

@@ -49,14 +49,15 @@ struct Measured {
     compactor: Option<CompactorStats>,
 }
 
-/// `cap`: `None` runs the writers alone.
-fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
-    let open = || {
-        Sqlite::builder(path)
-            .synchronous(Synchronous::Normal)
-            .open()
-    };
-    let db = open()?;
+fn open(path: &Path) -> autoshard::Result<Sqlite> {
+    Sqlite::builder(path)
+        .synchronous(Synchronous::Normal)
+        .open()
+}
+
+/// A new file with the pages, at 0 views.
+fn create(path: &Path) -> Result<Sqlite> {
+    let db = open(path)?;
     for id in 0..PAGES {
         db.insert(&Page {
             id,
@@ -64,9 +65,40 @@ fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
             pending: Pending::default(),
         })?;
     }
+    Ok(db)
+}
+
+/// Writer `w`: views pseudo-random pages, one save each, until `stop`;
+/// its saves and their latencies.
+fn write_until(path: &Path, w: u64, stop: &AtomicBool) -> Result<(u64, Samples)> {
+    let db = open(path)?;
+    let mut pages: Vec<Page> = (0..PAGES)
+        .map(|id| db.load(&id)?.ok_or_else(|| "page missing".into()))
+        .collect::<Result<_>>()?;
+    let mut latencies = Samples::with_capacity(100_000);
+    let mut saves = 0u64;
+    let mut next = w;
+    while !stop.load(Ordering::Relaxed) {
+        let page = &mut pages[(next % PAGES) as usize];
+        next = next
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407)
+            >> 1;
+        page.view();
+        let t = Instant::now();
+        db.save(page)?;
+        latencies.push(t.elapsed());
+        saves += 1;
+    }
+    Ok((saves, latencies))
+}
+
+/// `cap`: `None` runs the writers alone.
+fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
+    let db = create(path)?;
     let compactor = cap
         .map(|cap| -> Result<_> {
-            Ok(open()?
+            Ok(open(path)?
                 .compactor::<Page>()
                 .interval(Duration::from_millis(100))
                 .max_writer_share(cap)
@@ -79,28 +111,7 @@ fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let stop = &stop;
-                s.spawn(move || -> Result<(u64, Samples)> {
-                    let db = open()?;
-                    let mut pages: Vec<Page> = (0..PAGES)
-                        .map(|id| db.load(&id)?.ok_or_else(|| "page missing".into()))
-                        .collect::<Result<_>>()?;
-                    let mut latencies = Samples::with_capacity(100_000);
-                    let mut saves = 0u64;
-                    let mut next = w;
-                    while !stop.load(Ordering::Relaxed) {
-                        let page = &mut pages[(next % PAGES) as usize];
-                        next = next
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407)
-                            >> 1;
-                        page.view();
-                        let t = Instant::now();
-                        db.save(page)?;
-                        latencies.push(t.elapsed());
-                        saves += 1;
-                    }
-                    Ok((saves, latencies))
-                })
+                s.spawn(move || write_until(path, w, stop))
             })
             .collect();
         thread::sleep(Duration::from_secs_f64(seconds));
@@ -141,19 +152,7 @@ fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
 /// pass of the compactor at `cap` while the writers keep saving; the writers
 /// stop when the pass ends.
 fn measure_backlog(path: &Path, rows: u64, cap: f64) -> Result<(Measured, Duration)> {
-    let open = || {
-        Sqlite::builder(path)
-            .synchronous(Synchronous::Normal)
-            .open()
-    };
-    let db = open()?;
-    for id in 0..PAGES {
-        db.insert(&Page {
-            id,
-            views: 0,
-            pending: Pending::default(),
-        })?;
-    }
+    let db = create(path)?;
     {
         let mut conn = rusqlite::Connection::open(path)?;
         let tx = conn.transaction()?;
@@ -168,35 +167,14 @@ fn measure_backlog(path: &Path, rows: u64, cap: f64) -> Result<(Measured, Durati
         tx.commit()?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
-    let compactor = open()?.compactor::<Page>().max_writer_share(cap);
+    let compactor = open(path)?.compactor::<Page>().max_writer_share(cap);
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let (pass, results) = thread::scope(|s| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let stop = &stop;
-                s.spawn(move || -> Result<(u64, Samples)> {
-                    let db = open()?;
-                    let mut pages: Vec<Page> = (0..PAGES)
-                        .map(|id| db.load(&id)?.ok_or_else(|| "page missing".into()))
-                        .collect::<Result<_>>()?;
-                    let mut latencies = Samples::with_capacity(100_000);
-                    let mut saves = 0u64;
-                    let mut next = w;
-                    while !stop.load(Ordering::Relaxed) {
-                        let page = &mut pages[(next % PAGES) as usize];
-                        next = next
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407)
-                            >> 1;
-                        page.view();
-                        let t = Instant::now();
-                        db.save(page)?;
-                        latencies.push(t.elapsed());
-                        saves += 1;
-                    }
-                    Ok((saves, latencies))
-                })
+                s.spawn(move || write_until(path, w, stop))
             })
             .collect();
         let pass = compactor.run_once();

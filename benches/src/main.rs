@@ -1,7 +1,7 @@
 //! autoshard's benchmarks: one binary, one command.
 //!
 //! ```text
-//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
+//! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|policies|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- sweep [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- auto [--quick]         # needs PostgreSQL; also part of `contention`
@@ -20,6 +20,7 @@ mod contention;
 mod machine;
 mod mapper;
 mod model;
+mod policies;
 mod ranking;
 mod redis_cluster;
 mod stats;
@@ -29,7 +30,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|ranking|policies|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -38,7 +39,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "ranking" | "redis" => which.push(arg),
+            | "ranking" | "policies" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -72,6 +73,7 @@ fn main() {
             "mapper" => mapper::run(dir.path(), quick),
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
+            "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),

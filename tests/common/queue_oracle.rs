@@ -2,7 +2,7 @@
 //! of every query the queue tests rely on against them.
 #![allow(dead_code)] // each suite uses its own part of this
 
-use autoshard::ranking::{Ranking, Tie};
+use autoshard::ranking::{Policy, Ranking, Tie};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The score range of the queue tests' boards.
@@ -71,6 +71,15 @@ pub fn apply(scores: &mut Scores, player: &str, score: Option<i64>) {
         Some(s) => scores.insert(player.to_owned(), s),
         None => scores.remove(player),
     };
+}
+
+/// One queued update as the oracle applies it: a new score, or under
+/// `Policy::Increment` a delta.
+pub fn apply_as(policy: Policy, scores: &mut Scores, player: &str, value: Option<i64>) {
+    match (policy, value) {
+        (Policy::Increment, Some(delta)) => *scores.entry(player.to_owned()).or_insert(0) += delta,
+        _ => apply(scores, player, value),
+    }
 }
 
 /// The board as the public API reads it, for `players`.

@@ -612,6 +612,33 @@ pub mod redis_cluster {
         rows
     }
 
+    /// The score-tree rows of board `board` under `prefix`: the registry
+    /// names its id, the board's `n` hash holds `height:idx:part:shard`
+    /// fields (see `stores/redis/boards.rs`).
+    pub fn rank_nodes(prefix: &str, board: &str) -> RankNodes {
+        let registry = scan(&format!("{prefix}:*:boards"));
+        let (_, registry) = registry.first().expect("no board registry");
+        let record = hgetall(registry)
+            .remove(board)
+            .unwrap_or_else(|| panic!("no board {board:?}"));
+        let id = record.split('|').next().unwrap();
+        let Some((_, nodes)) = scan(&format!("{prefix}:*:rk{id}:n")).pop() else {
+            return RankNodes::new();
+        };
+        let mut rows = RankNodes::new();
+        for conn in &mut masters() {
+            let found: redis::RedisResult<BTreeMap<String, Vec<u8>>> =
+                redis::cmd("HGETALL").arg(&nodes).query(conn);
+            let Ok(found) = found else { continue };
+            for (field, v) in found {
+                let k: Vec<i64> = field.split(':').map(|n| n.parse().unwrap()).collect();
+                rows.insert((k[0], k[1], k[2], k[3]), decode_vector(&v));
+            }
+            return rows;
+        }
+        panic!("no master serves {nodes}")
+    }
+
     /// Removes every key under a test's prefix when the test ends.
     pub struct DropPrefix(pub String);
 
@@ -675,6 +702,7 @@ pub mod redis_cluster {
             };
             let rows_prefix = prefix.clone();
             let docs_prefix = prefix.clone();
+            let nodes_prefix = prefix.clone();
             Fresh {
                 store: open(&options),
                 open: Box::new(open),
@@ -685,7 +713,7 @@ pub mod redis_cluster {
                         .map(|(id, (_, doc))| (id, doc))
                         .collect()
                 }),
-                rank_nodes: Box::new(|_| panic!("no ranking boards on Redis Cluster")),
+                rank_nodes: Box::new(move |board| rank_nodes(&nodes_prefix, board)),
                 execute: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
                 _cleanup: Box::new(cleanup),
             }

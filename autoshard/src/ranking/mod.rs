@@ -10,6 +10,11 @@
 //! rewrite the root. `docs/design.md` ("Ranking tree") has the data model,
 //! invariants and the read count of every query.
 //!
+//! Each board has a [`Policy`] (what a submitted score does: replace, keep
+//! the best or worst, add) and an [`Order`] (higher or lower is better),
+//! set in its [`RankingConfig`]; [`Ranking::submit`] reports what a
+//! submission changed.
+//!
 //! ```
 //! use autoshard::ranking::{Ranking, RankingConfig, Tie};
 //! use autoshard::Sqlite;
@@ -44,23 +49,25 @@ mod config;
 mod integrity;
 #[cfg(test)]
 pub(crate) mod memory;
+mod policy;
 mod query;
 mod queue;
 mod storage;
 mod tree;
 
 pub use self::config::RankingConfig;
+pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
 
-use self::apply::Batch;
+pub(crate) use self::policy::apply_updates;
+use self::policy::{Rules, Step};
 use self::query::Want;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
 use crate::error::{Error, Result};
 use crate::seam::{Backend, Board, BoardStore};
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 /// Longest board name, in bytes.
@@ -71,6 +78,9 @@ pub const MAX_PLAYER_LEN: usize = 256;
 pub const MAX_SHARDS: u32 = 1024;
 /// Most queue shards.
 pub const MAX_QUEUES: u32 = 1024;
+/// Most bytes of entry data a board may keep per player
+/// ([`RankingConfig::entry_data`]).
+pub const MAX_ENTRY_DATA: u32 = 1024;
 
 /// How players with equal scores are ranked.
 ///
@@ -106,6 +116,9 @@ pub struct Entry {
     /// Ordinal rank ([`Tie::Ordinal`]): the 1-based place in the list, ties
     /// broken by who reached the score first. Pages are cut by it.
     pub position: u64,
+    /// The entry data the player's score was submitted with
+    /// ([`Ranking::submit_with`]); always `None` on a board that keeps none.
+    pub data: Option<Vec<u8>>,
 }
 
 /// A store that can hold ranking boards: [`Sqlite`](crate::Sqlite),
@@ -184,7 +197,8 @@ impl Ranking {
     ///
     /// [`Error::RankingExists`] if the name is taken,
     /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
-    /// an empty range, branching outside 2..=1000, or zero shards or queues.
+    /// an empty range, branching outside 2..=1000, zero shards or queues, or
+    /// entry data over [`MAX_ENTRY_DATA`] bytes.
     /// Nothing is written on error.
     pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
         check_board_name(name)?;
@@ -207,13 +221,14 @@ impl Ranking {
         let (id, spec) = boards
             .open_board(name)?
             .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
-        let config = RankingConfig::from_spec(spec);
-        let geometry = config.geometry().map_err(|e| Error::Corrupt {
+        let corrupt = |reason: String| Error::Corrupt {
             kind: "ranking",
             id: name.into(),
             field: "configuration".into(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let config = RankingConfig::from_spec(spec).map_err(corrupt)?;
+        let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
         Ok(Self::with(boards, name, id, config, geometry))
     }
 
@@ -250,6 +265,15 @@ impl Ranking {
         &self.inner.geometry
     }
 
+    fn rules(&self) -> Rules {
+        self.inner.config.rules()
+    }
+
+    /// The shard row a direct write's inner-node deltas go to.
+    fn random_shard(&self) -> u32 {
+        crate::random::range(0..self.inner.config.shard_count())
+    }
+
     fn board(&self) -> Board<'_> {
         Board {
             id: self.inner.id,
@@ -277,23 +301,29 @@ impl Ranking {
         Ok(out.expect("set by a successful transaction"))
     }
 
-    /// Applies `updates` (validated) in one write transaction, inner-node
-    /// deltas going to one random shard; whether each player was on the
-    /// board before their update.
-    fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
-        let shard = crate::random::range(0..self.inner.config.shard_count());
-        self.write_with(|st| apply_updates(st, self.geometry(), shard, updates))
+    /// Applies `updates` (validated) in one write transaction under the
+    /// board's policy, inner-node deltas going to one random shard; each
+    /// update's tree scores before and after it.
+    fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
+        let (rules, shard) = (self.rules(), self.random_shard());
+        self.write_with(|st| apply_updates(st, self.geometry(), rules, shard, updates, None))
     }
 
-    /// Sets `player`'s score to `score`, replacing any earlier one. Setting
-    /// the score a player already has changes nothing (not even their place
-    /// among ties), so a retried call is harmless.
+    /// Submits `score` for `player` under the board's [`Policy`]: with the
+    /// default [`Policy::Replace`] it becomes their score, replacing any
+    /// earlier one; [`Policy::Best`] and [`Policy::Worst`] keep the better
+    /// or worse of the two; [`Policy::Increment`] adds it.
+    /// [`submit`](Ranking::submit) does the same and reports what changed.
+    /// Setting the score a player already has changes nothing (not even
+    /// their place among ties), so a retried call is harmless, except under
+    /// `Increment`, where every call adds.
     ///
     /// # Errors
     ///
-    /// [`Error::ScoreOutOfRange`], [`Error::InvalidName`] (player
-    /// names are 1 to [`MAX_PLAYER_LEN`] bytes without NUL), or a store
-    /// error; nothing is written on error.
+    /// [`Error::ScoreOutOfRange`] for a score outside the board's range
+    /// (under `Increment`, a sum outside it), [`Error::InvalidName`]
+    /// (player names are 1 to [`MAX_PLAYER_LEN`] bytes without NUL), or a
+    /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
         self.write(&[(player, Some(score))]).map(drop)
@@ -307,22 +337,25 @@ impl Ranking {
     /// or a store error; nothing is written on error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        Ok(self.write(&[(player, None)])?[0])
+        Ok(self.write(&[(player, None)])?[0].before.is_some())
     }
 
-    /// Sets many scores in one transaction, all or nothing: one bad entry
-    /// refuses the whole batch before anything is written.
+    /// Submits many scores in one transaction, all or nothing: one bad
+    /// entry refuses the whole batch before anything is written.
     ///
-    /// The batch is applied by its net effect: a player named twice ends
-    /// at the later score; a player whose final score is the one they had
-    /// before keeps their place among ties; players arriving at one score
-    /// are ordered by their last change in the slice. So applying the same
-    /// batch again changes nothing.
+    /// The batch is applied by its net effect: the values are taken in
+    /// order under the board's policy, so a player named twice ends at the
+    /// later score (`Replace`), the best of both (`Best`), or the sum
+    /// (`Increment`); a player whose final score is the one they had before
+    /// keeps their place among ties; players arriving at one score are
+    /// ordered by their last change in the slice. So applying the same
+    /// batch again changes nothing, except under `Increment`.
     ///
     /// # Errors
     ///
-    /// [`Error::ScoreOutOfRange`] or [`Error::InvalidName`] for any entry
-    /// (nothing is written then), or a store error.
+    /// [`Error::ScoreOutOfRange`] (under `Increment`, for a running sum
+    /// outside the range) or [`Error::InvalidName`] for any entry (nothing
+    /// is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
@@ -334,14 +367,16 @@ impl Ranking {
         self.write(&updates).map(drop)
     }
 
-    /// 1 + the number of players with a score strictly higher than `score`
-    /// (whether or not anyone holds `score`). Reads: one node per tree level.
+    /// 1 + the number of players with a score strictly better than `score`
+    /// (higher, or lower on an [`Order::LowerIsBetter`] board), whether or
+    /// not anyone holds `score`. Reads: one node per tree level.
     ///
     /// # Errors
     ///
     /// [`Error::ScoreOutOfRange`].
     pub fn rank_of_score(&self, score: i64) -> Result<u64> {
-        let offset = self.geometry().checked_offset(score)?;
+        let tree = self.rules().tree_score(self.geometry(), score)?;
+        let offset = self.geometry().checked_offset(tree)?;
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
     }
 
@@ -383,7 +418,11 @@ impl Ranking {
     /// or a store error.
     pub fn score(&self, player: &str) -> Result<Option<i64>> {
         check_player(player)?;
-        self.read(|st, _| Ok(st.player(player)?.map(|(score, _)| score)))
+        let rules = self.rules();
+        self.read(|st, g| match st.player(player)? {
+            Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
+            None => Ok(None),
+        })
     }
 
     /// The score of the player at ordinal rank `rank` (1-based): the score
@@ -395,7 +434,11 @@ impl Ranking {
     /// [`Error::Corrupt`] when the stored counts contradict each other, or
     /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
-        self.read(|st, g| Ok(query::locate(st, g, rank)?.map(|l| l.score)))
+        let rules = self.rules();
+        self.read(|st, g| match query::locate(st, g, rank)? {
+            Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
+            None => Ok(None),
+        })
     }
 
     /// The first `n` entries (fewer if the board is smaller).
@@ -424,7 +467,31 @@ impl Ranking {
                 ),
             });
         }
-        self.read(|st, g| query::page(st, g, from, to))
+        self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
+    }
+
+    /// Entries as a query found them, with their scores back from tree
+    /// scores and, on a board that keeps it, their entry data (one more
+    /// statement).
+    fn entries(&self, st: &dyn Storage, g: &Geometry, mut found: Vec<Entry>) -> Result<Vec<Entry>> {
+        let rules = self.rules();
+        if rules.order != Order::HigherIsBetter {
+            for e in &mut found {
+                e.score = rules.checked_score(st, g, e.score)?;
+            }
+        }
+        if self.inner.config.entry_data_limit() > 0 && !found.is_empty() {
+            let mut data = std::collections::HashMap::new();
+            let players: Vec<&str> = found.iter().map(|e| e.player.as_str()).collect();
+            st.players_data(&players, &mut |player, bytes| {
+                data.insert(player.to_owned(), bytes.to_vec());
+                Ok(())
+            })?;
+            for e in &mut found {
+                e.data = data.remove(&e.player);
+            }
+        }
+        Ok(found)
     }
 
     /// `player`'s entry with up to `k` entries above and `k` below, in
@@ -448,12 +515,11 @@ impl Ranking {
             let place = player_place(st, g, score, want)?;
             let position =
                 place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1;
-            query::page(
-                st,
-                g,
+            let (from, to) = (
                 position.saturating_sub(k).max(1),
                 position.saturating_add(k),
-            )
+            );
+            self.entries(st, g, query::page(st, g, from, to)?)
         })
     }
 
@@ -488,18 +554,9 @@ impl Ranking {
         self.read(|st, g| integrity::check(st, g, shards))
     }
 
-    /// Checks one queued update (player name, score range) without writing.
+    /// Checks one queued update (player name, value) without writing.
     pub(crate) fn check_update(&self, player: &str, score: Option<i64>) -> Result<()> {
         self.check_input(player, score)
-    }
-
-    /// Checks one update's player name and score range.
-    fn check_input(&self, player: &str, score: Option<i64>) -> Result<()> {
-        check_player(player)?;
-        if let Some(score) = score {
-            self.geometry().checked_offset(score)?;
-        }
-        Ok(())
     }
 
     /// Queue shards (`RankingConfig::queues`).
@@ -530,54 +587,4 @@ fn player_place(
         ));
     }
     Ok(place)
-}
-
-/// Applies validated updates as one batch; whether each player was on the
-/// board before their update.
-///
-/// A batch is applied by its net effect, which is what a reader (who never
-/// sees inside a batch) can tell apart: each player ends at their last score
-/// in the slice; a player whose final score is the one they had before the
-/// batch keeps their place among ties, even if they left it in between; and
-/// players who arrive at a score are ordered by their last change in the
-/// slice. This makes re-applying a batch a no-op, place among ties included.
-fn apply_updates(
-    st: &dyn Storage,
-    g: &Geometry,
-    shard: u32,
-    updates: &[(&str, Option<i64>)],
-) -> Result<Vec<bool>> {
-    let mut batch = Batch::new(st, g, shard);
-    let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
-    st.lock_players(&players)?;
-    // Per player: (index of the last change, final score).
-    let mut net: HashMap<&str, (usize, Option<i64>)> = HashMap::new();
-    let mut had = Vec::with_capacity(updates.len());
-    for (i, &(player, score)) in updates.iter().enumerate() {
-        let current = match net.get(player) {
-            Some(&(_, current)) => current,
-            None => batch.stored_score(player)?,
-        };
-        had.push(current.is_some());
-        if current != score {
-            net.insert(player, (i, score));
-        }
-    }
-    let mut moves: Vec<_> = net.into_iter().collect();
-    moves.sort_unstable_by_key(|&(_, (i, _))| i);
-    // A move changes the leaves of the score it leaves and of the one it
-    // reaches, nothing else it must read exactly. Out-of-range stored
-    // scores are reported as corruption by the update itself.
-    let mut leaves = Vec::new();
-    for &(player, (_, score)) in &moves {
-        for s in [batch.stored_score(player)?, score].into_iter().flatten() {
-            leaves.extend(g.offset(s).map(|offset| g.node(offset, 1)));
-        }
-    }
-    st.lock_leaves(&leaves)?;
-    for (player, (_, score)) in moves {
-        batch.update(player, score)?;
-    }
-    batch.flush()?;
-    Ok(had)
 }

@@ -328,6 +328,7 @@ pub(crate) fn page(st: &dyn Storage, g: &Geometry, from: u64, to: u64) -> Result
                 rank,
                 dense,
                 position,
+                data: None,
             }
         })
         .collect())

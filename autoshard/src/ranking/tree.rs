@@ -62,6 +62,11 @@ impl Geometry {
         self.depth
     }
 
+    /// The smallest score.
+    pub fn min(&self) -> i64 {
+        self.min
+    }
+
     /// One past the largest score.
     pub fn max(&self) -> i64 {
         self.min.wrapping_add(self.width as i64)
@@ -71,6 +76,14 @@ impl Geometry {
     pub fn offset(&self, score: i64) -> Option<u64> {
         let offset = score.wrapping_sub(self.min) as u64;
         (score >= self.min && offset < self.width).then_some(offset)
+    }
+
+    /// The score as far from the top of the range as `score` is from the
+    /// bottom (`min + max - 1 - score`, without overflow), or `None` when
+    /// `score` is out of range: a lower-is-better board's tree score.
+    pub fn mirror(&self, score: i64) -> Option<i64> {
+        let offset = self.offset(score)?;
+        Some(self.score(self.width - 1 - offset))
     }
 
     /// The offset's distance from `min`, or a typed error when out of range.

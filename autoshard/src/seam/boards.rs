@@ -10,14 +10,30 @@ use crate::error::{Error, Result};
 
 /// A board's shape as stored: the public `RankingConfig` without its
 /// validation, which the ranking layer does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BoardSpec {
     pub min: i64,
     pub max: i64,
     pub branching: u32,
     pub shards: u32,
     pub queues: u32,
+    /// The update policy's stored name (`replace`, `best`, `worst`,
+    /// `increment`); a board stored before policies existed is `replace`.
+    pub policy: String,
+    /// The score order's stored name (`higher_is_better`,
+    /// `lower_is_better`); a board stored before orders existed is
+    /// `higher_is_better`.
+    pub order: String,
+    /// Most bytes of entry data per player; 0 (every board stored before
+    /// entry data existed) keeps none, and such a board never reads or
+    /// writes the players' `data` column, which its table may lack.
+    pub entry_data: u32,
 }
+
+/// The stored names of a board made before policies and orders existed.
+pub(crate) const DEFAULT_POLICY: &str = "replace";
+/// See [`DEFAULT_POLICY`].
+pub(crate) const DEFAULT_ORDER: &str = "higher_is_better";
 
 /// A board as a transaction names it: its row id and, for error messages,
 /// its name.
@@ -50,11 +66,14 @@ pub(crate) struct QueuedRow {
 }
 
 /// A queued update that a worker could not apply and moved aside, into the
-/// board's dead letters, so that the rest of its queue shard drains: its
-/// player name is invalid, its score is outside the board's range, or the
-/// store could not read the row at all. Such a row was written behind the
-/// library's back (a hand edit, or damage to the database): `enqueue`
-/// refuses what a worker would refuse. Listed by
+/// board's dead letters, so that the rest of its queue shard drains: an
+/// increment whose sum would leave the board's range (on a
+/// [`Policy::Increment`](crate::ranking::Policy::Increment) board, where
+/// `enqueue` cannot know the sum), or a row written behind the library's
+/// back (a hand edit, or damage to the database) whose player name is
+/// invalid, whose score is outside the board's range, or that the store
+/// could not read at all; `enqueue` refuses everything else a worker would
+/// refuse. Listed by
 /// [`Ranking::dead_letters`](crate::ranking::Ranking::dead_letters).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -69,10 +88,11 @@ pub struct DeadLetter {
     /// The player, as far as it could be read (invalid UTF-8 replaced by
     /// U+FFFD, an unreadable value as empty).
     pub player: String,
-    /// The score; `None` for a queued removal or a score that could not be
-    /// read (`reason` says which).
+    /// The score (on an `Increment` board, the delta); `None` for a queued
+    /// removal or a score that could not be read (`reason` says which).
     pub score: Option<i64>,
-    /// Why it could not be applied: what [`Error::Corrupt`] said about it.
+    /// Why it could not be applied: what [`Error::Corrupt`] said about a
+    /// damaged row, or [`Error::ScoreOutOfRange`] about an increment.
     pub reason: String,
 }
 
@@ -265,8 +285,22 @@ pub(crate) trait Storage {
     /// Inserts or replaces the player's row.
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()>;
 
-    /// Deletes the player's row (no-op if absent).
+    /// Deletes the player's row (no-op if absent), entry data included.
     fn delete_player(&self, player: &str) -> Result<()>;
+
+    /// Replaces the entry data of the player's row, which exists (written
+    /// by [`put_player`](Storage::put_player) in this transaction or
+    /// before). Only boards with entry data call it.
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()>;
+
+    /// Calls `f(player, data)` for each of `players` that has entry data,
+    /// in any order; in one round trip where the backend can. Only boards
+    /// with entry data call it.
+    fn players_data(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()>;
 
     /// Appends up to `limit` players at `score` with arrival `>= arrival`,
     /// by arrival, as `(player, score)`.

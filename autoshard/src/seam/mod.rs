@@ -23,7 +23,7 @@ mod sums;
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

@@ -9,6 +9,7 @@
 
 use super::diff;
 use super::harness::{self, Board, Op};
+use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
 use crate::seam::{Board as BoardRef, BoardStore};
 use proptest::prelude::*;
@@ -45,7 +46,8 @@ pub(crate) fn check(
         let names = op.names();
         let updates = op.updates(&names, &pool);
         store.write_board(at, &mut |st| {
-            apply_updates(st, board.g(), op.shard % shards, &updates).map(drop)
+            let rules = Rules::default();
+            apply_updates(st, board.g(), rules, op.shard % shards, &updates, None).map(drop)
         })?;
     }
     let mut shown = None;

@@ -1,5 +1,6 @@
 //! What the algorithms' tests share: a board on memory storage with
 //! `Ranking`'s queries, a brute-force oracle, and proptest strategies.
+use super::super::policy::Rules;
 use super::super::query::{self, Want};
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
@@ -37,8 +38,17 @@ impl Board {
     /// worker run) in one checked write transaction, deltas to `shard`.
     pub fn apply(&self, shard: u32, updates: &[(&str, Option<i64>)]) -> Result<Vec<bool>> {
         assert!(shard < self.shards);
-        self.st
-            .write(|tx| apply_updates(tx, self.st.geometry(), shard, updates))
+        let steps = self.st.write(|tx| {
+            apply_updates(
+                tx,
+                self.st.geometry(),
+                Rules::default(),
+                shard,
+                updates,
+                None,
+            )
+        })?;
+        Ok(steps.iter().map(|s| s.before.is_some()).collect())
     }
 
     pub fn set_scores(&self, shard: u32, scores: &[(&str, i64)]) -> Result<()> {
@@ -206,6 +216,7 @@ impl Oracle {
                 rank,
                 dense,
                 position: i as u64 + 1,
+                data: None,
             });
         }
         out

@@ -64,6 +64,8 @@ pub(crate) struct Tables {
     /// may swap two players' places (see `sqlite.rs`), so the player name
     /// completes the key.
     order: BTreeSet<(Reverse<i64>, u64, String)>,
+    /// Entry data by player: the players table's `data` column.
+    pub data: BTreeMap<String, Vec<u8>>,
     /// Score-tree rows by `(height, idx, part, shard)`.
     pub nodes: BTreeMap<(u32, u64, Part, u32), Vec<u8>>,
     /// Arrival-tree rows by `(score, height, idx)`.
@@ -80,15 +82,20 @@ impl Tables {
         &self.players
     }
 
-    /// Inserts or replaces a player row, index included.
+    /// Inserts or replaces a player row, index included; an existing row
+    /// keeps its entry data.
     pub fn put_player(&mut self, player: &str, score: i64, arrival: u64) {
-        self.delete_player(player);
+        if let Some((score, arrival)) = self.players.remove(player) {
+            self.order
+                .remove(&(Reverse(score), arrival, player.to_owned()));
+        }
         self.players.insert(player.to_owned(), (score, arrival));
         self.order
             .insert((Reverse(score), arrival, player.to_owned()));
     }
 
     pub fn delete_player(&mut self, player: &str) {
+        self.data.remove(player);
         if let Some((score, arrival)) = self.players.remove(player) {
             self.order
                 .remove(&(Reverse(score), arrival, player.to_owned()));
@@ -485,6 +492,38 @@ impl Storage for MemoryTx<'_> {
             p.written_once(format!("player {player:?}"))
         });
         self.tables_mut().delete_player(player);
+        Ok(())
+    }
+
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+        self.rule(Who::Writers, "put_player_data", |p| {
+            p.player_locked(player)?;
+            p.written_once(format!("data of player {player:?}"))
+        });
+        let mut t = self.tables_mut();
+        assert!(
+            t.players.contains_key(player),
+            "storage protocol: put_player_data: player {player:?} has no row"
+        );
+        t.data.insert(player.to_owned(), data.to_vec());
+        Ok(())
+    }
+
+    fn players_data(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let found: Vec<_> = {
+            let t = self.tables();
+            players
+                .iter()
+                .filter_map(|&p| Some((p.to_owned(), t.data.get(p)?.clone())))
+                .collect()
+        };
+        for (player, data) in found {
+            f(&player, &data)?;
+        }
         Ok(())
     }
 

@@ -24,6 +24,7 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
+use super::policy::{Refused, Rules};
 use super::tree::Geometry;
 use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
@@ -64,14 +65,20 @@ pub(super) struct Drained {
 }
 
 impl Ranking {
-    /// Queues `player`'s new absolute score for a [`Worker`] to apply, and
-    /// returns once the update is durably stored in the queue: committed with
+    /// Queues a score for `player` for a [`Worker`] to apply under the
+    /// board's [`Policy`](super::Policy) (a new score, or on an `Increment`
+    /// board a delta, added exactly once), and returns once the update is
+    /// durably stored in the queue: committed with
     /// the store's durability settings (on SQLite its `synchronous`; under
     /// the default [`Synchronous::Full`](crate::Synchronous::Full) it
     /// survives power loss; on PostgreSQL the server's `synchronous_commit`).
     ///
     /// The input is checked as [`set_score`](Ranking::set_score) checks it;
-    /// a refused update is not queued. Concurrent calls in this process are
+    /// a refused update is not queued. An increment's sum depends on what is
+    /// applied before it, so any `i64` delta is queued; one whose sum would
+    /// leave the range is moved to the [dead
+    /// letters](Ranking::dead_letters) by the worker, and the player's later
+    /// updates are applied without it. Concurrent calls in this process are
     /// committed together in one transaction (group commit), so a durable
     /// enqueue does not cost one fsync per call. A player's queued updates
     /// are applied in the order they were committed (calls that overlap in
@@ -81,8 +88,9 @@ impl Ranking {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] before
-    /// anything is queued; a store error if the commit failed, in which case
+    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] (not for
+    /// increments) before anything is queued; a store error if the commit
+    /// failed, in which case
     /// the update is not queued (every caller of that group commit gets the
     /// error; see [`Error::GroupCommit`]).
     ///
@@ -199,16 +207,18 @@ impl Ranking {
     /// One worker transaction ([`drain_in`]); with `dead_letter` false, a
     /// row that cannot be applied fails it instead of being set aside.
     fn drain_batch(&self, max: usize, first: u32, dead_letter: bool) -> Result<Drained> {
-        let queues = self.queues().max(1);
+        let (queues, rules) = (self.queues().max(1), self.rules());
         self.write_with(|st: &dyn Storage| {
-            drain_in(st, self.geometry(), queues, max, first, dead_letter)
+            let g = self.geometry();
+            drain_in(st, g, rules, queues, max, first, dead_letter)
         })
     }
 
     /// The queued updates that could not be applied and were moved aside,
-    /// oldest first: rows written behind the library's back (a hand edit,
-    /// or damage to the database) with a player name or a score the board
-    /// refuses, or that the store could not read. A worker moves each such
+    /// oldest first: increments whose sum would have left the board's range,
+    /// and rows written behind the library's back (a hand edit, or damage to
+    /// the database) with a player name or a score the board refuses, or
+    /// that the store could not read. A worker moves each such
     /// row here, in the transaction that drains its neighbours, so the rest
     /// of its queue shard keeps draining ([`WorkerStats::dead_letters`]
     /// counts them). To apply one after all, [`enqueue`](Ranking::enqueue)
@@ -239,10 +249,15 @@ impl Ranking {
 /// those that cannot be applied (an invalid player name, a score outside
 /// the board, a row the store cannot read) moved to the dead letters, or
 /// with `dead_letter` false reported as [`Error::Corrupt`]; the others
-/// applied in queue order with the code direct writes use (inner-node
-/// deltas to shard 0: the worker writes in big batches, so it need not
-/// spread); then every row taken deleted from the queue. All in the
-/// caller's transaction, so applied (or set aside) and dequeued together.
+/// applied in queue order under the board's policy with the code direct
+/// writes use (inner-node deltas to shard 0: the worker writes in big
+/// batches, so it need not spread); then every row taken deleted from the
+/// queue. All in the caller's transaction, so applied (or set aside) and
+/// dequeued together, which is what applies a queued `Increment` exactly
+/// once. An increment whose sum would leave the range (which `enqueue`
+/// cannot know) is refused where it falls in the player's sequence: moved
+/// to the dead letters, the player's later updates applied without it; or
+/// with `dead_letter` false the batch fails with [`Error::ScoreOutOfRange`].
 ///
 /// The delete is checked: a shard's rows must come in increasing sequence
 /// order and be exactly the ones `seq <= last` deletes. A queue index that
@@ -251,6 +266,7 @@ impl Ranking {
 fn drain_in(
     st: &dyn Storage,
     g: &Geometry,
+    rules: Rules,
     queues: u32,
     max: usize,
     first: u32,
@@ -289,11 +305,14 @@ fn drain_in(
         }
     }
     let mut updates = Vec::with_capacity(rows.len());
+    // The queue shard and row of each update.
+    let mut origins = Vec::with_capacity(rows.len());
     let mut dead_letters = 0;
     for (queue, range) in &taken {
         for row in &rows[range.clone()] {
-            let Some(reason) = unappliable(g, row) else {
+            let Some(reason) = unappliable(g, rules, row) else {
                 updates.push((row.player.as_str(), row.score));
+                origins.push((*queue, row));
                 continue;
             };
             if !dead_letter {
@@ -303,9 +322,16 @@ fn drain_in(
             dead_letters += 1;
         }
     }
+    let mut refused = Refused::new();
     if !updates.is_empty() {
-        apply_updates(st, g, 0, &updates)?;
+        let refusals = dead_letter.then_some(&mut refused);
+        apply_updates(st, g, rules, 0, &updates, refusals)?;
     }
+    for (i, why) in &refused {
+        let (queue, row) = origins[*i];
+        st.dead_letter(queue, row.seq, &row.player, row.score, &why.to_string())?;
+    }
+    dead_letters += refused.len();
     for (queue, range) in taken {
         let last = rows[range.end - 1].seq;
         let deleted = st.delete_queued(queue, last)?;
@@ -321,7 +347,7 @@ fn drain_in(
     }
     Ok(Drained {
         taken: rows.len(),
-        applied: updates.len(),
+        applied: updates.len() - refused.len(),
         dead_letters,
         contended,
     })
@@ -329,12 +355,12 @@ fn drain_in(
 
 /// Why a queued row cannot be applied, if it cannot: what `enqueue` would
 /// have refused it for, or why the store could not read it.
-fn unappliable(g: &Geometry, row: &QueuedRow) -> Option<String> {
+fn unappliable(g: &Geometry, rules: Rules, row: &QueuedRow) -> Option<String> {
     if let Some(why) = &row.unreadable {
         return Some(why.clone());
     }
     let refused = check_player(&row.player).and_then(|()| match row.score {
-        Some(score) => g.checked_offset(score).map(drop),
+        Some(value) => rules.check_value(g, value),
         None => Ok(()),
     });
     refused.err().map(|e| e.to_string())
@@ -424,7 +450,7 @@ mod tests {
         let pristine = board.st.tables().clone();
         let strict = board
             .st
-            .write(|tx| drain_in(tx, board.g(), 2, 100, 1, false));
+            .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, false));
         match strict {
             Err(Error::Corrupt { field, reason, .. }) => {
                 assert_eq!(field, "queued update (queue 1, seq 0)");
@@ -436,7 +462,7 @@ mod tests {
 
         let drained = board
             .st
-            .write(|tx| drain_in(tx, board.g(), 2, 100, 1, true))
+            .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, true))
             .unwrap();
         let counts = (drained.taken, drained.applied, drained.dead_letters);
         assert_eq!(counts, (8, 4, 4));
@@ -483,7 +509,7 @@ mod tests {
         let drain = |max, first| {
             let d = board
                 .st
-                .write(|tx| drain_in(tx, board.g(), 2, max, first, true))
+                .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, max, first, true))
                 .unwrap();
             (d.taken, d.applied, d.dead_letters, d.contended)
         };

@@ -39,11 +39,12 @@ pub struct WorkerStats {
     pub updates: u64,
     /// Transactions that found the store busy and were tried again later.
     pub busy: u64,
-    /// Queued rows that could not be applied (an invalid player name, a
-    /// score outside the board, a row the store could not read: corruption,
-    /// as [`Error::Corrupt`](crate::Error::Corrupt) would report it) and
-    /// were moved to the board's
-    /// [dead letters](crate::ranking::Ranking::dead_letters).
+    /// Queued rows that could not be applied and were moved to the board's
+    /// [dead letters](crate::ranking::Ranking::dead_letters): an increment
+    /// whose sum would leave the board's range, or corruption as
+    /// [`Error::Corrupt`](crate::Error::Corrupt) would report it (an
+    /// invalid player name, a score outside the board, a row the store
+    /// could not read).
     pub dead_letters: u64,
 }
 
@@ -99,17 +100,18 @@ impl Worker {
         self
     }
 
-    /// What the worker does with a queued row it cannot apply: a player
-    /// name or a score the board refuses, or a row the store cannot read,
-    /// which can only have been written behind the library's back (a hand
-    /// edit, or damage to the database). With `true` (the default) it moves
-    /// the row to the board's [dead
-    /// letters](crate::ranking::Ranking::dead_letters), in the transaction
-    /// that applies the rows around it, and counts it in
+    /// What the worker does with a queued row it cannot apply: an increment
+    /// whose sum would leave the board's range, or a player name or a score
+    /// the board refuses, or a row the store cannot read, which can only
+    /// have been written behind the library's back (a hand edit, or damage
+    /// to the database). With `true` (the default) it moves the row to the
+    /// board's [dead letters](crate::ranking::Ranking::dead_letters), in the
+    /// transaction that applies the rows around it, and counts it in
     /// [`WorkerStats::dead_letters`], so the rest of the queue keeps
     /// draining. With `false` it stops at the row with
-    /// [`Error::Corrupt`](crate::Error::Corrupt), applying nothing of that
-    /// batch and leaving the row queued.
+    /// [`Error::ScoreOutOfRange`](crate::Error::ScoreOutOfRange) (an
+    /// increment) or [`Error::Corrupt`](crate::Error::Corrupt) (the rest),
+    /// applying nothing of that batch and leaving the row queued.
     pub fn dead_letter(mut self, enabled: bool) -> Self {
         self.dead_letter = enabled;
         self
@@ -145,8 +147,9 @@ impl Worker {
     /// # Errors
     ///
     /// The first error that is not a busy store (a busy store is waited
-    /// out): a store error, or [`Error::Corrupt`](crate::Error::Corrupt) for a queued update that
-    /// cannot be applied. Batches committed before it stay applied.
+    /// out): a store error, or with [`dead_letter`](Worker::dead_letter)
+    /// off the error of a queued update that cannot be applied. Batches
+    /// committed before it stay applied.
     pub fn drain(self) -> Result<WorkerStats> {
         let state = self.ranking.queue_state()?;
         self.exit_when_idle(true)

@@ -13,6 +13,13 @@
 //! table holds a few thousand locks for all sessions together).
 //! Readers use one `REPEATABLE READ READ ONLY` transaction. `docs/design.md`
 //! ("Ranking tree", "On PostgreSQL") gives the reasons.
+//!
+//! The board table's `policy`, `score_order` and `entry_data` came later: a
+//! table made before them gets them (with the defaults every board then
+//! had) when the next board is created, and `open` reads a table without
+//! them as holding the defaults. The players' `data` is added when the first
+//! board that keeps entry data is created; boards that keep none never name
+//! it.
 
 use super::queue::{self, QueueSql};
 use super::{Postgres, Tx};
@@ -20,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
 };
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
@@ -41,8 +48,17 @@ pub(super) struct Sql {
     /// Text for `to_regclass`: the table created last.
     probe: String,
     create: String,
+    /// Whether the board table has the policy and order columns.
+    has_policy: String,
+    add_policy: String,
+    /// Whether the players table has the entry data column.
+    has_data: String,
+    add_data: String,
+    put_player_data: String,
+    players_data: String,
     insert_board: String,
     select_board: String,
+    select_old_board: String,
     path: String,
     node_shard: String,
     upsert_node: String,
@@ -84,7 +100,10 @@ impl Sql {
                      max bigint NOT NULL,
                      branching integer NOT NULL,
                      shards integer NOT NULL,
-                     queues integer NOT NULL
+                     queues integer NOT NULL,
+                     policy text NOT NULL DEFAULT 'replace',
+                     score_order text NOT NULL DEFAULT 'higher_is_better',
+                     entry_data integer NOT NULL DEFAULT 0
                  );
                  CREATE TABLE IF NOT EXISTS {nodes} (
                      board bigint NOT NULL,
@@ -108,17 +127,50 @@ impl Sql {
                      player text COLLATE \"C\" NOT NULL,
                      score bigint NOT NULL,
                      arrival bigint NOT NULL,
+                     data bytea,
                      PRIMARY KEY (board, player)
                  );
                  CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
                      ON {players} (board, score DESC, arrival) INCLUDE (player);"
             ),
+            has_policy: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
+                 AND attname = 'policy' AND NOT attisdropped)",
+                boards.replace('\'', "''")
+            ),
+            add_policy: format!(
+                "ALTER TABLE {boards} \
+                 ADD COLUMN IF NOT EXISTS policy text NOT NULL DEFAULT '{DEFAULT_POLICY}', \
+                 ADD COLUMN IF NOT EXISTS score_order text NOT NULL DEFAULT '{DEFAULT_ORDER}', \
+                 ADD COLUMN IF NOT EXISTS entry_data integer NOT NULL DEFAULT 0"
+            ),
+            has_data: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
+                 AND attname = 'data' AND NOT attisdropped)",
+                players.replace('\'', "''")
+            ),
+            add_data: format!("ALTER TABLE {players} ADD COLUMN IF NOT EXISTS data bytea"),
+            put_player_data: format!(
+                "UPDATE {players} SET data = $3 WHERE board = $1 AND player = $2"
+            ),
+            players_data: format!(
+                "SELECT player, data FROM {players} \
+                 WHERE board = $1 AND player = ANY($2::text[]) AND data IS NOT NULL"
+            ),
             insert_board: format!(
-                "INSERT INTO {boards} (name, min, max, branching, shards, queues) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING id"
+                "INSERT INTO {boards} \
+                 (name, min, max, branching, shards, queues, policy, score_order, entry_data) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (name) DO NOTHING RETURNING id"
             ),
             select_board: format!(
-                "SELECT id, min, max, branching, shards, queues FROM {boards} WHERE name = $1"
+                "SELECT id, min, max, branching, shards, queues, policy, score_order, \
+                 entry_data FROM {boards} WHERE name = $1"
+            ),
+            select_old_board: format!(
+                "SELECT id, min, max, branching, shards, queues, \
+                 '{DEFAULT_POLICY}'::text, '{DEFAULT_ORDER}'::text, 0 \
+                 FROM {boards} WHERE name = $1"
             ),
             // One primary-key seek per path node, in one statement.
             path: format!(
@@ -211,6 +263,16 @@ impl Postgres {
         }
     }
 
+    fn has_policy(&self, tx: &mut Tx<'_>) -> Result<bool> {
+        self.has_column(tx, &self.boards_sql().has_policy)
+    }
+
+    /// Runs one of the `has_…` queries.
+    fn has_column(&self, tx: &mut Tx<'_>, query: &str) -> Result<bool> {
+        let row = tx.query_opt(query, &[])?;
+        Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
     fn tables_exist(&self, tx: &mut Tx<'_>) -> Result<bool> {
         let row = tx.query_opt("SELECT to_regclass($1)::text", &[&self.boards_sql().probe])?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).is_some())
@@ -223,6 +285,13 @@ impl BoardStore for Postgres {
         let (id, _) = self.write_read_committed(|tx| {
             if !self.tables_exist(tx)? {
                 tx.batch(&format!("{}; {}", self.ddl_lock(), sql.create))?;
+            } else if !self.has_policy(tx)? {
+                // Looked up first: `ALTER TABLE` locks the table even when
+                // it has nothing to do.
+                tx.batch(&format!("{}; {}", self.ddl_lock(), sql.add_policy))?;
+            }
+            if spec.entry_data > 0 && !self.has_column(tx, &sql.has_data)? {
+                tx.batch(&format!("{}; {}", self.ddl_lock(), sql.add_data))?;
             }
             let row = tx.query_opt(
                 &sql.insert_board,
@@ -233,6 +302,9 @@ impl BoardStore for Postgres {
                     &small(spec.branching),
                     &small(spec.shards),
                     &small(spec.queues),
+                    &spec.policy,
+                    &spec.order,
+                    &small(spec.entry_data),
                 ],
             )?;
             match row {
@@ -249,7 +321,11 @@ impl BoardStore for Postgres {
             if !self.tables_exist(tx)? {
                 return Ok(None);
             }
-            let Some(row) = tx.query_opt(&sql.select_board, &[&name])? else {
+            let select = match self.has_policy(tx)? {
+                true => &sql.select_board,
+                false => &sql.select_old_board,
+            };
+            let Some(row) = tx.query_opt(select, &[&name])? else {
                 return Ok(None);
             };
             // Out-of-range values become ones the ranking layer refuses, so
@@ -263,6 +339,9 @@ impl BoardStore for Postgres {
                 branching: count(3)?,
                 shards: count(4)?,
                 queues: count(5)?,
+                policy: row.try_get(6)?,
+                order: row.try_get(7)?,
+                entry_data: count(8)?,
             };
             Ok(Some((row.try_get(0)?, spec)))
         })
@@ -546,6 +625,21 @@ impl Storage for PgTx<'_, '_> {
 
     fn delete_player(&self, player: &str) -> Result<()> {
         self.execute(&self.sql.delete_player, &[&self.board, &player])
+    }
+
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+        self.execute(&self.sql.put_player_data, &[&self.board, &player, &data])
+    }
+
+    fn players_data(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for row in &self.query(&self.sql.players_data, &[&self.board, &players])? {
+            f(row.try_get(0)?, row.try_get(1)?)?;
+        }
+        Ok(())
     }
 
     fn entries_at(

@@ -1,73 +1,541 @@
-//! Ranking boards are not implemented on Redis Cluster yet: every board
-//! operation fails with [`Error::InvalidRanking`], saying so.
+//! Ranking boards on Redis Cluster: where a board's keys live, its
+//! transactions, and its queue.
 //!
-//! The ranking tree's writers read leaves, arrival nodes and player rows
-//! and decide from their exact values, which needs a transaction over all
-//! of them (or a lock per board); on Redis Cluster that means putting a
-//! board's leaves and players in one slot and its inner shard rows on
-//! others, with the same piece-by-piece exactly-once machinery as entities.
-//! See `docs/design.md`, "Redis Cluster".
+//! A board is one tree whose writers decide from exact values (a player's
+//! row, leaves, arrival nodes), so a write transaction must be atomic and
+//! serializable against the board's other writers. Redis Cluster only has
+//! that within one slot, so **every key of a board shares one hash tag**:
+//! the board lives on one master, as a board lives in one SQLite file.
+//! Boards spread over masters; one board's nodes do not.
+//!
+//! Transactions are optimistic ([`board_tx`](super::board_tx)): every read
+//! is a script that also checks the board's *version*, so all reads of a
+//! transaction come from one state of the board (a snapshot), and a write
+//! transaction buffers its writes and commits them with one script, a
+//! piece with an operation id like an entity's, that applies them only if
+//! the version is still the one its reads saw and then replaces it. A
+//! transaction that finds the version moved is run again whole (the seam
+//! allows that). `docs/design.md` ("Ranking boards on Redis Cluster") says
+//! why not `WATCH`/`MULTI`, and what a failover can do to a board.
+//!
+//! Keys, with `P` the prefix, `{t}` the board's tag and `id` its id:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P:{..}:boards` | hash | the registry: name -> `id|min|max|branching|shards|queues` |
+//! | `P:{t}:rk<id>:v` | string | the version: the operation id of the last commit |
+//! | `P:{t}:rk<id>:n` | hash | score-tree rows: `height:idx:part:shard` -> vector |
+//! | `P:{t}:rk<id>:a` | hash | arrival-tree rows: `score:height:idx` -> vector |
+//! | `P:{t}:rk<id>:p` | hash | players: name -> `score:arrival` |
+//! | `P:{t}:rk<id>:o` | sorted set | the ranking order: members `desc(score) ‖ arrival ‖ name`, all at 0 |
+//! | `P:{t}:rk<id>:h` | hash | queue heads: shard -> next sequence number |
+//! | `P:{t}:rk<id>:q<k>` | stream | queue shard `k`: entry `<seq>-1` with `p` (player) and `s` (score, absent for a removal) |
+//! | `P:{t}:rk<id>:d`, `:di` | hash, string | dead letters (id -> JSON) and their counter |
 
-use super::RedisCluster;
+use super::board_tx::{BoardTx, Mode};
+use super::keys::{key_slot, tag};
+use super::{scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::seam::{
+    Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
-fn unsupported() -> Error {
-    Error::InvalidRanking {
-        reason: "ranking boards are not implemented on the Redis Cluster store yet".into(),
+/// How many times a board transaction is run before it gives up with
+/// [`Error::Conflict`]: optimistic writers of one board retry whenever
+/// another committed first, and some writer always does, so this only
+/// bounds a pathological pile-up.
+const TX_ATTEMPTS: u32 = 1_000;
+
+/// The names of one board's keys.
+pub(crate) struct BoardKeys {
+    /// The board's slot: every key below is in it.
+    pub slot: u16,
+    base: String,
+}
+
+impl BoardKeys {
+    pub fn new(prefix: &str, id: i64) -> Self {
+        let slot = key_slot(format!("{prefix}/board/{id}").as_bytes());
+        BoardKeys {
+            slot,
+            base: format!("{prefix}:{{{}}}:rk{id}", tag(slot)),
+        }
+    }
+
+    pub fn version(&self) -> String {
+        format!("{}:v", self.base)
+    }
+
+    /// The hashes, ordered set and counter a commit may write, in the
+    /// order of `KEYS[3..8]` of [`scripts::board_commit`].
+    pub fn data(&self) -> Vec<String> {
+        let mut data: Vec<String> = ["n", "a", "p", "o"]
+            .iter()
+            .map(|k| format!("{}:{k}", self.base))
+            .collect();
+        data.extend([self.dead_letters(), format!("{}:di", self.base)]);
+        data
+    }
+
+    /// The dead letters: id -> JSON (`board_codec::dead_letter_json`).
+    pub fn dead_letters(&self) -> String {
+        format!("{}:d", self.base)
+    }
+
+    pub fn heads(&self) -> String {
+        format!("{}:h", self.base)
+    }
+
+    pub fn queue(&self, queue: u32) -> String {
+        format!("{}:q{queue}", self.base)
+    }
+}
+
+/// The board registry of a prefix, on a slot of its own.
+fn registry(prefix: &str) -> String {
+    let slot = key_slot(format!("{prefix}/boards").as_bytes());
+    format!("{prefix}:{{{}}}:boards", tag(slot))
+}
+
+fn record(id: i64, spec: &BoardSpec) -> String {
+    format!(
+        "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
+        spec.min,
+        spec.max,
+        spec.branching,
+        spec.shards,
+        spec.queues,
+        spec.policy,
+        spec.order,
+        spec.entry_data
+    )
+}
+
+fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
+    let corrupt = || Error::Corrupt {
+        kind: "ranking",
+        id: name.to_owned(),
+        field: "configuration".into(),
+        reason: format!("unreadable registry record {stored:?}"),
+    };
+    let fields: Vec<&str> = stored.split('|').collect();
+    // A record written before policies, orders and entry data existed has
+    // six fields; it is a `Replace`, higher-is-better board without data.
+    let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
+        [id, min, max, branching, shards, queues] => (
+            id,
+            min,
+            max,
+            branching,
+            shards,
+            queues,
+            DEFAULT_POLICY,
+            DEFAULT_ORDER,
+            "0",
+        ),
+        [id, min, max, branching, shards, queues, policy, order, entry_data] => (
+            id, min, max, branching, shards, queues, policy, order, entry_data,
+        ),
+        _ => return Err(corrupt()),
+    };
+    let spec = || -> Option<(i64, BoardSpec)> {
+        Some((
+            id.parse().ok()?,
+            BoardSpec {
+                min: min.parse().ok()?,
+                max: max.parse().ok()?,
+                branching: branching.parse().ok()?,
+                shards: shards.parse().ok()?,
+                queues: queues.parse().ok()?,
+                policy: policy.to_owned(),
+                order: order.to_owned(),
+                entry_data: entry_data.parse().ok()?,
+            },
+        ))
+    };
+    spec().ok_or_else(corrupt)
+}
+
+/// 1 ms doubling to 16 ms, jittered: optimistic writers of one board spread
+/// out after a conflict without sleeping as long as a failover needs.
+fn conflict_backoff(attempt: u32) {
+    let cap = 1u64 << attempt.min(4);
+    let micros = crate::random::range(cap * 500..=cap * 1000);
+    std::thread::sleep(Duration::from_micros(micros));
+}
+
+impl RedisCluster {
+    /// The shape of board `id`, from this handle's cache or the registry.
+    fn board_spec(&self, id: i64) -> Result<BoardSpec> {
+        if let Some(spec) = self.inner.boards.lock().expect("not poisoned").get(&id) {
+            return Ok(spec.clone());
+        }
+        let registry = registry(self.prefix());
+        let mut conn = self.checkout()?;
+        let all: HashMap<String, String> =
+            self.with_conn(&mut conn, |c| redis::cmd("HGETALL").arg(&registry).query(c))?;
+        for (name, stored) in &all {
+            let (found, spec) = parse_record(name, stored)?;
+            if found == id {
+                self.remember(id, spec.clone());
+                return Ok(spec);
+            }
+        }
+        Err(Error::RankingNotFound {
+            name: format!("(board id {id})"),
+        })
+    }
+
+    fn remember(&self, id: i64, spec: BoardSpec) {
+        self.inner
+            .boards
+            .lock()
+            .expect("not poisoned")
+            .insert(id, spec);
+    }
+
+    /// Runs `f` in one transaction on `board`, again whole whenever it read
+    /// a state that a concurrent commit replaced (a read transaction's
+    /// reads must all be of one state, a write transaction's commit must
+    /// find the state its reads saw).
+    fn board_transaction(
+        &self,
+        board: Board<'_>,
+        mode: Mode,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        let spec = self.board_spec(board.id)?;
+        let keys = BoardKeys::new(self.prefix(), board.id);
+        let mut conn = self.checkout()?;
+        for attempt in 1..=TX_ATTEMPTS {
+            let tx = BoardTx::new(self, &mut conn, &keys, board.name, spec.clone(), mode);
+            let outcome = f(&tx);
+            // A read that found the state moved ends the run with an error
+            // of its own; whatever `f` made of it, the run is void.
+            if tx.stale() {
+                conflict_backoff(attempt);
+                continue;
+            }
+            outcome?;
+            if tx.commit()? {
+                return Ok(());
+            }
+            conflict_backoff(attempt);
+        }
+        Err(Error::Conflict {
+            attempts: TX_ATTEMPTS,
+        })
+    }
+
+    /// Runs a piece on the board's slot (its writer table is there too).
+    fn board_piece(&self, piece: &Piece<'_>) -> Result<Reply> {
+        let mut conn = self.checkout()?;
+        let id = self.next_seq(&mut conn);
+        self.run(&mut conn, piece, id)
+    }
+
+    fn board_query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        let mut conn = self.checkout()?;
+        self.with_conn(&mut conn, |c| cmd.query(c))
     }
 }
 
 impl BoardStore for RedisCluster {
-    fn create_board(&self, _name: &str, _spec: &BoardSpec) -> Result<i64> {
-        Err(unsupported())
+    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+        if spec.entry_data > 0 {
+            // Entry data has no key of its own on a Redis board yet.
+            return Err(Error::Unsupported {
+                store: "redis-cluster",
+                operation: "ranking boards with entry data",
+            });
+        }
+        // Random, like a writer id: an id is never reused, also not after a
+        // failover rolled the registry back, so a new board never finds an
+        // old one's keys.
+        let id = crate::random::range(1..i64::MAX);
+        let registry = registry(self.prefix());
+        let piece = Piece {
+            script: scripts::create_board(),
+            key: &registry,
+            slot: key_slot(registry.as_bytes()),
+            args: vec![name.to_owned(), record(id, spec)],
+            binary: Vec::new(),
+            more_keys: &[],
+        };
+        match self.board_piece(&piece)? {
+            Reply::Exists => Err(Error::RankingExists { name: name.into() }),
+            reply if reply.applied() => {
+                self.remember(id, spec.clone());
+                Ok(id)
+            }
+            other => Err(Error::SchemaMismatch {
+                kind: "redis script".into(),
+                reason: format!("unexpected reply {other:?} to a board's creation"),
+            }),
+        }
     }
 
-    fn open_board(&self, _name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        Err(unsupported())
+    fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let stored: Option<String> =
+            self.board_query(redis::cmd("HGET").arg(registry(self.prefix())).arg(name))?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let (id, spec) = parse_record(name, &stored)?;
+        self.remember(id, spec.clone());
+        Ok(Some((id, spec)))
     }
 
     fn read_board(
         &self,
-        _board: Board<'_>,
-        _f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        Err(unsupported())
+        self.board_transaction(board, Mode::Read, f)
     }
 
     fn write_board(
         &self,
-        _board: Board<'_>,
-        _f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        Err(unsupported())
+        self.board_transaction(board, Mode::Write, f)
     }
 
+    // The streams need no preparing; and whether two handles reach one
+    // cluster cannot be told for sure from their seed addresses.
     fn prepare_queue(&self) -> Result<Option<String>> {
-        Err(unsupported())
+        Ok(None)
     }
 
-    fn append_queue(&self, _board: i64, _items: &[QueuedUpdate]) -> Result<()> {
-        Err(unsupported())
+    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+        let keys = BoardKeys::new(self.prefix(), board);
+        let mut groups: BTreeMap<u32, Vec<&QueuedUpdate>> = BTreeMap::new();
+        for item in items {
+            groups.entry(item.queue).or_default().push(item);
+        }
+        let streams: Vec<String> = groups.keys().map(|&q| keys.queue(q)).collect();
+        let mut args = Vec::new();
+        for (queue, group) in &groups {
+            args.push(queue.to_string());
+            args.push(group.len().to_string());
+            for item in group {
+                args.push(item.player.clone());
+                args.push(item.score.map(|s| s.to_string()).unwrap_or_default());
+            }
+        }
+        let heads = keys.heads();
+        let piece = Piece {
+            script: scripts::append_queue(),
+            key: &heads,
+            slot: keys.slot,
+            args,
+            binary: Vec::new(),
+            more_keys: &streams,
+        };
+        self.board_piece(&piece).map(drop)
     }
 
-    fn queued(&self, _board: i64) -> Result<u64> {
-        Err(unsupported())
+    fn queued(&self, board: i64) -> Result<u64> {
+        let spec = self.board_spec(board)?;
+        let keys = BoardKeys::new(self.prefix(), board);
+        let mut invocation = scripts::queue_count().prepare_invoke();
+        for queue in 0..spec.queues {
+            invocation.key(keys.queue(queue));
+        }
+        invocation.arg("all");
+        let mut conn = self.checkout()?;
+        self.with_conn(&mut conn, |c| invocation.invoke(c))
     }
 
-    fn queue_marks(&self, _board: i64) -> Result<Vec<(u32, i64)>> {
-        Err(unsupported())
+    fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>> {
+        let keys = BoardKeys::new(self.prefix(), board);
+        let heads: HashMap<String, String> =
+            self.board_query(redis::cmd("HGETALL").arg(keys.heads()))?;
+        heads
+            .iter()
+            .map(|(queue, next)| match (queue.parse(), next.parse()) {
+                (Ok(queue), Ok(next)) => Ok((queue, next)),
+                _ => Err(Error::Corrupt {
+                    kind: "ranking",
+                    id: format!("(board id {board})"),
+                    field: format!("queue head {queue:?}"),
+                    reason: format!("{next:?} is not a sequence number"),
+                }),
+            })
+            .collect()
     }
 
-    fn dead_letters(&self, _board: i64) -> Result<Vec<DeadLetter>> {
-        Err(unsupported())
+    fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
+        if marks.is_empty() {
+            return Ok(0);
+        }
+        let keys = BoardKeys::new(self.prefix(), board);
+        let mut invocation = scripts::queue_count().prepare_invoke();
+        invocation.arg(if count { "count" } else { "any" });
+        for &(queue, mark) in marks {
+            invocation.key(keys.queue(queue));
+            // Entry `<seq>-1` for sequence numbers below the mark.
+            let last = if mark > 0 {
+                format!("{}-1", mark - 1)
+            } else {
+                String::new()
+            };
+            invocation.arg(last);
+        }
+        let mut conn = self.checkout()?;
+        self.with_conn(&mut conn, |c| invocation.invoke(c))
     }
 
-    fn delete_dead_letter(&self, _board: i64, _id: i64) -> Result<bool> {
-        Err(unsupported())
+    fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
+        let keys = BoardKeys::new(self.prefix(), board);
+        let stored: HashMap<String, String> =
+            self.board_query(redis::cmd("HGETALL").arg(keys.dead_letters()))?;
+        let mut letters = stored
+            .iter()
+            .map(|(id, json)| super::board_codec::parse_dead_letter(board, id, json))
+            .collect::<Result<Vec<_>>>()?;
+        letters.sort_by_key(|letter| letter.id);
+        Ok(letters)
     }
 
-    fn queued_below(&self, _board: i64, _marks: &[(u32, i64)], _count: bool) -> Result<u64> {
-        Err(unsupported())
+    fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
+        let keys = BoardKeys::new(self.prefix(), board);
+        let deleted: i64 = self.board_query(redis::cmd("HDEL").arg(keys.dead_letters()).arg(id))?;
+        Ok(deleted > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ranking::memory::conformance;
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// The test cluster's nodes, or `None` (the test is skipped, saying
+    /// so) when `AUTOSHARD_REDIS_CLUSTER_URL` is unset.
+    fn nodes() -> Option<Vec<String>> {
+        let Ok(url) = std::env::var("AUTOSHARD_REDIS_CLUSTER_URL") else {
+            eprintln!(
+                "skipped: AUTOSHARD_REDIS_CLUSTER_URL is not set (`scripts/redis-cluster start`, \
+                 then export AUTOSHARD_REDIS_CLUSTER_URL=redis-cluster://127.0.0.1:7101,...)"
+            );
+            return None;
+        };
+        Some(
+            super::super::parse_url(&url)
+                .expect("a redis-cluster:// URL")
+                .0,
+        )
+    }
+
+    /// Unlinks every key under `pattern` on every master when dropped.
+    struct Cleanup(Vec<String>, String);
+
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let Ok(mut first) = redis::Client::open(format!("redis://{}", self.0[0]))
+                .and_then(|c| c.get_connection())
+            else {
+                return;
+            };
+            let listing: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut first)
+                .unwrap_or_default();
+            for line in listing.lines().filter(|l| l.contains("master")) {
+                let Some(addr) = line.split(' ').nth(1).and_then(|a| a.split('@').next()) else {
+                    continue;
+                };
+                let Ok(mut conn) =
+                    redis::Client::open(format!("redis://{addr}")).and_then(|c| c.get_connection())
+                else {
+                    continue;
+                };
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(&self.1)
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                for key in keys {
+                    let _: redis::RedisResult<i64> = redis::cmd("UNLINK").arg(key).query(&mut conn);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn holds_the_rows_the_reference_holds() {
+        let Some(nodes) = nodes() else {
+            return;
+        };
+        let base = format!(
+            "conformance_{}_{}",
+            std::process::id(),
+            crate::random::range(0..u32::MAX)
+        );
+        let _cleanup = Cleanup(nodes.clone(), format!("{base}_*"));
+        let case = AtomicU32::new(0);
+        let config = ProptestConfig::with_cases(16);
+        proptest!(config, |((shape, ops) in conformance::cases())| {
+            // A prefix per case: each case creates its board afresh.
+            let n = case.fetch_add(1, Ordering::Relaxed);
+            let db = RedisCluster::builder(&nodes).prefix(format!("{base}_{n}")).open()?;
+            let shown = conformance::check(&db, "board", shape, &ops)?;
+            prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
+        });
+        assert!(case.load(Ordering::Relaxed) >= 16, "every case ran");
+    }
+
+    #[test]
+    fn registry_records_round_trip() {
+        let spec = BoardSpec {
+            min: i64::MIN,
+            max: i64::MAX,
+            branching: 7,
+            shards: 3,
+            queues: 2,
+            policy: "best".into(),
+            order: "lower_is_better".into(),
+            entry_data: 0,
+        };
+        assert_eq!(
+            parse_record("b", &record(42, &spec)).unwrap(),
+            (42, spec.clone())
+        );
+        // A record from before policies and orders reads as the defaults.
+        let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
+        assert_eq!(
+            old.1,
+            BoardSpec {
+                policy: DEFAULT_POLICY.into(),
+                order: DEFAULT_ORDER.into(),
+                ..spec
+            }
+        );
+        for bad in ["", "1|2|3", "x|0|1|2|1|1", "1|0|1|2|1|1|9"] {
+            assert!(
+                matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_board_keeps_all_its_keys_in_one_slot() {
+        let keys = BoardKeys::new("app", 12345);
+        let mut all = keys.data();
+        all.extend([
+            keys.version(),
+            keys.heads(),
+            keys.queue(0),
+            keys.queue(1023),
+        ]);
+        for key in all {
+            assert_eq!(key_slot(key.as_bytes()), keys.slot, "{key}");
+        }
+        assert_ne!(BoardKeys::new("app", 12346).base, keys.base);
     }
 }

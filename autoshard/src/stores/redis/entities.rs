@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::naming::table_base;
 use crate::seam::{Census, EntityStore, Kind, Stored, StoredKey};
-use crate::store::CompactionStats;
 use crate::stores::registry::KindTables;
 use crate::value::Value;
 use redis::cluster::{cluster_pipe, ClusterConnection};
@@ -18,7 +17,7 @@ use std::collections::HashMap;
 /// What a handle keeps per kind.
 pub(crate) struct KindInfo {
     pub keys: KindKeys,
-    key_kind: KeyKind,
+    pub key_kind: KeyKind,
     /// Per field: whether its fold adds `i64`s, so a save can `HINCRBY`.
     sums: Vec<bool>,
 }
@@ -42,15 +41,15 @@ impl KindInfo {
 }
 
 /// One entity's keys.
-struct Entity {
+pub(super) struct Entity {
     home: u16,
     id: String,
-    document: String,
-    buckets: Vec<String>,
+    pub document: String,
+    pub buckets: Vec<String>,
 }
 
 impl Entity {
-    fn new(info: &KindInfo, key: Key<'_>) -> Self {
+    pub(super) fn new(info: &KindInfo, key: Key<'_>) -> Self {
         let home = keys::home_slot(&info.keys.base, key);
         let id = keys::encode_id(key);
         Entity {
@@ -63,7 +62,7 @@ impl Entity {
         }
     }
 
-    fn bucket_slot(&self, bucket: usize) -> u16 {
+    pub(super) fn bucket_slot(&self, bucket: usize) -> u16 {
         keys::bucket_slot(self.home, bucket)
     }
 }
@@ -98,6 +97,14 @@ fn gone(kind: &Kind, key: Key<'_>) -> Error {
     kind.not_found(key)
 }
 
+/// The entity a save writes into: its keys, its id, and the incarnation
+/// its pieces must find (empty: any, for a kind without a `Pending`).
+struct Target<'a> {
+    entity: &'a Entity,
+    key: Key<'a>,
+    inc: &'a str,
+}
+
 /// The document and the buckets of one entity, read in one pipelined
 /// round per node.
 type Read = (HashMap<String, String>, Vec<HashMap<String, String>>);
@@ -115,7 +122,7 @@ fn read_entity(c: &mut ClusterConnection, entity: &Entity) -> redis::RedisResult
 
 /// The shard rows of declared fields in the buckets of incarnation `inc`
 /// (buckets of an earlier incarnation, not yet replaced, are skipped).
-fn rows_of<'a>(
+pub(super) fn rows_of<'a>(
     kind: &'a Kind,
     inc: &'a str,
     buckets: &'a [HashMap<String, String>],
@@ -151,6 +158,8 @@ impl EntityStore for RedisCluster {
             script: scripts::insert_document(),
             key: &entity.document,
             slot: entity.home,
+            binary: Vec::new(),
+            more_keys: &[],
             args: vec![plan.document.clone(), inc.clone()],
         };
         let id = self.next_seq(&mut conn);
@@ -167,6 +176,8 @@ impl EntityStore for RedisCluster {
                 script: scripts::insert_bucket(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
+                binary: Vec::new(),
+                more_keys: &[],
                 args,
             };
             let id = self.next_seq(&mut conn);
@@ -247,8 +258,16 @@ impl EntityStore for RedisCluster {
         if statics.len() > 1 {
             self.dry_run(&mut conn, kind, &entity, key, &statics)?;
         }
+        // Every piece checks it: a save may write no document, and each
+        // bucket knows the incarnation it belongs to (`~`).
+        let inc = plan.incarnation.map(|i| i.to_string()).unwrap_or_default();
+        let target = Target {
+            entity: &entity,
+            key,
+            inc: &inc,
+        };
         for (delta, shard) in &statics {
-            let outcome = self.fold_static(&mut conn, kind, &info, &entity, key, delta, *shard);
+            let outcome = self.fold_static(&mut conn, kind, &info, &target, delta, *shard);
             step(delta.spec.name, outcome)?;
         }
         for delta in plan.deltas.iter().filter(|d| d.spec.shards.is_none()) {
@@ -257,10 +276,13 @@ impl EntityStore for RedisCluster {
                 script: scripts::append(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![
                     delta.spec.name.to_owned(),
                     encode(&delta.value),
                     bucket.to_string(),
+                    inc.clone(),
                 ],
             };
             let id = self.next_seq(&mut conn);
@@ -276,7 +298,9 @@ impl EntityStore for RedisCluster {
                 script: scripts::write_document(),
                 key: &entity.document,
                 slot: entity.home,
-                args: vec![plan.document.clone()],
+                binary: Vec::new(),
+                more_keys: &[],
+                args: vec![plan.document.clone(), inc.clone()],
             };
             let id = self.next_seq(&mut conn);
             let outcome = match self.run(&mut conn, &piece, id) {
@@ -318,61 +342,11 @@ impl EntityStore for RedisCluster {
     }
 
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
-        let started = std::time::Instant::now();
-        let info = self.kind(kind)?;
-        let mut conn = self.checkout()?;
-        let index = info.keys.index();
-        let max_rows = self.options().compaction_batch_rows as u64;
-        let mut stats = CompactionStats::default();
-        let mut skipped = Vec::new();
-        let mut start = match from {
-            Resume::Done => "-".to_owned(),
-            Resume::After(key) | Resume::At(key) => format!("({}", keys::encode_id(key.as_key())),
-        };
-        loop {
-            let ids: Vec<String> = self.with_conn(&mut conn, |c| {
-                redis::cmd("ZRANGEBYLEX")
-                    .arg(&index)
-                    .arg(&start)
-                    .arg("+")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(64)
-                    .query(c)
-            })?;
-            let Some(last) = ids.last() else {
-                return Ok(BatchPlan {
-                    stats,
-                    plans: Vec::new(),
-                    skipped,
-                    resume: Resume::Done,
-                    started,
-                });
-            };
-            start = format!("({last}");
-            for id in &ids {
-                let Some(stored) = decode_id(id, info.key_kind) else {
-                    continue;
-                };
-                self.compact_entity(&mut conn, kind, &info, &stored, &mut stats, &mut skipped)?;
-                if stats.rows_scanned >= max_rows {
-                    return Ok(BatchPlan {
-                        stats,
-                        plans: Vec::new(),
-                        skipped,
-                        resume: Resume::After(stored),
-                        started,
-                    });
-                }
-            }
-        }
+        super::compaction::compact_batch(self, kind, from)
     }
 
-    fn census(&self, _kind: &Kind) -> Result<Census> {
-        Err(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "stats",
-        })
+    fn census(&self, kind: &Kind) -> Result<Census> {
+        super::census::census(self, kind)
     }
 
     fn shard_count(&self, kind: &Kind, key: Key<'_>, field: &str) -> Result<u64> {
@@ -410,76 +384,35 @@ fn delete_bucket() -> &'static redis::Script {
     })
 }
 
+/// Up to `n` ids of the kind's index from `start` on (a `ZRANGEBYLEX`
+/// bound: `-`, or `(id` for after `id`), in byte order.
+pub(super) fn index_page(
+    db: &RedisCluster,
+    conn: &mut Conn,
+    index: &str,
+    start: &str,
+    n: usize,
+) -> Result<Vec<String>> {
+    db.with_conn(conn, |c| {
+        redis::cmd("ZRANGEBYLEX")
+            .arg(index)
+            .arg(start)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n)
+            .query(c)
+    })
+}
+
 /// An index member back as a key (`None` for a member of the other id
 /// type, which the registry makes impossible).
-fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
+pub(super) fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
     match (kind, id.split_at_checked(1)?) {
         (KeyKind::Int, ("i", n)) => n.parse().ok().map(StoredKey::Int),
         (KeyKind::Text, ("s", s)) => Some(StoredKey::Text(s.to_owned())),
         _ => None,
     }
-}
-
-/// What compaction does to one field's rows in one bucket.
-struct BucketPlan {
-    index: usize,
-    target: i64,
-    /// The target's value as read, if it was there.
-    target_value: Option<String>,
-    /// Rows folded into the target and deleted, with their values as read.
-    removed: Vec<(i64, String)>,
-}
-
-/// Plans one bucket: a dynamic field's rows fold into its lowest row; a
-/// static field's rows at or above `shards` fold into the bucket's lowest
-/// shard below `shards` (shard number `bucket`), or, in a bucket that
-/// holds no shard below `shards`, into the lowest of them.
-fn plan_bucket(kind: &Kind, bucket: usize, rows: &[(usize, i64, &String)]) -> Vec<BucketPlan> {
-    let mut plans = Vec::new();
-    for (index, spec) in kind.fields.iter().enumerate() {
-        let mut group: Vec<(i64, &String)> = rows
-            .iter()
-            .filter(|(i, _, _)| *i == index)
-            .map(|(_, s, v)| (*s, *v))
-            .collect();
-        group.sort();
-        let (target, removed): (i64, Vec<(i64, String)>) = match spec.shards {
-            None if group.len() > 1 => (
-                group[0].0,
-                group[1..].iter().map(|(s, v)| (*s, (*v).clone())).collect(),
-            ),
-            None => continue,
-            Some(n) => {
-                let n = i64::from(n);
-                let surplus: Vec<(i64, String)> = group
-                    .iter()
-                    .filter(|(s, _)| *s >= n)
-                    .map(|(s, v)| (*s, (*v).clone()))
-                    .collect();
-                let home = bucket as i64;
-                if surplus.is_empty() {
-                    continue;
-                } else if home < n {
-                    (home, surplus)
-                } else if surplus.len() > 1 {
-                    (surplus[0].0, surplus[1..].to_vec())
-                } else {
-                    continue;
-                }
-            }
-        };
-        let target_value = group
-            .iter()
-            .find(|(s, _)| *s == target)
-            .map(|(_, v)| (*v).clone());
-        plans.push(BucketPlan {
-            index,
-            target,
-            target_value,
-            removed,
-        });
-    }
-    plans
 }
 
 impl RedisCluster {
@@ -515,17 +448,16 @@ impl RedisCluster {
     /// Folds `delta` into static shard `shard`: `HINCRBY` for a field
     /// whose fold adds integers, else read, fold in Rust and
     /// compare-and-set, retried on conflict. Returns the attempts made.
-    #[allow(clippy::too_many_arguments)]
     fn fold_static(
         &self,
         conn: &mut Conn,
         kind: &Kind,
         info: &KindInfo,
-        entity: &Entity,
-        key: Key<'_>,
+        target: &Target<'_>,
         delta: &mapper::Delta,
         shard: i64,
     ) -> Result<u32> {
+        let (entity, key) = (target.entity, target.key);
         let bucket = keys::static_bucket(shard);
         let bucket_key = &entity.buckets[bucket];
         let slot = entity.bucket_slot(bucket);
@@ -539,7 +471,9 @@ impl RedisCluster {
                 script: scripts::add(),
                 key: bucket_key,
                 slot,
-                args: vec![row.clone(), add.to_string()],
+                binary: Vec::new(),
+                more_keys: &[],
+                args: vec![row.clone(), add.to_string(), target.inc.to_owned()],
             };
             match self.run(conn, &piece, id)? {
                 Reply::Gone => return Err(gone(kind, key)),
@@ -563,11 +497,14 @@ impl RedisCluster {
                 script: scripts::compare_and_set(),
                 key: bucket_key,
                 slot,
+                binary: Vec::new(),
+                more_keys: &[],
                 args: vec![
                     row.clone(),
                     if stored.is_some() { "1" } else { "0" }.to_owned(),
                     stored.unwrap_or_default(),
                     encode(&new),
+                    target.inc.to_owned(),
                 ],
             };
             match self.run(conn, &piece, id)? {
@@ -577,131 +514,6 @@ impl RedisCluster {
             }
         }
         Err(Error::Conflict { attempts: max })
-    }
-
-    /// Compacts every bucket of one entity, each bucket's fold one script.
-    /// A bucket's group that does not fold (a corrupt row, a total out of
-    /// the field's range) is left as it is and added to `skipped`: per
-    /// bucket, because that is the unit a fold here is atomic over.
-    fn compact_entity(
-        &self,
-        conn: &mut Conn,
-        kind: &Kind,
-        info: &KindInfo,
-        stored: &StoredKey,
-        stats: &mut CompactionStats,
-        skipped: &mut Vec<(StoredKey, &'static str, Error)>,
-    ) -> Result<()> {
-        let key = stored.as_key();
-        let entity = Entity::new(info, key);
-        let max = self.options().max_attempts;
-        let mut compacted = false;
-        let mut counted = false;
-        for bucket in 0..BUCKETS {
-            for attempt in 1..=max {
-                let (inc, read): (Option<String>, HashMap<String, String>) =
-                    self.with_conn(conn, |c| {
-                        let mut pipe = cluster_pipe();
-                        pipe.cmd("HGET").arg(&entity.document).arg("inc");
-                        pipe.cmd("HGETALL").arg(&entity.buckets[bucket]);
-                        pipe.query(c)
-                    })?;
-                let Some(inc) = inc else {
-                    // Deleted meanwhile: nothing left to fold.
-                    return Ok(());
-                };
-                if read.get("~") != Some(&inc) {
-                    break;
-                }
-                let all: Vec<(&str, i64, &String)> = read
-                    .iter()
-                    .filter_map(|(name, v)| {
-                        let (field, shard) = keys::parse_row_field(name)?;
-                        Some((field, shard, v))
-                    })
-                    .collect();
-                let rows: Vec<(usize, i64, &String)> = all
-                    .iter()
-                    .filter_map(|(f, s, v)| Some((kind.field_index(f)?, *s, *v)))
-                    .collect();
-                if attempt == 1 {
-                    stats.rows_scanned += all.len() as u64;
-                    if !all.is_empty() && !counted {
-                        stats.entities_visited += 1;
-                        counted = true;
-                    }
-                }
-                let plans = plan_bucket(kind, bucket, &rows);
-                if plans.is_empty() {
-                    break;
-                }
-                let mut conflict = false;
-                for plan in &plans {
-                    let spec = &kind.fields[plan.index];
-                    let value = plan
-                        .target_value
-                        .iter()
-                        .chain(plan.removed.iter().map(|(_, v)| v))
-                        .map(|v| decode(v).map_err(|r| kind.corrupt(&key, spec.name, r)))
-                        .collect::<Result<Vec<_>>>()
-                        .and_then(|values| kind.fold(&key, plan.index, &mut values.into_iter()));
-                    let value = match value {
-                        Ok(value) => value,
-                        Err(e) => {
-                            // A retried bucket meets the same group again.
-                            if attempt == 1 {
-                                skipped.push((stored.clone(), spec.name, e));
-                            }
-                            continue;
-                        }
-                    };
-                    let mut args = vec![inc.clone(), keys::row_field(spec.name, plan.target)];
-                    for (shard, v) in &plan.removed {
-                        args.push(keys::row_field(spec.name, *shard));
-                        args.push(v.clone());
-                    }
-                    args.push(
-                        if plan.target_value.is_some() {
-                            "1"
-                        } else {
-                            "0"
-                        }
-                        .into(),
-                    );
-                    args.push(plan.target_value.clone().unwrap_or_default());
-                    args.push(encode(&value));
-                    let piece = Piece {
-                        script: scripts::compact(),
-                        key: &entity.buckets[bucket],
-                        slot: entity.bucket_slot(bucket),
-                        args,
-                    };
-                    let id = self.next_seq(conn);
-                    match self.run(conn, &piece, id)? {
-                        Reply::Gone => return Ok(()),
-                        Reply::Conflict => {
-                            conflict = true;
-                            break;
-                        }
-                        _ => {
-                            stats.rows_merged += plan.removed.len() as u64;
-                            compacted = true;
-                        }
-                    }
-                }
-                if !conflict {
-                    break;
-                }
-                if attempt == max {
-                    return Err(Error::Conflict { attempts: max });
-                }
-                super::backoff(attempt);
-            }
-        }
-        if compacted {
-            stats.entities_compacted += 1;
-        }
-        Ok(())
     }
 }
 

@@ -14,7 +14,8 @@
 //! exactly-once test).
 //!
 //! Replies are status words: `OK`, `DUP`, `GONE` (the document or bucket
-//! does not exist: the entity is not stored), `EXISTS` (insert of a taken
+//! does not exist, or belongs to another incarnation than the save's: the
+//! entity is not stored, or not the one the object came from), `EXISTS` (insert of a taken
 //! id), `NOTINT` and `OVERFLOW` (an integer add that must be folded in Rust
 //! instead), `CONFLICT` (compare-and-set lost).
 
@@ -83,13 +84,16 @@ return 'OK'
     )
 }
 
-/// Save's document: `ARGV[4]` the JSON; `GONE` if the entity is not stored.
+/// Save's document: `ARGV[4]` the JSON, `ARGV[5]` the incarnation the
+/// save belongs to (empty: any); `GONE` if the entity is not stored or is
+/// another incarnation.
 pub(crate) fn write_document() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'inc') ~= ARGV[5] then return 'GONE' end
 redis.call('HSET', KEYS[1], 'doc', ARGV[4])
 mark()
 return 'OK'
@@ -99,13 +103,16 @@ return 'OK'
 
 /// A static save of a sum: `HINCRBY` row `ARGV[4]` by `ARGV[5]` (a missing
 /// row counts as 0). `NOTINT` if the row holds something else, `OVERFLOW`
-/// if the sum leaves `i64` (Redis refuses it and writes nothing).
+/// if the sum leaves `i64` (Redis refuses it and writes nothing). `ARGV[6]`
+/// is the save's incarnation: `GONE` if the bucket belongs to another
+/// (empty: any).
 pub(crate) fn add() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[6] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[6] then return 'GONE' end
 local cur = redis.call('HGET', KEYS[1], ARGV[4])
 if cur and not string.match(cur, '^-?%d+$') then return 'NOTINT' end
 local r = redis.pcall('HINCRBY', KEYS[1], ARGV[4], ARGV[5])
@@ -117,13 +124,15 @@ return 'OK'
 }
 
 /// Compare-and-set of row `ARGV[4]`: if it holds `ARGV[6]` (or is absent
-/// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`.
+/// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`. `ARGV[8]`
+/// is the save's incarnation, as for [`add`].
 pub(crate) fn compare_and_set() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[8] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[8] then return 'GONE' end
 local cur = redis.call('HGET', KEYS[1], ARGV[4])
 if ARGV[5] == '0' then
   if cur then return 'CONFLICT' end
@@ -144,13 +153,14 @@ return 'OK'
 /// order, rows of sequential saves in any buckets too (the nodes share a
 /// clock), and all of them lie above every static shard (at most 10,000).
 /// Lua's numbers are doubles: exact up to 2^53, which this stays below
-/// until about 2042.
+/// until about 2042. `ARGV[7]` is the save's incarnation, as for [`add`].
 pub(crate) fn append() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'GONE' end
+if ARGV[7] ~= '' and redis.call('HGET', KEYS[1], '~') ~= ARGV[7] then return 'GONE' end
 local t = redis.call('TIME')
 local us = (tonumber(t[1]) - 1735689600) * 1000000 + tonumber(t[2])
 local last = tonumber(redis.call('HGET', KEYS[1], '~seq') or '0')
@@ -195,4 +205,192 @@ mark()
 return 'OK'
 "#,
     )
+}
+
+// ---------------------------------------------------------------- boards
+//
+// A board's keys share one hash tag, so each script below runs on the
+// board's one slot (`boards.rs`). `KEYS[1]` of a board transaction's
+// scripts is the board's *version*: a token that every committed write
+// transaction replaces with its own operation id, never reused (so a
+// version that a failover rolled back is not mistaken for a later one).
+
+/// Registers a board: `KEYS[1]` the registry, `ARGV[4]` the name, `ARGV[5]`
+/// its record (`id|min|max|branching|shards|queues`); `EXISTS` if the name
+/// is taken.
+pub(crate) fn create_board() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 1 then return 'EXISTS' end
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
+mark()
+return 'OK'
+"#,
+    )
+}
+
+/// One read of a board transaction, and the version it read at: `KEYS[2]`
+/// is the key read, `ARGV[1]` the version every earlier read of the
+/// transaction saw (empty before the first), `ARGV[2]` the command,
+/// `ARGV[3..]` its arguments. `{'STALE'}` if a write transaction committed
+/// since the transaction's first read; else `{'OK', version, reply}`.
+/// Reads are not pieces: they change nothing, so a resend is harmless.
+///
+/// `HMGET` is sent in chunks (Lua's `unpack` has a limit); `XCOUNT` is
+/// `XRANGE` counted on the server.
+pub(crate) fn board_read() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| {
+        Script::new(
+            r#"
+local v = redis.call('GET', KEYS[1]) or '0'
+if ARGV[1] ~= '' and v ~= ARGV[1] then return {'STALE'} end
+local op, key, r = ARGV[2], KEYS[2], nil
+if op == 'HMGET' then
+  r = {}
+  for i = 3, #ARGV, 1000 do
+    local part = redis.call('HMGET', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+    for j = 1, #part do r[#r + 1] = part[j] end
+  end
+elseif op == 'XCOUNT' then
+  r = #redis.call('XRANGE', key, ARGV[3], ARGV[4])
+else
+  r = redis.call(op, key, unpack(ARGV, 3))
+end
+return {'OK', v, r}
+"#,
+        )
+    })
+}
+
+/// The types of a board's keys, by their place in `KEYS` of
+/// [`board_commit`] and [`append_queue`]: checked before anything is
+/// written, because a script that fails on a command half-way keeps the
+/// writes it made before (Redis does not roll scripts back).
+const BOARD_TYPES: &str = r#"
+local function check_types(types)
+  for i = 3, #KEYS do
+    local want = types[i] or 'stream'
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('autoshard: board key ' .. KEYS[i] .. ' is a ' .. t .. ', not a ' .. want)
+    end
+  end
+end
+"#;
+
+/// Commits a board write transaction: if the version still is `ARGV[4]`
+/// (empty: the transaction read nothing), applies the writes `ARGV[6..]`
+/// and sets the version to `ARGV[5]`; otherwise `CONFLICT`, nothing
+/// written. `KEYS[3..8]` are the board's nodes, arrivals, players, ranking
+/// order, dead letters and dead-letter counter, `KEYS[9..]` the queue
+/// shards it deletes from. A write is an opcode, a key's index in `KEYS`
+/// and its arguments: `H` field value (`HSET`), `h` field (`HDEL`), `Z`
+/// member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`), `D`
+/// counter-index payload (a dead letter under the counter's next value).
+pub(crate) fn board_commit() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        &format!(
+            "{BOARD_TYPES}{}",
+            r#"
+if ARGV[4] ~= '' and (redis.call('GET', KEYS[1]) or '0') ~= ARGV[4] then return 'CONFLICT' end
+local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
+if bad then return bad end
+local i = 6
+while i <= #ARGV do
+  local op, k = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
+  if op == 'H' then redis.call('HSET', k, ARGV[i + 2], ARGV[i + 3]); i = i + 4
+  elseif op == 'h' then redis.call('HDEL', k, ARGV[i + 2]); i = i + 3
+  elseif op == 'Z' then redis.call('ZADD', k, 0, ARGV[i + 2]); i = i + 3
+  elseif op == 'z' then redis.call('ZREM', k, ARGV[i + 2]); i = i + 3
+  elseif op == 'X' then redis.call('XTRIM', k, 'MINID', ARGV[i + 2]); i = i + 3
+  elseif op == 'D' then
+    local id = redis.call('INCR', KEYS[tonumber(ARGV[i + 2])])
+    redis.call('HSET', k, id, ARGV[i + 3]); i = i + 4
+  else
+    return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
+  end
+end
+redis.call('SET', KEYS[1], ARGV[5])
+mark()
+return 'OK'
+"#
+        ),
+    )
+}
+
+/// Appends updates to queue shards in one step: `KEYS[1]` the board's
+/// queue heads (shard -> next sequence number), `KEYS[3..]` the shards'
+/// streams in the order of the groups in `ARGV[4..]`: shard, count `n`,
+/// then `n` (player, score) pairs, an empty score for a removal. Entry ids
+/// are `<seq>-1`, so `XRANGE` gives a shard in sequence order. The board's
+/// version is not touched: an append commutes with every transaction (it
+/// only adds rows past the head, which no transaction has read).
+pub(crate) fn append_queue() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        &format!(
+            "{BOARD_TYPES}{}",
+            r#"
+local bad = check_types({})
+if bad then return bad end
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'hash' then
+  return redis.error_reply('autoshard: queue heads ' .. KEYS[1] .. ' is a ' .. t)
+end
+local i, k = 4, 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 1])
+  local first = redis.call('HINCRBY', KEYS[1], ARGV[i], n) - n
+  for j = 0, n - 1 do
+    local p, s = ARGV[i + 2 + 2 * j], ARGV[i + 3 + 2 * j]
+    local id = string.format('%.0f-1', first + j)
+    if s == '' then
+      redis.call('XADD', KEYS[k], id, 'p', p)
+    else
+      redis.call('XADD', KEYS[k], id, 'p', p, 's', s)
+    end
+  end
+  i, k = i + 2 + 2 * n, k + 1
+end
+mark()
+return 'OK'
+"#
+        ),
+    )
+}
+
+/// Queued updates in the streams `KEYS`: all of them with `ARGV[1]` = `all`;
+/// else those with ids up to `ARGV[1 + i]` in `KEYS[i]` (empty: none), and
+/// with `ARGV[1]` = `any` only whether there is one (0 or 1).
+pub(crate) fn queue_count() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| {
+        Script::new(
+            r#"
+local n = 0
+for i = 1, #KEYS do
+  if ARGV[1] == 'all' then
+    n = n + redis.call('XLEN', KEYS[i])
+  elseif ARGV[i + 1] ~= '' then
+    local limit = ARGV[1] == 'any' and 1 or nil
+    local rows
+    if limit then
+      rows = redis.call('XRANGE', KEYS[i], '-', ARGV[i + 1], 'COUNT', 1)
+    else
+      rows = redis.call('XRANGE', KEYS[i], '-', ARGV[i + 1])
+    end
+    n = n + #rows
+    if limit and n > 0 then return 1 end
+  end
+end
+return n
+"#,
+        )
+    })
 }

@@ -4,7 +4,11 @@
 //! All boards share four tables, keyed by the board's row id, so a board
 //! name is only ever a bound value, never part of SQL:
 //!
-//! - `autoshard_rank_boards`: name and configuration.
+//! - `autoshard_rank_boards`: name and configuration. `policy` and
+//!   `score_order` and `entry_data` came later: a table made before them
+//!   gets the columns, with the defaults every board then had (`replace`,
+//!   `higher_is_better`, 0), when the next board is created, and `open`
+//!   reads a table without them as holding those defaults.
 //! - `autoshard_rank_nodes (board, height, idx, part, shard, v)`: score-tree
 //!   rows, one per vector (`part` 0 = players, 1 = distinct scores or
 //!   arrival counters) and shard, clustered (`WITHOUT ROWID`) so a node's
@@ -14,9 +18,11 @@
 //!   into overflow pages), and lets a standard rank read only part 0.
 //! - `autoshard_rank_arrivals (board, score, height, idx, a)`: arrival-tree
 //!   nodes, usually a few bytes (trimmed), hence `WITHOUT ROWID`.
-//! - `autoshard_rank_players (board, player, score, arrival)` plus an index
+//! - `autoshard_rank_players (board, player, score, arrival, data)` plus an index
 //!   in ranking order `(board, score DESC, arrival)`, which also covers
-//!   `player` (the primary key), so a page is one index range scan.
+//!   `player` (the primary key), so a page is one index range scan. `data`
+//!   (entry data) came later too: creating the first board that keeps
+//!   entry data adds it; boards that keep none never name it.
 //!
 //! The ranking-order index is deliberately not `UNIQUE`, although
 //! `(score, arrival)` is unique among present players: a batch may swap two
@@ -27,7 +33,7 @@ use super::{queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -41,7 +47,10 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_boards (
     max INTEGER NOT NULL,
     branching INTEGER NOT NULL,
     shards INTEGER NOT NULL,
-    queues INTEGER NOT NULL
+    queues INTEGER NOT NULL,
+    policy TEXT NOT NULL DEFAULT 'replace',
+    score_order TEXT NOT NULL DEFAULT 'higher_is_better',
+    entry_data INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 CREATE TABLE IF NOT EXISTS autoshard_rank_nodes (
     board INTEGER NOT NULL,
@@ -65,16 +74,50 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_players (
     player TEXT NOT NULL,
     score INTEGER NOT NULL,
     arrival INTEGER NOT NULL,
+    data BLOB,
     PRIMARY KEY (board, player)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
     ON autoshard_rank_players (board, score DESC, arrival);
 ";
 
+/// Adds the columns of policies and orders to a board table made before
+/// them.
+const ADD_POLICY: &str = "
+ALTER TABLE autoshard_rank_boards ADD COLUMN policy TEXT NOT NULL DEFAULT 'replace';
+ALTER TABLE autoshard_rank_boards ADD COLUMN score_order TEXT NOT NULL DEFAULT 'higher_is_better';
+ALTER TABLE autoshard_rank_boards ADD COLUMN entry_data INTEGER NOT NULL DEFAULT 0;
+";
+
+/// Whether the players table has the entry data column.
+fn has_data(tx: &Transaction<'_>) -> Result<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('autoshard_rank_players') WHERE name = 'data'",
+        )?
+        .exists([])?)
+}
+
+/// Whether the board table has the columns of policies and orders (added
+/// together, in one transaction).
+fn has_policy(tx: &Transaction<'_>) -> Result<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('autoshard_rank_boards') WHERE name = 'policy'",
+        )?
+        .exists([])?)
+}
+
 impl BoardStore for Sqlite {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
         let (id, _) = self.write(|tx| {
             tx.execute_batch(SCHEMA)?;
+            if !has_policy(tx)? {
+                tx.execute_batch(ADD_POLICY)?;
+            }
+            if spec.entry_data > 0 && !has_data(tx)? {
+                tx.execute_batch("ALTER TABLE autoshard_rank_players ADD COLUMN data BLOB")?;
+            }
             let taken = tx
                 .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
                 .exists([name])?;
@@ -82,8 +125,9 @@ impl BoardStore for Sqlite {
                 return Err(Error::RankingExists { name: name.into() });
             }
             tx.prepare_cached(
-                "INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO autoshard_rank_boards \
+                 (name, min, max, branching, shards, queues, policy, score_order, entry_data) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 name,
@@ -91,7 +135,10 @@ impl BoardStore for Sqlite {
                 spec.max,
                 spec.branching,
                 spec.shards,
-                spec.queues
+                spec.queues,
+                spec.policy,
+                spec.order,
+                spec.entry_data,
             ])?;
             Ok(tx.last_insert_rowid())
         })?;
@@ -108,11 +155,19 @@ impl BoardStore for Sqlite {
             if !exists {
                 return Ok(None);
             }
+            // A read transaction cannot add the columns: a table without
+            // them holds boards of the defaults.
+            let columns = if has_policy(tx)? {
+                "policy, score_order, entry_data".to_owned()
+            } else {
+                format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
+            };
+            let select = format!(
+                "SELECT id, min, max, branching, shards, queues, {columns} \
+                 FROM autoshard_rank_boards WHERE name = ?1"
+            );
             let row = tx
-                .prepare_cached(
-                    "SELECT id, min, max, branching, shards, queues FROM autoshard_rank_boards \
-                     WHERE name = ?1",
-                )?
+                .prepare_cached(&select)?
                 .query_row([name], |r| {
                     let spec = BoardSpec {
                         min: r.get(1)?,
@@ -120,6 +175,9 @@ impl BoardStore for Sqlite {
                         branching: r.get(3)?,
                         shards: r.get(4)?,
                         queues: r.get(5)?,
+                        policy: r.get(6)?,
+                        order: r.get(7)?,
+                        entry_data: r.get(8)?,
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
@@ -396,6 +454,35 @@ impl Storage for SqliteTx<'_> {
         self.tx
             .prepare_cached("DELETE FROM autoshard_rank_players WHERE board = ?1 AND player = ?2")?
             .execute(params![self.board, player])?;
+        Ok(())
+    }
+
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE autoshard_rank_players SET data = ?3 WHERE board = ?1 AND player = ?2",
+            )?
+            .execute(params![self.board, player, data])?;
+        Ok(())
+    }
+
+    fn players_data(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        // One statement for the whole list, bound as one JSON array: no
+        // limit on bound parameters, and names stay data.
+        let list = serde_json::to_string(players).expect("strings serialize");
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT player, data FROM autoshard_rank_players \
+             WHERE board = ?1 AND data IS NOT NULL \
+             AND player IN (SELECT value FROM json_each(?2))",
+        )?;
+        let mut rows = stmt.query(params![self.board, list])?;
+        while let Some(row) = rows.next()? {
+            f(&row.get::<_, String>(0)?, &row.get::<_, Vec<u8>>(1)?)?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,542 @@
+//! Update policies and score order: what a submitted value does to a
+//! player's score, and which end of the range ranks first.
+//!
+//! The tree only knows one order: higher is better. A lower-is-better
+//! board stores every score mirrored inside its range (`min + max - 1 -
+//! score`, its *tree score*) and mirrors it back on the way out, so the
+//! tree, its integrity check, the ranking-order index and the tie rules are
+//! the same for both orders. Policies are applied in tree scores too, where
+//! "better" is always "higher"; only `Increment` adds in real scores.
+//! `docs/design.md` ("Ranking tree", "Policies and order") has the reasons.
+
+use super::query::{self, Want};
+use super::storage::Storage;
+use super::tree::Geometry;
+use super::{check_player, Ranking};
+use crate::error::{Error, Result};
+
+/// What a submitted score does to the player's stored one, set per board
+/// with [`RankingConfig::policy`](super::RankingConfig::policy) and fixed
+/// when the board is created.
+///
+/// Every write call ([`set_score`](Ranking::set_score),
+/// [`set_scores`](Ranking::set_scores), [`submit`](Ranking::submit),
+/// [`enqueue`](Ranking::enqueue)) submits a value; the policy decides what
+/// the player's score becomes. A batch applies its values in order, so a
+/// player named twice in one batch gets both: two increments add up, and
+/// `Best` keeps the best of the stored score and the whole batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// The value becomes the score (the default).
+    #[default]
+    Replace,
+    /// The better of the stored score and the value, under the board's
+    /// [`Order`]: a personal best (Redis `ZADD GT` on a higher-is-better
+    /// board, `ZADD LT` on a lower-is-better one).
+    Best,
+    /// The worse of the stored score and the value, under the board's order.
+    Worst,
+    /// The value is added to the score (negative values subtract): points,
+    /// counters. A player who is not on the board starts at 0. A sum outside
+    /// the board's range is refused with
+    /// [`Error::ScoreOutOfRange`](crate::Error::ScoreOutOfRange).
+    Increment,
+}
+
+/// Which scores rank first, set per board with
+/// [`RankingConfig::order`](super::RankingConfig::order) and fixed when the
+/// board is created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// The highest score ranks first (the default): points, trophies.
+    #[default]
+    HigherIsBetter,
+    /// The lowest score ranks first: elapsed times, strokes, retries.
+    LowerIsBetter,
+}
+
+impl Policy {
+    /// The name stored in the board table.
+    pub(crate) fn stored(self) -> &'static str {
+        match self {
+            Policy::Replace => "replace",
+            Policy::Best => "best",
+            Policy::Worst => "worst",
+            Policy::Increment => "increment",
+        }
+    }
+
+    pub(crate) fn from_stored(name: &str) -> Option<Self> {
+        [
+            Policy::Replace,
+            Policy::Best,
+            Policy::Worst,
+            Policy::Increment,
+        ]
+        .into_iter()
+        .find(|p| p.stored() == name)
+    }
+}
+
+impl Order {
+    /// The name stored in the board table.
+    pub(crate) fn stored(self) -> &'static str {
+        match self {
+            Order::HigherIsBetter => "higher_is_better",
+            Order::LowerIsBetter => "lower_is_better",
+        }
+    }
+
+    pub(crate) fn from_stored(name: &str) -> Option<Self> {
+        [Order::HigherIsBetter, Order::LowerIsBetter]
+            .into_iter()
+            .find(|o| o.stored() == name)
+    }
+
+    /// Whether score `a` ranks strictly before score `b`.
+    pub fn is_better(self, a: i64, b: i64) -> bool {
+        match self {
+            Order::HigherIsBetter => a > b,
+            Order::LowerIsBetter => a < b,
+        }
+    }
+}
+
+/// A board's policy and order, and the mapping between scores and tree
+/// scores they imply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Rules {
+    pub policy: Policy,
+    pub order: Order,
+}
+
+impl Rules {
+    /// The tree score of `score`, or [`Error::ScoreOutOfRange`].
+    pub fn tree_score(self, g: &Geometry, score: i64) -> Result<i64> {
+        g.checked_offset(score)?;
+        Ok(match self.order {
+            Order::HigherIsBetter => score,
+            Order::LowerIsBetter => g.mirror(score).expect("checked above"),
+        })
+    }
+
+    /// The score a stored tree score stands for; `None` if it is outside
+    /// the board's range (a damaged row).
+    pub fn score(self, g: &Geometry, tree: i64) -> Option<i64> {
+        match self.order {
+            Order::HigherIsBetter => Some(tree),
+            Order::LowerIsBetter => g.mirror(tree),
+        }
+    }
+
+    /// [`score`](Rules::score), reporting a tree score outside the range as
+    /// corruption of the row that held it.
+    pub fn checked_score(self, st: &dyn Storage, g: &Geometry, tree: i64) -> Result<i64> {
+        self.score(g, tree).ok_or_else(|| {
+            st.corrupt(
+                format!("player score {tree}"),
+                "outside the board's range".into(),
+            )
+        })
+    }
+
+    /// Checks a submitted value on its own, before it is written or queued:
+    /// a score must be in range; an increment may be any `i64`, its sum is
+    /// checked when it is applied.
+    pub fn check_value(self, g: &Geometry, value: i64) -> Result<()> {
+        match self.policy {
+            Policy::Increment => Ok(()),
+            _ => g.checked_offset(value).map(drop),
+        }
+    }
+
+    /// The tree score a player at tree score `current` ends at when `value`
+    /// is submitted; `current` must be in range (the caller checks).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ScoreOutOfRange`] for a score outside the range, or an
+    /// increment whose sum is (clamped to `i64` if the sum overflows it).
+    pub fn next(self, g: &Geometry, current: Option<i64>, value: i64) -> Result<i64> {
+        if self.policy == Policy::Increment {
+            let old = current.map_or(0, |c| self.score(g, c).expect("in range"));
+            return match old.checked_add(value) {
+                Some(sum) => self.tree_score(g, sum),
+                // Past `i64` itself: reported clamped, which may be a score
+                // in range (`i64::MIN` on a board starting there).
+                None => Err(Error::ScoreOutOfRange {
+                    score: if value < 0 { i64::MIN } else { i64::MAX },
+                    min: g.min(),
+                    max: g.max(),
+                }),
+            };
+        }
+        let tree = self.tree_score(g, value)?;
+        Ok(match (self.policy, current) {
+            (Policy::Best, Some(c)) => c.max(tree),
+            (Policy::Worst, Some(c)) => c.min(tree),
+            _ => tree,
+        })
+    }
+}
+
+/// What one submission did, as [`Ranking::submit`] reports it: enough for
+/// "new personal record: you moved from 212th to 87th".
+///
+/// Ranks are standard ranks ([`Tie::Standard`](super::Tie::Standard)): 1 +
+/// the players with a strictly better score, counted in the submission's
+/// transaction just before and just after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Submission {
+    /// The player's score before, `None` if they were not on the board.
+    pub old_score: Option<i64>,
+    /// The player's score now, after the board's policy (under
+    /// [`Policy::Best`] the old score when the submitted one was no better).
+    pub new_score: i64,
+    /// The player's rank before, `None` if they were not on the board.
+    pub old_rank: Option<u64>,
+    /// The player's rank now.
+    pub new_rank: u64,
+    /// Whether the new score is strictly better than the old one under the
+    /// board's order, or the player is new: a personal best.
+    pub new_best: bool,
+}
+
+impl Submission {
+    /// Whether the stored score changed.
+    pub fn changed(&self) -> bool {
+        self.old_score != Some(self.new_score)
+    }
+}
+
+/// A player's tree score before and after one update of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub before: Option<i64>,
+    pub after: Option<i64>,
+}
+
+impl Ranking {
+    /// Submits `score` for `player` under the board's [`Policy`] and
+    /// [`Order`], as [`set_score`](Ranking::set_score) does, and reports what
+    /// happened: the old and new score and rank, and whether it is a
+    /// personal best. One write transaction; the ranks cost one tree
+    /// descent each.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    /// use autoshard::Sqlite;
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = Sqlite::memory()?;
+    /// // Seconds on a segment: only each rider's best effort counts.
+    /// let config = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.set_scores(&[("ann", 300), ("bo", 320), ("cy", 340)])?;
+    ///
+    /// let slow = segment.submit("cy", 360)?; // not a record: the 340 stays
+    /// assert!(!slow.new_best && !slow.changed());
+    /// assert_eq!((slow.new_score, slow.new_rank), (340, 3));
+    ///
+    /// let pr = segment.submit("cy", 310)?;
+    /// assert!(pr.new_best);
+    /// assert_eq!((pr.old_score, pr.new_score), (Some(340), 310));
+    /// assert_eq!((pr.old_rank, pr.new_rank), (Some(3), 2)); // "3rd to 2nd"
+    /// assert_eq!(segment.top(1)?[0].player, "ann");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`set_score`](Ranking::set_score); nothing is written on error.
+    pub fn submit(&self, player: &str, score: i64) -> Result<Submission> {
+        self.submission(player, score, None)
+    }
+
+    /// [`submit`](Ranking::submit) with entry data (an effort id, a display
+    /// name: at most [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
+    /// bytes), stored in the same transaction when the submission is what
+    /// the player's entry now stands for: always under `Replace` and
+    /// `Increment`, under `Best` and `Worst` only when the score changed (a
+    /// slower effort leaves the record's data). [`top`](Ranking::top),
+    /// [`page`](Ranking::page) and [`around`](Ranking::around) return it in
+    /// [`Entry::data`](super::Entry::data). Other writes leave a player's
+    /// data as it is; [`remove`](Ranking::remove) deletes it with the player.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let config = RankingConfig::new(1..86_400)
+    ///     .policy(Policy::Best)
+    ///     .order(Order::LowerIsBetter)
+    ///     .entry_data(64);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.submit_with("ann", 301, b"effort-17")?;
+    /// segment.submit_with("ann", 315, b"effort-18")?; // slower: not the record
+    /// let top = segment.top(1)?;
+    /// assert_eq!((top[0].score, top[0].data.as_deref()), (301, Some(&b"effort-17"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EntryDataTooLarge`] for data over the board's limit (on a
+    /// board that keeps none, any data); otherwise as
+    /// [`set_score`](Ranking::set_score). Nothing is written on error.
+    pub fn submit_with(&self, player: &str, score: i64, data: &[u8]) -> Result<Submission> {
+        let max = self.config().entry_data_limit() as usize;
+        if data.len() > max {
+            return Err(Error::EntryDataTooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        // A board that keeps no data has no data to write (its players'
+        // table may not even have the column).
+        self.submission(player, score, Some(data).filter(|_| max > 0))
+    }
+
+    fn submission(&self, player: &str, score: i64, data: Option<&[u8]>) -> Result<Submission> {
+        self.check_input(player, Some(score))?;
+        let (rules, shard) = (self.rules(), self.random_shard());
+        self.write_with(|st| {
+            let g = self.geometry();
+            let step = apply_updates(st, g, rules, shard, &[(player, Some(score))], None)?[0];
+            let new = step.after.expect("a score, not a removal");
+            let taken = match rules.policy {
+                Policy::Replace | Policy::Increment => true,
+                Policy::Best | Policy::Worst => step.after != step.before,
+            };
+            if let Some(data) = data.filter(|_| taken) {
+                st.put_player_data(player, data)?;
+            }
+            let above = |tree: i64| -> Result<u64> {
+                let offset = g.offset(tree).expect("checked by the update");
+                Ok(query::place_of(st, g, offset, Want::default())?.above)
+            };
+            let new_rank = above(new)? + 1;
+            // Counted after the update: the player is above their old
+            // score now exactly when they moved up, and was not before.
+            let old_rank = match step.before {
+                Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
+                None => None,
+            };
+            Ok(Submission {
+                old_score: match step.before {
+                    Some(old) => Some(rules.checked_score(st, g, old)?),
+                    None => None,
+                },
+                new_score: rules.checked_score(st, g, new)?,
+                old_rank,
+                new_rank,
+                new_best: step.before.is_none_or(|old| new > old),
+            })
+        })
+    }
+}
+
+/// Refused updates of a batch that goes on without them: `(index in the
+/// batch, why)`. The queue's worker dead-letters them.
+pub(crate) type Refused = Vec<(usize, Error)>;
+
+/// Applies validated updates (`None`: a removal) as one batch under
+/// `rules`; each update's tree scores before and after it.
+///
+/// A batch is applied by its net effect, which is what a reader (who never
+/// sees inside a batch) can tell apart: the values are taken in order under
+/// the policy (so increments of one player add up), each player ends where
+/// the last of their updates left them; a player whose final score is the
+/// one they had before the batch keeps their place among ties, even if
+/// they left it in between; and players who arrive at a score are ordered
+/// by their last change in the slice. This makes re-applying a batch of
+/// absolute scores a no-op, place among ties included.
+///
+/// An update the policy refuses (an increment past the range) fails the
+/// whole batch before anything is written, or, with `refused`, is listed
+/// there and skipped.
+pub(crate) fn apply_updates(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    shard: u32,
+    updates: &[(&str, Option<i64>)],
+    mut refused: Option<&mut Refused>,
+) -> Result<Vec<Step>> {
+    use std::collections::HashMap;
+    let mut batch = super::apply::Batch::new(st, g, shard);
+    let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
+    st.lock_players(&players)?;
+    // Per player: (index of the last change, final tree score).
+    let mut net: HashMap<&str, (usize, Option<i64>)> = HashMap::new();
+    let mut steps = Vec::with_capacity(updates.len());
+    for (i, &(player, value)) in updates.iter().enumerate() {
+        let current = match net.get(player) {
+            Some(&(_, current)) => current,
+            None => batch.stored_score(player)?,
+        };
+        let next = match value {
+            None => Ok(None),
+            Some(value) => {
+                // A stored score outside the range is damage, reported as
+                // the update that leaves it would report it.
+                if let Some(c) = current.filter(|&c| g.offset(c).is_none()) {
+                    rules.checked_score(st, g, c)?;
+                }
+                rules.next(g, current, value).map(Some)
+            }
+        };
+        let next = match (next, refused.as_deref_mut()) {
+            (Ok(next), _) => next,
+            (Err(e), Some(refused)) => {
+                refused.push((i, e));
+                current
+            }
+            (Err(e), None) => return Err(e),
+        };
+        steps.push(Step {
+            before: current,
+            after: next,
+        });
+        if current != next {
+            net.insert(player, (i, next));
+        }
+    }
+    let mut moves: Vec<_> = net.into_iter().collect();
+    moves.sort_unstable_by_key(|&(_, (i, _))| i);
+    // A move changes the leaves of the score it leaves and of the one it
+    // reaches, nothing else it must read exactly. Out-of-range stored
+    // scores are reported as corruption by the update itself.
+    let mut leaves = Vec::new();
+    for &(player, (_, score)) in &moves {
+        for s in [batch.stored_score(player)?, score].into_iter().flatten() {
+            leaves.extend(g.offset(s).map(|offset| g.node(offset, 1)));
+        }
+    }
+    st.lock_leaves(&leaves)?;
+    for (player, (_, score)) in moves {
+        batch.update(player, score)?;
+    }
+    batch.flush()?;
+    Ok(steps)
+}
+
+impl Ranking {
+    /// Checks one update's player name and value under the board's policy.
+    pub(super) fn check_input(&self, player: &str, value: Option<i64>) -> Result<()> {
+        check_player(player)?;
+        match value {
+            Some(value) => self.rules().check_value(self.geometry(), value),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(policy: Policy, order: Order) -> Rules {
+        Rules { policy, order }
+    }
+
+    #[test]
+    fn stored_names_round_trip() {
+        for p in [
+            Policy::Replace,
+            Policy::Best,
+            Policy::Worst,
+            Policy::Increment,
+        ] {
+            assert_eq!(Policy::from_stored(p.stored()), Some(p));
+        }
+        for o in [Order::HigherIsBetter, Order::LowerIsBetter] {
+            assert_eq!(Order::from_stored(o.stored()), Some(o));
+        }
+        assert_eq!(Policy::from_stored("Replace"), None);
+        assert_eq!(Order::from_stored(""), None);
+    }
+
+    /// Tree scores mirror a lower-is-better range onto itself, extremes
+    /// included, and policies pick the better one in tree scores.
+    #[test]
+    fn lower_is_better_mirrors_the_range() {
+        let g = Geometry::new(-5, 5, 3).unwrap();
+        let low = rules(Policy::Best, Order::LowerIsBetter);
+        assert_eq!(low.tree_score(&g, -5).unwrap(), 4);
+        assert_eq!(low.tree_score(&g, 4).unwrap(), -5);
+        assert_eq!(low.score(&g, 0), Some(-1));
+        assert!(low.tree_score(&g, 5).is_err());
+        // Best on lower-is-better keeps the smaller score.
+        let stored = low.tree_score(&g, 2).unwrap();
+        let kept = low.next(&g, Some(stored), 3).unwrap();
+        assert_eq!(low.score(&g, kept), Some(2));
+        let improved = low.next(&g, Some(stored), -3).unwrap();
+        assert_eq!(low.score(&g, improved), Some(-3));
+        let worst = rules(Policy::Worst, Order::LowerIsBetter);
+        assert_eq!(
+            worst.score(&g, worst.next(&g, Some(stored), 3).unwrap()),
+            Some(3)
+        );
+
+        let g = Geometry::new(i64::MIN, i64::MAX, 2).unwrap();
+        let low = rules(Policy::Replace, Order::LowerIsBetter);
+        assert_eq!(low.tree_score(&g, i64::MIN).unwrap(), i64::MAX - 1);
+        assert_eq!(low.tree_score(&g, i64::MAX - 1).unwrap(), i64::MIN);
+        assert_eq!(low.score(&g, -1), Some(-1));
+    }
+
+    /// Increments add in real scores (a lower-is-better board's tree score
+    /// goes down), start at 0, and a sum past the range or past `i64` is
+    /// refused with the sum.
+    #[test]
+    fn increments_add_and_refuse_sums_outside_the_range() {
+        let g = Geometry::new(-10, 10, 4).unwrap();
+        for order in [Order::HigherIsBetter, Order::LowerIsBetter] {
+            let inc = rules(Policy::Increment, order);
+            let three = inc.next(&g, None, 3).unwrap();
+            assert_eq!(inc.score(&g, three), Some(3));
+            let five = inc.next(&g, Some(three), 2).unwrap();
+            assert_eq!(inc.score(&g, five), Some(5));
+            match inc.next(&g, Some(five), 5) {
+                Err(Error::ScoreOutOfRange {
+                    score: 10,
+                    min: -10,
+                    max: 10,
+                }) => {}
+                other => panic!("{other:?}"),
+            }
+            assert!(
+                inc.check_value(&g, i64::MAX).is_ok(),
+                "any delta may be queued"
+            );
+        }
+        let g = Geometry::new(i64::MIN, i64::MAX, 2).unwrap();
+        let inc = rules(Policy::Increment, Order::HigherIsBetter);
+        let low = inc.next(&g, None, i64::MIN).unwrap();
+        match inc.next(&g, Some(low), -1) {
+            // Clamped to i64::MIN, which is in range: refused all the same.
+            Err(Error::ScoreOutOfRange {
+                score: i64::MIN, ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        match inc.next(&g, Some(i64::MAX - 1), 1) {
+            Err(Error::ScoreOutOfRange {
+                score: i64::MAX, ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn order_compares() {
+        assert!(Order::HigherIsBetter.is_better(2, 1));
+        assert!(Order::LowerIsBetter.is_better(1, 2));
+        assert!(!Order::LowerIsBetter.is_better(1, 1));
+    }
+}

@@ -1,0 +1,182 @@
+//! How a board's rows are written in Redis: hash fields, ranking-order
+//! members, queue entries, dead letters, and the replies that carry them.
+
+use crate::error::{Error, Result};
+use crate::seam::{DeadLetter, Part, QueuedRow};
+use redis::Value;
+
+/// Positions are below 2^63 (the seam's `Storage` says so), so they print
+/// as `i64`s do.
+pub(crate) fn node_field(height: u32, idx: u64, part: Part, shard: u32) -> Vec<u8> {
+    format!("{height}:{idx}:{}:{shard}", part as u8).into_bytes()
+}
+
+pub(crate) fn arrival_field(score: i64, height: u32, idx: u64) -> Vec<u8> {
+    format!("{score}:{height}:{idx}").into_bytes()
+}
+
+/// Scores descending as unsigned big-endian keys: byte order is ranking
+/// order, which `ZRANGEBYLEX` walks.
+pub(crate) fn descending(score: i64) -> u64 {
+    !((score as u64) ^ (1 << 63))
+}
+
+pub(crate) fn ascending(key: u64) -> i64 {
+    ((!key) ^ (1 << 63)) as i64
+}
+
+pub(crate) fn order_member(player: &str, score: i64, arrival: u64) -> Vec<u8> {
+    let mut member = Vec::with_capacity(16 + player.len());
+    member.extend_from_slice(&descending(score).to_be_bytes());
+    member.extend_from_slice(&arrival.to_be_bytes());
+    member.extend_from_slice(player.as_bytes());
+    member
+}
+
+pub(crate) fn bound(inclusive: bool, bytes: &[u8]) -> Vec<u8> {
+    let mut b = vec![if inclusive { b'[' } else { b'(' }];
+    b.extend_from_slice(bytes);
+    b
+}
+
+pub(crate) fn count(n: u64) -> Vec<u8> {
+    n.min(i64::MAX as u64).to_string().into_bytes()
+}
+
+pub(crate) fn bytes(value: Value) -> Option<Vec<u8>> {
+    match value {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
+        _ => None,
+    }
+}
+
+pub(crate) fn array(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) | Value::Set(items) => items,
+        _ => Vec::new(),
+    }
+}
+
+/// A flat `HGETALL` reply as pairs.
+pub(crate) fn pairs(value: Value) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut items = array(value).into_iter().map(bytes);
+    let mut out = Vec::new();
+    while let (Some(Some(k)), Some(Some(v))) = (items.next(), items.next()) {
+        out.push((k, v));
+    }
+    out
+}
+
+pub(crate) fn dead_letter_json(
+    queue: u32,
+    seq: i64,
+    player: &str,
+    score: Option<i64>,
+    reason: &str,
+) -> String {
+    serde_json::json!({
+        "queue": queue, "seq": seq, "player": player, "score": score, "reason": reason,
+    })
+    .to_string()
+}
+
+pub(crate) fn parse_dead_letter(board: i64, id: &str, json: &str) -> Result<DeadLetter> {
+    let corrupt = |reason: String| Error::Corrupt {
+        kind: "ranking",
+        id: format!("(board id {board})"),
+        field: format!("dead letter {id:?}"),
+        reason,
+    };
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| corrupt(e.to_string()))?;
+    let letter = || -> Option<DeadLetter> {
+        Some(DeadLetter {
+            id: id.parse().ok()?,
+            queue: u32::try_from(v["queue"].as_u64()?).ok()?,
+            seq: v["seq"].as_i64()?,
+            player: v["player"].as_str()?.to_owned(),
+            score: match &v["score"] {
+                serde_json::Value::Null => None,
+                s => Some(s.as_i64()?),
+            },
+            reason: v["reason"].as_str()?.to_owned(),
+        })
+    };
+    letter().ok_or_else(|| corrupt(format!("unreadable: {json}")))
+}
+
+/// A queue stream entry (`[id, [field, value, ...]]`) as a row; an entry
+/// that is not an update is passed on marked unreadable, for the worker to
+/// set aside. `Err` only for an id that is not `<seq>-<n>`, which Redis
+/// never hands out.
+pub(crate) fn queued_row(entry: Value) -> std::result::Result<QueuedRow, String> {
+    let mut entry = array(entry).into_iter();
+    let id = entry.next().and_then(bytes).unwrap_or_default();
+    let id = String::from_utf8_lossy(&id).into_owned();
+    let seq = id
+        .split_once('-')
+        .and_then(|(seq, _)| seq.parse().ok())
+        .ok_or_else(|| format!("entry id {id:?}"))?;
+    let fields = entry.next().map(pairs).unwrap_or_default();
+    let field = |name: &[u8]| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let mut unreadable = Vec::new();
+    let player = match field(b"p") {
+        Some(p) => String::from_utf8(p.clone()).unwrap_or_else(|_| {
+            unreadable.push("the player is not valid UTF-8".to_owned());
+            String::from_utf8_lossy(p).into_owned()
+        }),
+        None => {
+            unreadable.push("the entry has no player".to_owned());
+            String::new()
+        }
+    };
+    let score = field(b"s").and_then(|s| {
+        let parsed = std::str::from_utf8(s).ok().and_then(|s| s.parse().ok());
+        if parsed.is_none() {
+            let shown = String::from_utf8_lossy(s);
+            unreadable.push(format!("the score {shown:?} is not an integer"));
+        }
+        parsed
+    });
+    Ok(QueuedRow {
+        seq,
+        player,
+        score,
+        unreadable: (!unreadable.is_empty()).then(|| unreadable.join("; ")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_members_sort_in_ranking_order() {
+        let mut members = [
+            order_member("b", 5, 2),
+            order_member("a", 5, 2),
+            order_member("z", i64::MIN, 0),
+            order_member("c", 5, 1),
+            order_member("d", -1, 0),
+            order_member("e", i64::MAX, 9),
+            order_member("f", 6, u64::MAX >> 1),
+        ];
+        members.sort();
+        let names: Vec<u8> = members.iter().map(|m| m[16]).collect();
+        assert_eq!(names, b"efcabdz");
+        for s in [i64::MIN, -1, 0, 1, i64::MAX] {
+            assert_eq!(ascending(descending(s)), s);
+        }
+    }
+
+    #[test]
+    fn dead_letters_round_trip() {
+        let json = dead_letter_json(3, 7, "p\"x", None, "why");
+        let letter = parse_dead_letter(1, "9", &json).unwrap();
+        assert_eq!((letter.id, letter.queue, letter.seq), (9, 3, 7));
+        assert_eq!((letter.player.as_str(), letter.score), ("p\"x", None));
+        let json = dead_letter_json(0, 0, "p", Some(-4), "r");
+        assert_eq!(parse_dead_letter(1, "1", &json).unwrap().score, Some(-4));
+        assert!(parse_dead_letter(1, "1", "{}").is_err());
+    }
+}

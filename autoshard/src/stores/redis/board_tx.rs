@@ -1,0 +1,584 @@
+//! [`Storage`] over one optimistic board transaction on Redis Cluster.
+//!
+//! Every read is one [`scripts::board_read`] call that also checks the
+//! board's version: the first read learns it, every later one is refused
+//! (`STALE`) if a commit replaced it meanwhile, so whatever `f` sees comes
+//! from one state of the board. Writes are buffered, with what they wrote
+//! remembered so that the transaction reads its own writes, and committed
+//! by [`scripts::board_commit`] if the version is still the one read.
+//!
+//! Range reads (`entries_*`, the scans, the queue) read the stored state:
+//! the ranking's write path never lists players or scans after writing
+//! (`ranking/apply.rs` reads player rows, leaves, arrival nodes and inner
+//! shard rows, all point reads), which `debug_assert`s check.
+
+use super::board_codec::{
+    array, arrival_field, ascending, bound, bytes, count, dead_letter_json, descending, node_field,
+    order_member, pairs, queued_row,
+};
+use super::boards::BoardKeys;
+use super::{scripts, Conn, Piece, RedisCluster, Reply};
+use crate::error::{Error, Result};
+use crate::seam::{BoardSpec, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
+use redis::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Read,
+    Write,
+}
+
+/// The hashes of a board, by their index in [`BoardKeys::data`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Hash {
+    Nodes = 0,
+    Arrivals = 1,
+    Players = 2,
+}
+
+const ORDER: usize = 3;
+const DEAD: usize = 4;
+const DEAD_IDS: usize = 5;
+
+/// A buffered write.
+enum Write {
+    Put(Hash, Vec<u8>, Vec<u8>),
+    Delete(Hash, Vec<u8>),
+    Rank(Vec<u8>),
+    Unrank(Vec<u8>),
+    /// Deletes queue shard `.0`'s entries below id `.1`.
+    Trim(u32, String),
+    DeadLetter(String),
+}
+
+/// Hash fields by `(hash, field)`: their value, `None` if absent.
+type Known = HashMap<(Hash, Vec<u8>), Option<Vec<u8>>>;
+
+pub(crate) struct BoardTx<'a> {
+    db: &'a RedisCluster,
+    conn: RefCell<&'a mut Conn>,
+    keys: &'a BoardKeys,
+    version_key: String,
+    data: Vec<String>,
+    name: &'a str,
+    spec: BoardSpec,
+    mode: Mode,
+    /// The version the reads saw; `None` before the first.
+    version: RefCell<Option<String>>,
+    stale: Cell<bool>,
+    /// Hash fields read or written so far (`None`: absent).
+    known: RefCell<Known>,
+    writes: RefCell<Vec<Write>>,
+}
+
+impl<'a> BoardTx<'a> {
+    pub fn new(
+        db: &'a RedisCluster,
+        conn: &'a mut Conn,
+        keys: &'a BoardKeys,
+        name: &'a str,
+        spec: BoardSpec,
+        mode: Mode,
+    ) -> Self {
+        BoardTx {
+            db,
+            conn: RefCell::new(conn),
+            keys,
+            version_key: keys.version(),
+            data: keys.data(),
+            name,
+            spec,
+            mode,
+            version: RefCell::new(None),
+            stale: Cell::new(false),
+            known: RefCell::default(),
+            writes: RefCell::default(),
+        }
+    }
+
+    /// Whether a read found the board changed since the first read: the run
+    /// is void, whatever `f` returned.
+    pub fn stale(&self) -> bool {
+        self.stale.get()
+    }
+
+    /// One version-checked read of `key`: the command's reply.
+    fn read(&self, key: &str, op: &str, args: &[&[u8]]) -> Result<Value> {
+        if self.stale.get() {
+            return Err(Error::Conflict { attempts: 1 });
+        }
+        let version = self.version.borrow().clone().unwrap_or_default();
+        let mut invocation = scripts::board_read().prepare_invoke();
+        invocation
+            .key(&self.version_key)
+            .key(key)
+            .arg(&version)
+            .arg(op);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut conn = self.conn.borrow_mut();
+        let reply: Value = self.db.with_conn(&mut conn, |c| invocation.invoke(c))?;
+        let mut reply = array(reply).into_iter();
+        match reply.next().and_then(bytes).as_deref() {
+            Some(b"OK") => {}
+            Some(b"STALE") => {
+                self.stale.set(true);
+                // Not seen by the caller: `board_transaction` runs `f`
+                // again once it returns.
+                return Err(Error::Conflict { attempts: 1 });
+            }
+            other => return Err(self.unexpected(format!("{other:?}"))),
+        }
+        let seen = reply.next().and_then(bytes).unwrap_or_default();
+        self.version
+            .borrow_mut()
+            .get_or_insert_with(|| String::from_utf8_lossy(&seen).into_owned());
+        Ok(reply.next().unwrap_or(Value::Nil))
+    }
+
+    fn unexpected(&self, what: String) -> Error {
+        Error::SchemaMismatch {
+            kind: "redis script".into(),
+            reason: format!("unexpected board read reply {what}"),
+        }
+    }
+
+    /// The values of `fields` of `hash`, from this transaction's reads and
+    /// writes where known, the rest in one read.
+    fn fields(&self, hash: Hash, fields: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let missing: Vec<&[u8]> = {
+            let known = self.known.borrow();
+            fields
+                .iter()
+                .filter(|f| !known.contains_key(&(hash, f.to_vec())))
+                .map(Vec::as_slice)
+                .collect()
+        };
+        if !missing.is_empty() {
+            let values = array(self.read(&self.data[hash as usize], "HMGET", &missing)?);
+            if values.len() != missing.len() {
+                return Err(self.unexpected(format!(
+                    "{} values for {}",
+                    values.len(),
+                    missing.len()
+                )));
+            }
+            let mut known = self.known.borrow_mut();
+            for (field, value) in missing.into_iter().zip(values) {
+                known.insert((hash, field.to_vec()), bytes(value));
+            }
+        }
+        let known = self.known.borrow();
+        Ok(fields
+            .iter()
+            .map(|f| known[&(hash, f.clone())].clone())
+            .collect())
+    }
+
+    fn put(&self, hash: Hash, field: Vec<u8>, value: &[u8]) {
+        debug_assert_eq!(self.mode, Mode::Write, "a read transaction writes");
+        let write = if value.is_empty() {
+            Write::Delete(hash, field.clone())
+        } else {
+            Write::Put(hash, field.clone(), value.to_vec())
+        };
+        self.writes.borrow_mut().push(write);
+        let value = (!value.is_empty()).then(|| value.to_vec());
+        self.known.borrow_mut().insert((hash, field), value);
+    }
+
+    fn player_row(&self, player: &str, stored: Option<Vec<u8>>) -> Result<Option<(i64, u64)>> {
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&stored);
+        let parsed = text
+            .split_once(':')
+            .and_then(|(s, a)| Some((s.parse().ok()?, a.parse().ok()?)));
+        match parsed {
+            Some(row) => Ok(Some(row)),
+            None => Err(self.corrupt(
+                format!("player {player:?}"),
+                format!("unreadable row {text:?}"),
+            )),
+        }
+    }
+
+    /// Whether the transaction wrote player rows, which range reads of the
+    /// ranking order would not see.
+    fn wrote_players(&self) -> bool {
+        self.writes
+            .borrow()
+            .iter()
+            .any(|w| matches!(w, Write::Rank(_) | Write::Unrank(_)))
+    }
+
+    fn list(&self, min: &[u8], max: &[u8], limit: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
+        debug_assert!(!self.wrote_players(), "a listing after player writes");
+        if limit == 0 {
+            return Ok(());
+        }
+        let limit = count(limit);
+        let args: [&[u8]; 5] = [min, max, b"LIMIT", b"0", &limit];
+        let members = array(self.read(&self.data[ORDER], "ZRANGEBYLEX", &args)?);
+        for member in members.into_iter().filter_map(bytes) {
+            if member.len() < 16 {
+                return Err(
+                    self.corrupt("ranking order".into(), format!("short member {member:?}"))
+                );
+            }
+            let score = ascending(u64::from_be_bytes(member[..8].try_into().expect("8 bytes")));
+            let player = String::from_utf8(member[16..].to_vec()).map_err(|_| {
+                self.corrupt("ranking order".into(), "a player that is not UTF-8".into())
+            })?;
+            out.push((player, score));
+        }
+        Ok(())
+    }
+
+    fn hash_all(&self, hash: Hash) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        debug_assert!(
+            !self.writes.borrow().iter().any(|w| matches!(w,
+                Write::Put(h, ..) | Write::Delete(h, _) if *h == hash)),
+            "a scan after writes"
+        );
+        Ok(pairs(self.read(
+            &self.data[hash as usize],
+            "HGETALL",
+            &[],
+        )?))
+    }
+
+    fn numbers<const N: usize>(&self, what: &str, field: &[u8]) -> Result<[i64; N]> {
+        let text = String::from_utf8_lossy(field);
+        let parts: Vec<i64> = text.split(':').filter_map(|p| p.parse().ok()).collect();
+        <[i64; N]>::try_from(parts)
+            .map_err(|_| self.corrupt(what.into(), format!("unreadable field {text:?}")))
+    }
+
+    fn unsigned<T: TryFrom<i64>>(&self, value: i64, what: &str) -> Result<T> {
+        T::try_from(value)
+            .map_err(|_| self.corrupt(what.into(), format!("{value} is out of range")))
+    }
+
+    /// Commits the buffered writes: `false` if a concurrent commit came
+    /// first (run the transaction again). A transaction that wrote nothing
+    /// has nothing to commit: its reads were of one state already.
+    pub fn commit(self) -> Result<bool> {
+        let writes = self.writes.take();
+        if writes.is_empty() {
+            return Ok(true);
+        }
+        let mut keys = self.data.clone();
+        let mut queues: HashMap<u32, usize> = HashMap::new();
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        let index = |i: usize| (i + 3).to_string().into_bytes();
+        for write in writes {
+            match write {
+                Write::Put(h, field, value) => {
+                    args.extend([b"H".to_vec(), index(h as usize), field, value]);
+                }
+                Write::Delete(h, field) => args.extend([b"h".to_vec(), index(h as usize), field]),
+                Write::Rank(member) => args.extend([b"Z".to_vec(), index(ORDER), member]),
+                Write::Unrank(member) => args.extend([b"z".to_vec(), index(ORDER), member]),
+                Write::Trim(queue, below) => {
+                    let at = *queues.entry(queue).or_insert_with(|| {
+                        keys.push(self.keys.queue(queue));
+                        keys.len() - 1
+                    });
+                    args.extend([b"X".to_vec(), index(at), below.into_bytes()]);
+                }
+                Write::DeadLetter(json) => {
+                    args.extend([
+                        b"D".to_vec(),
+                        index(DEAD),
+                        index(DEAD_IDS),
+                        json.into_bytes(),
+                    ]);
+                }
+            }
+        }
+        let mut conn = self.conn.borrow_mut();
+        let id = self.db.next_seq(&mut conn);
+        // The commit's operation id is the new version: unique, so a state
+        // rolled back by a failover never passes for a later one.
+        let expected = self.version.take().unwrap_or_default();
+        let mut binary = vec![
+            expected.into_bytes(),
+            format!("{}:{}", id.0, id.1).into_bytes(),
+        ];
+        binary.extend(args);
+        let piece = Piece {
+            script: scripts::board_commit(),
+            key: &self.version_key,
+            slot: self.keys.slot,
+            args: Vec::new(),
+            binary,
+            more_keys: &keys,
+        };
+        let reply = self.db.run(&mut conn, &piece, id)?;
+        match reply {
+            Reply::Conflict => Ok(false),
+            reply if reply.applied() => Ok(true),
+            other => Err(self.unexpected(format!("{other:?} to a commit"))),
+        }
+    }
+}
+
+impl Storage for BoardTx<'_> {
+    // Writers of a board are serialized by the version: two that took the
+    // same rows cannot both commit.
+    fn claim_queue(&self, _queue: u32) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
+        let limit = count(limit as u64);
+        let args: [&[u8]; 4] = [b"-", b"+", b"COUNT", &limit];
+        let entries = array(self.read(&self.keys.queue(queue), "XRANGE", &args)?);
+        for entry in entries {
+            let row = queued_row(entry)
+                .map_err(|reason| self.corrupt(format!("queue shard {queue}"), reason))?;
+            out.push(row);
+        }
+        Ok(())
+    }
+
+    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
+        if through < 0 {
+            return Ok(0);
+        }
+        // Appends only add entries past the head, so what is below
+        // `through` now is what the commit deletes (no other transaction
+        // can commit a delete in between: the version).
+        let last = format!("{through}-1");
+        let args: [&[u8]; 2] = [b"-", last.as_bytes()];
+        let n = match self.read(&self.keys.queue(queue), "XCOUNT", &args)? {
+            Value::Int(n) => n as u64,
+            other => return Err(self.unexpected(format!("{other:?}"))),
+        };
+        let below = format!("{}-0", through.saturating_add(1));
+        self.writes.borrow_mut().push(Write::Trim(queue, below));
+        Ok(n)
+    }
+
+    fn dead_letter(
+        &self,
+        queue: u32,
+        seq: i64,
+        player: &str,
+        score: Option<i64>,
+        reason: &str,
+    ) -> Result<()> {
+        let json = dead_letter_json(queue, seq, player, score, reason);
+        self.writes.borrow_mut().push(Write::DeadLetter(json));
+        Ok(())
+    }
+
+    fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
+        let mut keys = Vec::new();
+        for &(height, idx, with_b) in path {
+            let parts: &[Part] = if with_b {
+                &[Part::A, Part::B]
+            } else {
+                &[Part::A]
+            };
+            for &part in parts {
+                for shard in 0..self.spec.shards {
+                    keys.push((height, part, shard, node_field(height, idx, part, shard)));
+                }
+            }
+        }
+        let fields: Vec<Vec<u8>> = keys.iter().map(|k| k.3.clone()).collect();
+        let values = self.fields(Hash::Nodes, &fields)?;
+        for ((height, part, shard, _), value) in keys.into_iter().zip(values) {
+            if let Some(v) = value {
+                f(height, part, shard, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn node_shard(
+        &self,
+        height: u32,
+        idx: u64,
+        shard: u32,
+        f: &mut dyn FnMut(Part, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let fields = [
+            node_field(height, idx, Part::A, shard),
+            node_field(height, idx, Part::B, shard),
+        ];
+        let values = self.fields(Hash::Nodes, &fields)?;
+        for (part, value) in [Part::A, Part::B].into_iter().zip(values) {
+            if let Some(v) = value {
+                f(part, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()> {
+        self.put(Hash::Nodes, node_field(height, idx, part, shard), v);
+        Ok(())
+    }
+
+    fn arrival_path(
+        &self,
+        score: i64,
+        path: &[(u32, u64)],
+        f: &mut dyn FnMut(u32, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let fields: Vec<Vec<u8>> = path
+            .iter()
+            .map(|&(h, idx)| arrival_field(score, h, idx))
+            .collect();
+        let values = self.fields(Hash::Arrivals, &fields)?;
+        for (&(height, _), value) in path.iter().zip(values) {
+            if let Some(v) = value {
+                f(height, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn put_arrival_node(&self, score: i64, height: u32, idx: u64, v: &[u8]) -> Result<()> {
+        self.put(Hash::Arrivals, arrival_field(score, height, idx), v);
+        Ok(())
+    }
+
+    // The batch's player rows in one read: `apply.rs` reads each of them
+    // next.
+    fn lock_players(&self, players: &[&str]) -> Result<()> {
+        let fields: Vec<Vec<u8>> = players.iter().map(|p| p.as_bytes().to_vec()).collect();
+        self.fields(Hash::Players, &fields).map(drop)
+    }
+
+    fn player(&self, player: &str) -> Result<Option<(i64, u64)>> {
+        let mut values = self.fields(Hash::Players, &[player.as_bytes().to_vec()])?;
+        self.player_row(player, values.pop().flatten())
+    }
+
+    fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
+        if let Some((old, at)) = self.player(player)? {
+            let member = order_member(player, old, at);
+            self.writes.borrow_mut().push(Write::Unrank(member));
+        }
+        let row = format!("{score}:{arrival}");
+        self.put(Hash::Players, player.as_bytes().to_vec(), row.as_bytes());
+        let member = order_member(player, score, arrival);
+        self.writes.borrow_mut().push(Write::Rank(member));
+        Ok(())
+    }
+
+    fn delete_player(&self, player: &str) -> Result<()> {
+        if let Some((old, at)) = self.player(player)? {
+            let member = order_member(player, old, at);
+            self.writes.borrow_mut().push(Write::Unrank(member));
+            self.put(Hash::Players, player.as_bytes().to_vec(), &[]);
+        }
+        Ok(())
+    }
+
+    // Boards with entry data are refused at creation on Redis
+    // (`BoardStore::create_board`), and only such boards call these two.
+    fn put_player_data(&self, _player: &str, _data: &[u8]) -> Result<()> {
+        Err(unsupported_entry_data())
+    }
+
+    fn players_data(
+        &self,
+        _players: &[&str],
+        _f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        Err(unsupported_entry_data())
+    }
+
+    fn entries_at(
+        &self,
+        score: i64,
+        arrival: u64,
+        limit: u64,
+        out: &mut Vec<(String, i64)>,
+    ) -> Result<()> {
+        let key = descending(score);
+        let mut from = key.to_be_bytes().to_vec();
+        from.extend_from_slice(&arrival.to_be_bytes());
+        let to = match key.checked_add(1) {
+            Some(next) => bound(false, &next.to_be_bytes()),
+            None => b"+".to_vec(),
+        };
+        self.list(&bound(true, &from), &to, limit, out)
+    }
+
+    fn entries_below(&self, score: i64, limit: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
+        let Some(next) = descending(score).checked_add(1) else {
+            return Ok(());
+        };
+        self.list(&bound(true, &next.to_be_bytes()), b"+", limit, out)
+    }
+
+    fn scan_players(&self, f: &mut dyn FnMut(i64, u64) -> Result<()>) -> Result<()> {
+        for (player, row) in self.hash_all(Hash::Players)? {
+            let player = String::from_utf8_lossy(&player).into_owned();
+            if let Some((score, arrival)) = self.player_row(&player, Some(row))? {
+                f(score, arrival)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_nodes(&self, f: &mut ScannedNode<'_>) -> Result<()> {
+        let mut rows = Vec::new();
+        for (field, v) in self.hash_all(Hash::Nodes)? {
+            let [h, idx, part, shard] = self.numbers("node", &field)?;
+            let part = Part::from_stored(part)
+                .ok_or_else(|| self.corrupt("node part".into(), format!("{part} is not 0 or 1")))?;
+            let key = (
+                self.unsigned::<u32>(h, "node height")?,
+                self.unsigned::<u64>(idx, "node idx")?,
+                part,
+                self.unsigned::<u32>(shard, "node shard")?,
+            );
+            rows.push((key, v));
+        }
+        rows.sort_unstable_by_key(|r| r.0);
+        for ((h, idx, part, shard), v) in rows {
+            f((h, idx), part, shard, &v)?;
+        }
+        Ok(())
+    }
+
+    fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()> {
+        let mut rows = Vec::new();
+        for (field, v) in self.hash_all(Hash::Arrivals)? {
+            let [score, h, idx] = self.numbers("arrival node", &field)?;
+            let key = (
+                score,
+                self.unsigned::<u32>(h, "arrival node height")?,
+                self.unsigned::<u64>(idx, "arrival node idx")?,
+            );
+            rows.push((key, v));
+        }
+        rows.sort_unstable_by_key(|r| r.0);
+        for ((score, h, idx), v) in rows {
+            f(score, h, idx, &v)?;
+        }
+        Ok(())
+    }
+
+    fn board_name(&self) -> &str {
+        self.name
+    }
+}
+
+fn unsupported_entry_data() -> Error {
+    Error::Unsupported {
+        store: "redis-cluster",
+        operation: "ranking boards with entry data",
+    }
+}

@@ -1,0 +1,247 @@
+//! Ranking boards on Redis Cluster where the shared suites
+//! (`stores_ranking.rs`, `stores_ranking_queue.rs`) cannot look: where a
+//! board's keys live, and queue entries written behind the store's back
+//! into its streams (the shared dead-letter test edits rows with SQL).
+//! docs/design.md, "Ranking boards on Redis Cluster".
+//!
+//! Needs a cluster: `scripts/redis-cluster start` and
+//! `AUTOSHARD_REDIS_CLUSTER_URL` (`.ci/run` does both).
+#![cfg(feature = "redis")]
+
+use autoshard::ranking::{Ranking, RankingConfig, Tie};
+use autoshard::RedisCluster;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+#[path = "common/stores.rs"]
+mod stores;
+use stores::redis_cluster as rc;
+use stores::TestStore;
+
+/// The master (index into `rc::masters()`) and slot of every key of each
+/// board under `prefix`, by board id.
+fn board_keys(prefix: &str) -> BTreeMap<String, BTreeSet<(usize, i64)>> {
+    let mut masters = rc::masters();
+    let mut boards: BTreeMap<String, BTreeSet<(usize, i64)>> = BTreeMap::new();
+    for (master, key) in rc::scan(&format!("{prefix}:*:rk*")) {
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(&key)
+            .query(&mut masters[master])
+            .unwrap();
+        let board = key.rsplit(':').nth(1).unwrap().to_owned();
+        boards.entry(board).or_default().insert((master, slot));
+    }
+    boards
+}
+
+/// A board is one slot (so one master), and boards spread over masters.
+#[test]
+fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
+    let store = RedisCluster::fresh();
+    for i in 0..12 {
+        let board = Ranking::create(&*store, &format!("b{i}"), RankingConfig::new(0..10)).unwrap();
+        board.set_score("a", 1).unwrap();
+        board.enqueue("b", 2).unwrap();
+        board.worker().drain().unwrap();
+        board.enqueue("c", 3).unwrap();
+    }
+    let boards = board_keys(store.prefix());
+    assert_eq!(boards.len(), 12, "{boards:?}");
+    let mut used = BTreeSet::new();
+    for (board, places) in &boards {
+        assert_eq!(places.len(), 1, "board {board} spans {places:?}");
+        used.extend(places.iter().map(|&(master, _)| master));
+    }
+    // 12 random slots all on one of 3 masters: (1/3)^11, about 6 in a
+    // million.
+    assert!(used.len() >= 2, "12 boards on masters {used:?}");
+}
+
+/// Entry data has no key on a Redis board yet: such a board is refused
+/// with a typed error and nothing is created; a board without it works.
+#[test]
+fn a_board_with_entry_data_is_refused_and_nothing_is_created() {
+    let store = RedisCluster::fresh();
+    let with_data = Ranking::create(&*store, "b", RankingConfig::new(0..10).entry_data(16));
+    assert!(
+        matches!(
+            with_data,
+            Err(autoshard::Error::Unsupported {
+                store: "redis-cluster",
+                ..
+            })
+        ),
+        "{with_data:?}"
+    );
+    assert!(matches!(
+        Ranking::open(&*store, "b"),
+        Err(autoshard::Error::RankingNotFound { .. })
+    ));
+    let board = Ranking::create(&*store, "b", RankingConfig::new(0..10)).unwrap();
+    board.set_score("a", 3).unwrap();
+    assert_eq!(board.score("a").unwrap(), Some(3));
+}
+
+/// Bad entries written into a queue stream by hand: a score outside the
+/// board, an empty player, a score that is not an integer and an entry
+/// without a player. The worker sets all four aside as dead letters, in
+/// the transactions that drain their neighbours, and the rest drains.
+///
+/// Control: with `take_queued` not marking the unreadable score (the
+/// parse failure dropped), the worker applies `bad-int` as a removal and
+/// the test fails at `(stats.updates, stats.dead_letters)`.
+#[test]
+fn queue_entries_written_behind_the_stores_back_are_set_aside() {
+    let store = RedisCluster::fresh();
+    let board = Ranking::create(&*store, "b", RankingConfig::new(0..100)).unwrap();
+    let good: Vec<String> = (0..20).map(|i| format!("good-{i}")).collect();
+    for (i, player) in good.iter().enumerate() {
+        board.enqueue(player, i as i64).unwrap();
+    }
+    board.enqueue("bad-int", 1).unwrap();
+    let prefix = store.prefix().to_owned();
+    let (master, heads) = rc::scan(&format!("{prefix}:*:rk*:h")).pop().unwrap();
+    let stream = heads.replace(":h", ":q0");
+    let mut conn = rc::masters().remove(master);
+    let next: i64 = redis::cmd("HINCRBY")
+        .arg(&heads)
+        .arg("0")
+        .arg(3)
+        .query(&mut conn)
+        .unwrap();
+    let entries: [&[&str]; 3] = [
+        &["p", "bad-score", "s", "1000"],
+        &["p", "", "s", "6"],
+        &["s", "7"],
+    ];
+    for (n, fields) in entries.iter().enumerate() {
+        let id = format!("{}-1", next - 3 + n as i64);
+        redis::cmd("XADD")
+            .arg(&stream)
+            .arg(id)
+            .arg(*fields)
+            .query::<String>(&mut conn)
+            .unwrap();
+    }
+    for (i, player) in good.iter().enumerate() {
+        board.enqueue(player, 50 + i as i64).unwrap();
+    }
+    // Streams are append-only: the unreadable score goes in as a later
+    // entry of a player already queued.
+    let next: i64 = redis::cmd("HINCRBY")
+        .arg(&heads)
+        .arg("0")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    redis::cmd("XADD")
+        .arg(&stream)
+        .arg(format!("{}-1", next - 1))
+        .arg(&["p", "bad-int", "s", "x"])
+        .query::<String>(&mut conn)
+        .unwrap();
+
+    let worker = board.worker().batch_size(8).spawn().unwrap();
+    board.flush_within(Duration::from_secs(30)).unwrap();
+    let stats = worker.stop().unwrap();
+    // 20 + 1 + 20 enqueued updates; four entries set aside.
+    assert_eq!((stats.updates, stats.dead_letters), (41, 4), "{stats:?}");
+    assert_eq!(board.queued().unwrap(), 0);
+    for (i, player) in good.iter().enumerate() {
+        assert_eq!(board.score(player).unwrap(), Some(50 + i as i64));
+    }
+    assert_eq!(board.score("bad-int").unwrap(), Some(1));
+    assert_eq!(board.len().unwrap(), 21);
+    board.check_integrity().unwrap();
+
+    let letters = board.dead_letters().unwrap();
+    assert_eq!(letters.len(), 4, "{letters:?}");
+    let found = |player: &str, score: Option<i64>| {
+        let letter = letters
+            .iter()
+            .find(|l| l.player == player && l.score == score);
+        letter.unwrap_or_else(|| panic!("{player:?} {score:?} not in {letters:?}"))
+    };
+    let out_of_range = found("bad-score", Some(1000));
+    assert!(out_of_range
+        .reason
+        .contains("outside the board's range 0..100"));
+    assert!(found("", Some(6)).reason.contains("1 to 256 bytes"));
+    assert!(found("", Some(7)).reason.contains("no player"));
+    assert!(found("bad-int", None).reason.contains("not an integer"));
+    let ids: BTreeSet<i64> = letters.iter().map(|l| l.id).collect();
+    assert_eq!(ids.len(), 4);
+
+    assert!(board.delete_dead_letter(out_of_range.id).unwrap());
+    assert!(!board.delete_dead_letter(out_of_range.id).unwrap());
+    assert_eq!(board.dead_letters().unwrap().len(), 3);
+    assert_eq!(board.rank("good-19", Tie::Standard).unwrap(), Some(1));
+}
+
+/// Board write rates on the test cluster, printed (not asserted: the
+/// machine is shared). Run with
+/// `cargo test --release --features redis --test redis_ranking -- --ignored --nocapture measure`;
+/// figures in docs/design.md ("Ranking boards on Redis Cluster").
+#[test]
+#[ignore = "a measurement, not a test"]
+fn measure_board_writes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    let store = RedisCluster::fresh();
+    let seconds = 3;
+    let config = || RankingConfig::new(0..1_000_000).shards(4).queues(4);
+    // `threads` writers of `set_score` on `boards` boards (thread t on board
+    // t mod boards) for a few seconds: writes per second.
+    let direct = |threads: usize, boards: usize, tag: &str| {
+        let boards: Vec<Ranking> = (0..boards)
+            .map(|b| Ranking::create(&*store, &format!("{tag}{b}"), config()).unwrap())
+            .collect();
+        let done = AtomicU64::new(0);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (board, done) = (&boards[t % boards.len()], &done);
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while start.elapsed() < Duration::from_secs(seconds) {
+                        let player = format!("p{t}-{}", n % 1000);
+                        board
+                            .set_score(&player, ((n * 7919) % 1_000_000) as i64)
+                            .unwrap();
+                        n += 1;
+                    }
+                    done.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+        });
+        for board in &boards {
+            board.check_integrity().unwrap();
+        }
+        done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    };
+    println!("set_score, 1 thread, 1 board: {:.0}/s", direct(1, 1, "a"));
+    println!("set_score, 4 threads, 1 board: {:.0}/s", direct(4, 1, "b"));
+    println!("set_score, 4 threads, 4 boards: {:.0}/s", direct(4, 4, "c"));
+
+    let board = Ranking::create(&*store, "queue", config()).unwrap();
+    let n = 20_000;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let board = &board;
+            s.spawn(move || {
+                for i in 0..n / 4 {
+                    board.enqueue(&format!("q{t}-{i}"), i as i64).unwrap();
+                }
+            });
+        }
+    });
+    let enqueued = n as f64 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let stats = board.worker().batch_size(1_000).drain().unwrap();
+    let drained = stats.updates as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(stats.updates, n as u64);
+    board.check_integrity().unwrap();
+    println!("enqueue, 4 threads: {enqueued:.0}/s; one worker (batches of 1,000): {drained:.0} updates/s");
+}
