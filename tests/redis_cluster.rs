@@ -440,6 +440,38 @@ fn a_static_total_out_of_range_is_stored_then_reported_and_repaired() {
     assert_eq!((c.hits, c.appended), (i64::MAX, i64::MAX));
 }
 
+/// A kind with an automatic shard count is refused on Redis Cluster, with
+/// nothing written: the count has no home there yet.
+#[test]
+fn an_automatic_shard_count_is_refused_with_nothing_written() {
+    #[derive(Shardable, Debug)]
+    struct AutoVotes {
+        #[shard(id)]
+        id: u64,
+        #[shard(neutral = 0, shards = 1..=8, fold = autoshard::fold::checked_sum)]
+        votes: i64,
+        #[shard(pending)]
+        pending: Pending<Self>,
+    }
+    let db = fresh();
+    let refused = db.insert(&AutoVotes {
+        id: 1,
+        votes: 0,
+        pending: Pending::default(),
+    });
+    assert!(
+        matches!(
+            refused,
+            Err(autoshard::Error::Unsupported {
+                store: "redis-cluster",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(rc::scan(&format!("{}:*", db.prefix())).is_empty());
+}
+
 #[test]
 fn urls_open_the_cluster_and_prefixes_keep_stores_apart() {
     let a = rc::new_prefix();
