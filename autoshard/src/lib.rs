@@ -94,6 +94,7 @@ pub mod fold;
 mod hash;
 mod mapper;
 mod naming;
+mod query;
 mod random;
 pub mod ranking;
 mod seam;
@@ -113,6 +114,7 @@ pub use crate::any::{open, AnyStore};
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::query::{Comparable, Field, Filter, Order, Query, Queryable};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Store};
 #[cfg(feature = "postgres")]

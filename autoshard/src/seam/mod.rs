@@ -18,6 +18,7 @@
 
 mod boards;
 mod entities;
+pub(crate) mod query;
 
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{

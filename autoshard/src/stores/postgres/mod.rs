@@ -18,6 +18,7 @@
 mod boards;
 mod entities;
 mod error;
+mod query;
 mod queue;
 mod schema;
 mod tx;

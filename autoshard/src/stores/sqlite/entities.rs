@@ -7,6 +7,7 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
 use crate::mapper::{self, Delta, InsertPlan, SavePlan};
+use crate::seam::query::{ScanPlan, Scanned};
 use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored};
 use crate::value::Value;
 use rusqlite::{ffi, OptionalExtension, Transaction};
@@ -138,6 +139,10 @@ impl EntityStore for Sqlite {
                 fields,
             })
         })
+    }
+
+    fn query(&self, kind: &Kind, plan: &ScanPlan) -> Result<Scanned> {
+        super::query::run(self, kind, plan)
     }
 }
 

@@ -11,6 +11,7 @@
 mod boards;
 mod entities;
 mod error;
+mod query;
 mod queue;
 mod schema;
 mod values;
