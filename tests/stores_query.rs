@@ -134,7 +134,8 @@ fn top_questions_by_votes_count_static_shards_and_pending_dynamic_rows<S: TestSt
     assert_eq!(top, expected);
     // Dynamic rows not yet compacted count as a load counts them.
     let viewed = db.query::<Post>().filter(|p| p.views.eq(3)).run().unwrap();
-    assert_eq!(ids(&viewed), [3, 7, 11, 15, 19, 23, 27]);
+    // Post 7 was viewed a fourth time above.
+    assert_eq!(ids(&viewed), [3, 11, 15, 19, 23, 27]);
 }
 
 fn sql_plans_agree_with_rust_on_every_kind_of_field<S: TestStore>() {
