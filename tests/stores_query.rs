@@ -23,6 +23,8 @@ store_tests!(
     queried_entities_can_be_saved,
     a_query_reads_one_snapshot_while_others_save_and_compact,
 );
+// Redis Cluster has no query engine yet: a query is refused, typed.
+redis_cluster_tests!(a_query_is_unsupported_on_redis_cluster);
 
 /// A question: `votes` statically sharded (a sum SQL knows), `views`
 /// dynamically sharded (a sum, compacted later), `flags` a fold SQL does
@@ -453,6 +455,26 @@ fn a_query_reads_one_snapshot_while_others_save_and_compact<S: TestStore>() {
             assert_eq!(order, sorted, "out of order: not one snapshot");
         }
     });
+}
+
+fn a_query_is_unsupported_on_redis_cluster<S: TestStore>() {
+    let db = S::fresh();
+    db.insert(&Post::new(1)).unwrap();
+    let err = db
+        .query::<Post>()
+        .filter(|p| p.votes.ge(0))
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                store: "redis-cluster",
+                operation: "query"
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 /// The same queries on an in-memory SQLite database.

@@ -337,3 +337,99 @@ impl<S: ?Sized, T: Queryable> std::fmt::Debug for Query<'_, S, T> {
 // `StoredKey`'s order is the stores' id order: integers numerically, text
 // byte by byte (SQLite's BINARY collation, PostgreSQL's "C").
 const _: fn(&StoredKey, &StoredKey) -> Ordering = Ord::cmp;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seam::query::Aggregate;
+    use crate::{Pending, Shardable, Sqlite, Store};
+
+    #[derive(Shardable, Debug)]
+    struct Thing {
+        #[shard(id)]
+        id: i64,
+        name: String,
+        big: u64,
+        #[shard(neutral = 0, shards = 4, fold = crate::fold::checked_sum)]
+        sum: i64,
+        #[shard(neutral = 7, fold = std::cmp::min)]
+        low: i64,
+        #[shard(neutral = 0, fold = Self::or)]
+        bits: i64,
+        #[shard(neutral = 0.0, fold = crate::fold::max_f64)]
+        real: f64,
+        #[shard(pending)]
+        pending: Pending<Self>,
+    }
+
+    impl Thing {
+        fn or(a: i64, b: i64) -> i64 {
+            a | b
+        }
+    }
+
+    fn plan(query: Query<'_, Sqlite, Thing>) -> Plan {
+        Plan::new(&Kind::of::<Thing>(), &query, true)
+    }
+
+    #[test]
+    fn known_folds_are_aggregated_in_sql_and_the_rest_left_to_rust() {
+        let db = Sqlite::memory().unwrap();
+        let all = plan(
+            db.query::<Thing>()
+                .filter(|t| t.sum.ge(1))
+                .filter(|t| t.low.lt(3))
+                .filter(|t| t.name.eq("x".into()))
+                .order_by(|t| t.sum.desc())
+                .limit(5),
+        );
+        assert!(all.residual.is_empty() && all.ordered && all.paged);
+        assert_eq!(all.scan.limit, Some(5));
+        let aggregates: Vec<_> = all.scan.aggregates().into_iter().map(|a| a.2).collect();
+        assert_eq!(aggregates, [Aggregate::Sum, Aggregate::Min(7)]);
+
+        // An unknown fold (or), a float fold, a bound beyond i64: in Rust,
+        // and then so are the order (if it needs them) and the page.
+        let mixed = plan(
+            db.query::<Thing>()
+                .filter(|t| t.sum.ge(1))
+                .filter(|t| t.bits.ne(0))
+                .filter(|t| t.real.gt(0.5))
+                .filter(|t| t.big.lt(u64::MAX))
+                .order_by(|t| t.sum.desc())
+                .limit(5),
+        );
+        assert_eq!(mixed.residual, [1, 2, 3]);
+        assert_eq!(mixed.scan.conditions.len(), 1);
+        assert!(mixed.ordered && !mixed.paged);
+        assert_eq!(mixed.scan.limit, None);
+
+        let unordered = plan(db.query::<Thing>().order_by(|t| t.bits.asc()).limit(1));
+        assert!(!unordered.ordered && !unordered.paged && unordered.scan.order.is_empty());
+        // SQLite reads document integers above i64::MAX as reals.
+        let wide = plan(db.query::<Thing>().order_by(|t| t.big.asc()));
+        assert!(!wide.ordered);
+    }
+
+    #[test]
+    fn without_sums_no_sharded_field_is_aggregated() {
+        let db = Sqlite::memory().unwrap();
+        let query = db
+            .query::<Thing>()
+            .filter(|t| t.sum.ge(1))
+            .filter(|t| t.id.gt(0));
+        let plan = Plan::new(&Kind::of::<Thing>(), &query, false);
+        assert_eq!(plan.residual, [0]);
+        assert_eq!(plan.scan.conditions.len(), 1);
+    }
+
+    #[test]
+    fn the_folds_sql_knows_are_probed() {
+        let kind = Kind::of::<Thing>();
+        let aggregates: Vec<_> = (0..4).map(|i| aggregate_of(&kind, i)).collect();
+        assert_eq!(
+            aggregates,
+            [Some(Aggregate::Sum), Some(Aggregate::Min(7)), None, None]
+        );
+    }
+}

@@ -190,3 +190,17 @@ pub(crate) fn store_label(type_name: &'static str) -> &'static str {
         _ => type_name,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_without_queries_name_themselves() {
+        assert_eq!(
+            store_label("autoshard::stores::redis::RedisCluster"),
+            "redis-cluster"
+        );
+        assert_eq!(store_label("some::Other"), "some::Other");
+    }
+}
