@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
+//! cargo run --release -p autoshard-benches -- query [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
 //!
@@ -17,6 +18,7 @@ mod contention;
 mod machine;
 mod mapper;
 mod model;
+mod query;
 mod ranking;
 mod redis_cluster;
 mod stats;
@@ -25,7 +27,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|query|ranking|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -33,8 +35,8 @@ fn main() {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking"
-            | "redis" => which.push(arg),
+            "mapper" | "voting" | "compaction" | "compactor" | "contention" | "query"
+            | "ranking" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -71,6 +73,7 @@ fn main() {
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
+            "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result
