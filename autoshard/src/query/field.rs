@@ -148,7 +148,7 @@ impl<T: 'static, V: Comparable> Field<T, V> {
             test: Box::new(move |entity| {
                 get(entity)
                     .partial_cmp(&value)
-                    .is_some_and(|ordering| want(ordering))
+                    .is_some_and(want)
             }),
         }
     }
@@ -192,6 +192,9 @@ impl<T> fmt::Debug for Filter<T> {
     }
 }
 
+/// How an order compares two entities by its key.
+type Compare<T> = dyn Fn(&T, &T) -> Ordering + Send + Sync;
+
 /// One key of an order: made by [`Field::asc`] or [`Field::desc`], given to
 /// [`Query::order_by`](crate::Query::order_by).
 pub struct Order<T> {
@@ -199,7 +202,7 @@ pub struct Order<T> {
     pub(crate) source: Source,
     pub(crate) class: Class,
     pub(crate) descending: bool,
-    pub(crate) compare: Box<dyn Fn(&T, &T) -> Ordering + Send + Sync>,
+    pub(crate) compare: Box<Compare<T>>,
 }
 
 impl<T> fmt::Debug for Order<T> {
