@@ -145,11 +145,7 @@ impl<T: 'static, V: Comparable> Field<T, V> {
             invalid,
             // Stored values are never NaN (the stores refuse them), so
             // `partial_cmp` always answers; `None` would fail every test.
-            test: Box::new(move |entity| {
-                get(entity)
-                    .partial_cmp(&value)
-                    .is_some_and(want)
-            }),
+            test: Box::new(move |entity| get(entity).partial_cmp(&value).is_some_and(want)),
         }
     }
 
