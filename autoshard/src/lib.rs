@@ -144,6 +144,10 @@ pub use crate::value::{Value, ValueError};
 ///   struct's name), which names its tables.
 ///
 /// Every other field is stored in the entity's JSON document via serde.
+///
+/// The derive also implements [`Queryable`]: a struct of typed field
+/// handles, one per field, that [`Store::query`]'s closures receive
+/// (`.filter(|q| q.votes.ge(50))`).
 /// Sharded field types need `Serialize + DeserializeOwned + PartialEq + Send
 /// + Sync + 'static`; a fold may return the value or a `Result` of it (see
 /// [`fold`]).
