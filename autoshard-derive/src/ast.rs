@@ -7,6 +7,7 @@ use syn::{Data, DeriveInput, Expr, Fields, Ident, LitStr, Path, Type};
 
 pub struct Input<'a> {
     pub ident: &'a Ident,
+    pub vis: &'a syn::Visibility,
     pub generics: &'a syn::Generics,
     pub kind: Option<LitStr>,
     pub fields: Vec<Field<'a>>,
@@ -14,6 +15,7 @@ pub struct Input<'a> {
 
 pub struct Field<'a> {
     pub ident: &'a Ident,
+    pub vis: &'a syn::Visibility,
     pub ty: &'a Type,
     pub role: Role,
     /// The `id` or `pending` key that gave the field its role, or the
@@ -61,6 +63,7 @@ impl<'a> Input<'a> {
         errors.finish()?;
         Ok(Input {
             ident: &input.ident,
+            vis: &input.vis,
             generics: &input.generics,
             kind: container.kind,
             fields,
@@ -94,6 +97,7 @@ impl<'a> Field<'a> {
         let role = role(attrs, errors);
         Field {
             ident,
+            vis: &field.vis,
             ty: &field.ty,
             role,
             span,

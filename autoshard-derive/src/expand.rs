@@ -90,6 +90,7 @@ pub fn derive(input: &Input) -> TokenStream {
         quote!(#i => ::autoshard::__private::fold_values(__values, #neutral, #fold_fn))
     });
     let construct = construct(input);
+    let fields = crate::fields::derive(input, &where_clause);
 
     quote! {
         #[automatically_derived]
@@ -188,6 +189,8 @@ pub fn derive(input: &Input) -> TokenStream {
                 #construct
             }
         }
+
+        #fields
     }
 }
 

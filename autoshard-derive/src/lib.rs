@@ -2,13 +2,15 @@
 //! and use them from there; the generated code names `::autoshard` paths.
 //!
 //! The derive is split by compiler phase: [`ast`] parses, [`valid`] checks
-//! the struct as a whole, [`expand`] generates, and [`fallback`] emits a stub
-//! impl next to the errors so one mistake gives one message.
+//! the struct as a whole, [`expand`] generates (and [`fields`] the field
+//! handles queries name), and [`fallback`] emits a stub impl next to the
+//! errors so one mistake gives one message.
 
 mod ast;
 mod attr;
 mod expand;
 mod fallback;
+mod fields;
 mod method;
 mod valid;
 

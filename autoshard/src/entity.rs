@@ -115,6 +115,11 @@ pub trait EntityId: Clone + fmt::Debug + Send + Sync + 'static {
     /// [`Error::InvalidName`](crate::Error::InvalidName) for an integer
     /// id that does not fit `i64`.
     fn key(&self) -> Result<Key<'_>>;
+
+    /// The id a stored key came from (a query reads keys, not ids); `None`
+    /// for a key this type cannot have produced.
+    #[doc(hidden)]
+    fn __from_key(key: Key<'_>) -> Option<Self>;
 }
 
 macro_rules! int_ids {
@@ -127,6 +132,12 @@ macro_rules! int_ids {
                     reason: "integer ids must fit in i64".into(),
                 })
             }
+            fn __from_key(key: Key<'_>) -> Option<Self> {
+                match key {
+                    Key::Int(i) => <$t>::try_from(i).ok(),
+                    Key::Text(_) => None,
+                }
+            }
         }
     )*};
 }
@@ -136,6 +147,12 @@ impl EntityId for String {
     const KEY_KIND: KeyKind = KeyKind::Text;
     fn key(&self) -> Result<Key<'_>> {
         Ok(Key::Text(self))
+    }
+    fn __from_key(key: Key<'_>) -> Option<Self> {
+        match key {
+            Key::Text(s) => Some(s.to_owned()),
+            Key::Int(_) => None,
+        }
     }
 }
 

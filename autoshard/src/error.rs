@@ -193,6 +193,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A [`Query`](crate::Query) that cannot run: a limit of 0, a limit or
+    /// offset beyond `i64::MAX` (what SQL's `LIMIT` takes), or a NaN to
+    /// compare with. Unknown fields and values of the wrong type do not
+    /// compile. Nothing was read.
+    #[error("invalid query on {kind}: {reason}")]
+    InvalidQuery {
+        /// The entity kind queried.
+        kind: &'static str,
+        /// Which rule was broken.
+        reason: String,
+    },
+
     /// `Ranking::open` of a board that was never created. Nothing was written.
     #[error("no ranking board named {name:?}")]
     RankingNotFound {

@@ -95,6 +95,7 @@ pub mod fold;
 mod hash;
 mod mapper;
 mod naming;
+mod query;
 mod random;
 pub mod ranking;
 mod seam;
@@ -116,6 +117,7 @@ pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_P
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::query::{Comparable, Field, Filter, Order, Query, Queryable};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Skipped, Store};
 #[cfg(feature = "postgres")]
@@ -155,6 +157,10 @@ pub use crate::value::{Value, ValueError};
 ///   struct's name), which names its tables.
 ///
 /// Every other field is stored in the entity's JSON document via serde.
+///
+/// The derive also implements [`Queryable`]: a struct of typed field
+/// handles, one per field, that [`Store::query`]'s closures receive
+/// (`.filter(|q| q.votes.ge(50))`).
 /// Sharded field types need `Serialize + DeserializeOwned + PartialEq + Send
 /// + Sync + 'static`; a fold may return the value or a `Result` of it (see
 /// [`fold`]).

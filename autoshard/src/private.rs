@@ -64,6 +64,9 @@ impl crate::EntityId for Never {
     fn key(&self) -> Result<crate::Key<'_>> {
         match *self {}
     }
+    fn __from_key(_: crate::Key<'_>) -> Option<Self> {
+        None
+    }
 }
 
 /// Why a fold over stored values failed; stores add kind, id and field.

@@ -6,6 +6,7 @@ use crate::compactor::Compactor;
 use crate::entity::{key_of, Shardable};
 use crate::error::Result;
 use crate::mapper;
+use crate::query::{Query, Queryable};
 use crate::seam::{Backend, Kind};
 use crate::stats::KindStats;
 use serde::Serialize;
@@ -256,6 +257,30 @@ pub trait Store: Backend {
         let mut stats = KindStats::new(&kind, census);
         crate::stats::add_auto(&mut stats, &kind, self.__entities().0)?;
         Ok(stats)
+    }
+
+    /// A typed query of the entities of kind `T`, filtered and ordered by
+    /// sharded and unsharded fields alike; see [`Query`](crate::Query).
+    ///
+    /// ```
+    /// # use autoshard::{Pending, Shardable, Sqlite, Store};
+    /// # #[derive(Shardable)]
+    /// # struct Question {
+    /// #     #[shard(id)] id: u64,
+    /// #     #[shard(neutral = 0, shards = 10, fold = autoshard::fold::checked_sum)] votes: i64,
+    /// #     #[shard(pending)] pending: Pending<Self>,
+    /// # }
+    /// # let db = Sqlite::memory()?;
+    /// let top: Vec<Question> = db
+    ///     .query::<Question>()
+    ///     .filter(|q| q.votes.ge(50))
+    ///     .order_by(|q| q.votes.desc())
+    ///     .limit(10)
+    ///     .run()?;
+    /// # Ok::<(), autoshard::Error>(())
+    /// ```
+    fn query<T: Queryable + 'static>(&self) -> Query<'_, Self, T> {
+        Query::new(self)
     }
 
     /// How many shard rows `field` of entity `id` has now: operators use it to

@@ -5,6 +5,7 @@
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- sweep [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- auto [--quick]         # needs PostgreSQL; also part of `contention`
+//! cargo run --release -p autoshard-benches -- query [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! ```
 //!
@@ -21,6 +22,7 @@ mod machine;
 mod mapper;
 mod model;
 mod policies;
+mod query;
 mod ranking;
 mod redis_cluster;
 mod stats;
@@ -30,7 +32,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|ranking|policies|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|policies|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -39,7 +41,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "ranking" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "policies" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -79,6 +81,7 @@ fn main() {
             "auto" => auto_contention::run(quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
+            "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

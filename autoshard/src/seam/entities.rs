@@ -6,6 +6,7 @@ use crate::compaction::{BatchPlan, Resume};
 use crate::entity::{EntityId, Key, KeyKind, Shardable};
 use crate::error::{Error, Result};
 use crate::mapper::{InsertPlan, SavePlan};
+use crate::seam::query::{ScanPlan, Scanned};
 use crate::sum::{self, Probed, Sum};
 use crate::value::Value;
 use std::fmt;
@@ -300,6 +301,18 @@ pub(crate) trait EntityStore: Send + Sync {
     fn auto_census(&self, kind: &Kind, index: usize) -> Result<AutoCensus> {
         let _ = (kind, index);
         self.automatic_shards().map(|()| AutoCensus::default())
+    }
+
+    /// Runs a query's pushed-down part in one read snapshot: the entities
+    /// meeting `plan`, in its order and page, each with its document and
+    /// every shard row of its declared fields (as [`load`](Self::load)
+    /// reads them). `crate::seam::query` states the plan's semantics.
+    /// Stores without SQL need not implement it.
+    fn query(&self, _kind: &Kind, _plan: &ScanPlan) -> Result<Scanned> {
+        Err(Error::Unsupported {
+            store: super::query::store_label(std::any::type_name::<Self>()),
+            operation: "query",
+        })
     }
 }
 

@@ -18,6 +18,7 @@
 
 mod boards;
 mod entities;
+pub(crate) mod query;
 mod sums;
 
 pub use self::boards::DeadLetter;

@@ -3,6 +3,8 @@
 //! its driver.
 
 pub(crate) mod pool;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod query_sql;
 pub(crate) mod registry;
 
 #[cfg(feature = "postgres")]

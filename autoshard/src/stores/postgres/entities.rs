@@ -9,6 +9,7 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
+use crate::seam::query::{ScanPlan, Scanned};
 use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
 use crate::sum::Sum;
 use crate::value::Value;
@@ -31,7 +32,7 @@ fn param(key: Key<'_>) -> Result<StoredKey> {
     }
 }
 
-fn read_key(row: &Row, column: usize, kind: KeyKind) -> Result<StoredKey> {
+pub(super) fn read_key(row: &Row, column: usize, kind: KeyKind) -> Result<StoredKey> {
     Ok(match kind {
         KeyKind::Int => StoredKey::Int(row.try_get(column)?),
         KeyKind::Text => StoredKey::Text(row.try_get(column)?),
@@ -67,7 +68,7 @@ fn columns(value: &Value) -> (Option<i64>, Option<f64>, Option<&str>) {
 }
 
 /// Reads the value columns starting at `first`.
-fn value_at(row: &Row, first: usize) -> Result<Value, String> {
+pub(super) fn value_at(row: &Row, first: usize) -> Result<Value, String> {
     let get = || -> Result<_, postgres::Error> {
         Ok((
             row.try_get::<_, Option<i64>>(first)?,
@@ -301,6 +302,10 @@ impl EntityStore for Postgres {
 
     fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
         self.count_census(kind, index)
+    }
+
+    fn query(&self, kind: &Kind, plan: &ScanPlan) -> Result<Scanned> {
+        super::query::run(self, kind, plan)
     }
 }
 

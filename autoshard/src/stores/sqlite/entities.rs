@@ -7,6 +7,7 @@ use crate::compaction::{BatchPlan, BatchScan, Resume};
 use crate::entity::Key;
 use crate::error::{Error, Result};
 use crate::mapper::{self, Delta, InsertPlan, SavePlan};
+use crate::seam::query::{ScanPlan, Scanned};
 use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored};
 use crate::sum::{Sum, Total};
 use crate::value::Value;
@@ -152,6 +153,10 @@ impl EntityStore for Sqlite {
 
     fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
         self.count_census(kind, index)
+    }
+
+    fn query(&self, kind: &Kind, plan: &ScanPlan) -> Result<Scanned> {
+        super::query::run(self, kind, plan)
     }
 }
 
