@@ -55,6 +55,7 @@ pub use crate::seam::DeadLetter;
 
 use self::apply::Batch;
 use self::query::Want;
+pub(crate) use self::queue::hooks as queue_hooks;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;

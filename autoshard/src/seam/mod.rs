@@ -22,7 +22,7 @@ mod entities;
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage,
+    ScannedArrival, ScannedNode, Storage, NOTHING_APPLIED,
 };
 pub(crate) use self::entities::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
 

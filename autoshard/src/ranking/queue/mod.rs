@@ -1,19 +1,24 @@
 //! Job aggregation: a durable, sharded queue of score updates, drained in
 //! batches by one writer.
 //!
-//! [`Ranking::enqueue`] commits an update to a queue shard in the board's own
-//! database; a [`Worker`] takes the oldest rows, applies them with the code
-//! direct writes use (`Ranking::apply_in`) and deletes them, in one write
-//! transaction. This module is store-neutral: group commit (`group.rs`),
-//! workers (`worker.rs`), flush, and the drain transaction over the seam's
-//! queue primitives.
+//! [`Ranking::enqueue`] commits an update to a queue shard in the queue's
+//! own storage (on SQLite a file of its own), so it never waits for a
+//! worker's apply. A [`Worker`] takes, in one board transaction, the rows of
+//! each queue shard above the shard's applied-through mark, applies them
+//! with the code direct writes use and moves the mark; after that commits,
+//! it deletes the rows through the mark in a transaction of the queue's.
+//! This module is store-neutral: group commit (`group.rs`), workers
+//! (`worker.rs`), flush, and the drain transaction over the seam's queue
+//! primitives.
 //!
 //! Invariants the code relies on (`docs/design.md`, "Writes and
-//! exactly-once", states them in full):
+//! exactly-once" and "The queue's data model", states them in full):
 //!
-//! - a batch's apply and its delete commit together, and a queue shard is
-//!   drained by one transaction at a time (`Storage::claim_queue`), so every
-//!   acknowledged update is applied exactly once;
+//! - a batch's apply and its shards' applied-through marks commit together,
+//!   a worker only takes rows above the marks, and a queue shard is drained
+//!   by one transaction at a time (`Storage::claim_queue`, before the mark
+//!   is read), so every acknowledged update is applied exactly once, also
+//!   when a crash comes between the apply and the queue's delete;
 //! - a player's updates always go to the same shard (a stable hash of the
 //!   name), and a shard's sequence numbers never go back, so draining each
 //!   shard oldest-first applies a player's updates in acknowledgement order.
@@ -28,8 +33,9 @@ use super::tree::Geometry;
 use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage};
+use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -61,6 +67,33 @@ pub(super) struct Drained {
     /// Whether a queue shard was skipped because another worker held it:
     /// the queue may not be empty although nothing was taken.
     contended: bool,
+    /// The claimed shards' applied-through marks after the batch, and
+    /// whether the batch took rows from each: what the queue's delete
+    /// removes once the batch committed.
+    marks: Vec<(u32, i64, bool)>,
+}
+
+/// Test hooks of the crash tests (`__private::queue_hooks`): a worker that
+/// aborts the process between a committed apply and the queue's delete,
+/// and (the control's bug) one that ignores the applied-through marks.
+pub(crate) mod hooks {
+    use super::*;
+
+    /// Abort after this many more committed batches (0: never).
+    pub(crate) static ABORT_BEFORE_DELETE: AtomicU64 = AtomicU64::new(0);
+    /// Take every queued row, applied or not.
+    pub(crate) static IGNORE_MARKS: AtomicBool = AtomicBool::new(false);
+
+    /// Called between a batch's commit and its delete.
+    pub(super) fn before_delete() {
+        let left = ABORT_BEFORE_DELETE.load(Ordering::Relaxed);
+        if left == 1 {
+            std::process::abort();
+        }
+        if left > 1 {
+            ABORT_BEFORE_DELETE.store(left - 1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Ranking {
@@ -196,13 +229,39 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker transaction ([`drain_in`]); with `dead_letter` false, a
-    /// row that cannot be applied fails it instead of being set aside.
-    fn drain_batch(&self, max: usize, first: u32, dead_letter: bool) -> Result<Drained> {
+    /// One worker batch: its board transaction ([`drain_in`]), then the
+    /// queue's delete of what it applied; with `dead_letter` false, a row
+    /// that cannot be applied fails it instead of being set aside. With
+    /// `sweep`, the delete also covers claimed shards the batch took nothing
+    /// from: rows a worker that crashed before its delete left behind.
+    fn drain_batch(
+        &self,
+        max: usize,
+        first: u32,
+        dead_letter: bool,
+        sweep: bool,
+    ) -> Result<Drained> {
         let queues = self.queues().max(1);
-        self.write_with(|st: &dyn Storage| {
+        let drained = self.write_with(|st: &dyn Storage| {
             drain_in(st, self.geometry(), queues, max, first, dead_letter)
-        })
+        })?;
+        let through: Vec<(u32, i64)> = drained
+            .marks
+            .iter()
+            .filter(|&&(_, mark, took)| (took || sweep) && mark != NOTHING_APPLIED)
+            .map(|&(queue, mark, _)| (queue, mark))
+            .collect();
+        if !through.is_empty() {
+            hooks::before_delete();
+            match self.inner.boards.delete_queued(self.inner.id, &through) {
+                // The batch is applied and marked: rows left queued below
+                // the marks are never taken again, and the next delete of
+                // their shard removes them.
+                Err(e) if e.is_retryable() => {}
+                other => other?,
+            }
+        }
+        Ok(drained)
     }
 
     /// The queued updates that could not be applied and were moved aside,
@@ -234,20 +293,21 @@ impl Ranking {
     }
 }
 
-/// One worker transaction over any storage: the oldest rows (up to `max`)
-/// of the queue shards no other worker holds, taken in turn from `first`;
-/// those that cannot be applied (an invalid player name, a score outside
-/// the board, a row the store cannot read) moved to the dead letters, or
-/// with `dead_letter` false reported as [`Error::Corrupt`]; the others
-/// applied in queue order with the code direct writes use (inner-node
-/// deltas to shard 0: the worker writes in big batches, so it need not
-/// spread); then every row taken deleted from the queue. All in the
-/// caller's transaction, so applied (or set aside) and dequeued together.
+/// One worker transaction over any storage: from each queue shard no
+/// other worker holds, taken in turn from `first`, the oldest rows above the
+/// shard's applied-through mark (up to `max` in all); those that cannot be
+/// applied (an invalid player name, a score outside the board, a row the
+/// store cannot read) moved to the dead letters, or with `dead_letter`
+/// false reported as [`Error::Corrupt`]; the others applied in queue order
+/// with the code direct writes use (inner-node deltas to shard 0: the
+/// worker writes in big batches, so it need not spread); then each shard's
+/// mark moved to the last row taken. All in the caller's transaction, so
+/// applied (or set aside) and marked together. Deleting the rows is the
+/// caller's, after the commit.
 ///
-/// The delete is checked: a shard's rows must come in increasing sequence
-/// order and be exactly the ones `seq <= last` deletes. A queue index that
-/// damage put out of order would otherwise hand out rows the delete never
-/// reaches, and the worker would apply them again forever.
+/// A shard's rows must come in increasing sequence order above the mark:
+/// a queue index that damage put out of order would otherwise hand out a
+/// row the mark then skips, or one it already covers.
 fn drain_in(
     st: &dyn Storage,
     g: &Geometry,
@@ -257,8 +317,10 @@ fn drain_in(
     dead_letter: bool,
 ) -> Result<Drained> {
     let mut rows = Vec::new();
-    // Per queue shard read: the shard and its rows' range in `rows`.
+    // Per queue shard read: the shard, its mark, and its rows' range in
+    // `rows`.
     let mut taken = Vec::new();
+    let mut marks = Vec::new();
     let mut contended = false;
     for k in 0..queues {
         let room = max - rows.len();
@@ -270,27 +332,36 @@ fn drain_in(
             contended = true;
             continue;
         }
+        let mark = st.applied_through(queue)?;
+        let after = if hooks::IGNORE_MARKS.load(Ordering::Relaxed) {
+            NOTHING_APPLIED
+        } else {
+            mark
+        };
         let start = rows.len();
-        st.take_queued(queue, room, &mut rows)?;
+        st.take_queued(queue, after, room, &mut rows)?;
         if rows.len() > start {
-            taken.push((queue, start..rows.len()));
+            taken.push((queue, after, start..rows.len()));
+        } else {
+            marks.push((queue, mark, false));
         }
     }
     let row_name = |queue: u32, seq: i64| format!("queued update (queue {queue}, seq {seq})");
-    for (queue, range) in &taken {
-        if let Some(w) = rows[range.clone()]
-            .windows(2)
-            .find(|w| w[0].seq >= w[1].seq)
-        {
-            return Err(st.corrupt(
-                row_name(*queue, w[1].seq),
-                format!("taken after seq {}: the queue is out of order", w[0].seq),
-            ));
+    for (queue, after, range) in &taken {
+        let mut last = *after;
+        for row in &rows[range.clone()] {
+            if row.seq <= last {
+                return Err(st.corrupt(
+                    row_name(*queue, row.seq),
+                    format!("taken after seq {last}: the queue is out of order"),
+                ));
+            }
+            last = row.seq;
         }
     }
     let mut updates = Vec::with_capacity(rows.len());
     let mut dead_letters = 0;
-    for (queue, range) in &taken {
+    for (queue, _, range) in &taken {
         for row in &rows[range.clone()] {
             let Some(reason) = unappliable(g, row) else {
                 updates.push((row.player.as_str(), row.score));
@@ -306,24 +377,17 @@ fn drain_in(
     if !updates.is_empty() {
         apply_updates(st, g, 0, &updates)?;
     }
-    for (queue, range) in taken {
+    for (queue, _, range) in taken {
         let last = rows[range.end - 1].seq;
-        let deleted = st.delete_queued(queue, last)?;
-        if deleted != range.len() as u64 {
-            return Err(st.corrupt(
-                format!("queue shard {queue}"),
-                format!(
-                    "took {} rows through seq {last}, but deleting them deleted {deleted}",
-                    range.len()
-                ),
-            ));
-        }
+        st.set_applied_through(queue, last)?;
+        marks.push((queue, last, true));
     }
     Ok(Drained {
         taken: rows.len(),
         applied: updates.len(),
         dead_letters,
         contended,
+        marks,
     })
 }
 
@@ -390,6 +454,7 @@ impl Ranking {
 mod tests {
     use super::*;
     use crate::ranking::memory::harness::Board;
+    use std::collections::BTreeMap;
 
     /// Queued rows by `(queue shard, seq)`: player and score.
     type Rows<'a> = &'a [(u32, i64, &'a str, Option<i64>)];
@@ -440,8 +505,12 @@ mod tests {
             .unwrap();
         let counts = (drained.taken, drained.applied, drained.dead_letters);
         assert_eq!(counts, (8, 4, 4));
+        assert_eq!(drained.marks, [(1, 3, true), (0, 6, true)]);
         let t = board.st.tables();
-        assert!(t.queue.is_empty(), "{:?}", t.queue);
+        // Marked applied in the board's transaction; the queue's delete is
+        // the caller's, after the commit.
+        assert_eq!(t.applied, BTreeMap::from([(0, 6), (1, 3)]));
+        assert_eq!(t.queue.len(), 8);
         let players: Vec<_> = t.players().iter().map(|(p, s)| (p.as_str(), s.0)).collect();
         assert_eq!(players, [("a", 7), ("d", 99)]);
         // Taken from shard 1 first (`first` is 1), in sequence order.
@@ -491,6 +560,43 @@ mod tests {
         assert_eq!(drain(5, 1), (2, 2, 0, false));
         assert_eq!(drain(5, 0), (0, 0, 0, false));
         assert_eq!(board.score("b").unwrap(), Some(2));
+    }
+
+    /// A crash between a batch's commit and the queue's delete leaves its
+    /// rows queued: the next batch takes only the rows above the marks, so
+    /// nothing is applied twice. The control loses the mark (the bug it
+    /// guards against: a worker that relies on the delete alone) and
+    /// applies the stale row again, over a newer direct write.
+    #[test]
+    fn rows_left_queued_below_the_mark_are_not_applied_again() {
+        for ignore_marks in [false, true] {
+            let board = Board::new(0..100, 10, 1);
+            queue(&board, &[(0, 0, "a", Some(5)), (0, 1, "b", Some(6))]);
+            let drain = |max| {
+                let d = board
+                    .st
+                    .write(|tx| drain_in(tx, board.g(), 1, max, 0, true))
+                    .unwrap();
+                (d.taken, d.applied)
+            };
+            assert_eq!(drain(1), (1, 1));
+            // Not deleted (the crash); then a direct write moves "a" on.
+            board.set("a", 50).unwrap();
+            if ignore_marks {
+                board.st.tables_mut().applied.clear();
+            }
+            let second = drain(10);
+            if ignore_marks {
+                assert_eq!(second, (2, 2), "control: the stale row is taken again");
+                assert_eq!(board.score("a").unwrap(), Some(5));
+            } else {
+                assert_eq!(second, (1, 1));
+                assert_eq!(board.score("a").unwrap(), Some(50));
+                assert_eq!(board.st.tables().applied, BTreeMap::from([(0, 1)]));
+            }
+            assert_eq!(board.score("b").unwrap(), Some(6));
+            board.check_integrity().unwrap();
+        }
     }
 
     #[test]

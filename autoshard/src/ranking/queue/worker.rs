@@ -157,6 +157,9 @@ impl Worker {
         let mut stats = WorkerStats::default();
         let queues = self.ranking.queues().max(1);
         let mut first = 0;
+        // The first batch also deletes what a crashed worker applied but
+        // left queued.
+        let mut sweep = true;
         while !stop.load(Ordering::Acquire) {
             let (seen, flushes, items) = {
                 let signal = state.signal();
@@ -164,7 +167,7 @@ impl Worker {
             };
             let drained = self
                 .ranking
-                .drain_batch(self.batch_size, first, self.dead_letter);
+                .drain_batch(self.batch_size, first, self.dead_letter, sweep);
             let taken = match drained {
                 // Nothing for us, but other workers hold shards that may
                 // still have rows: not idle, only waiting our turn.
@@ -178,6 +181,7 @@ impl Worker {
                     continue;
                 }
                 Ok(drained) => {
+                    sweep = false;
                     if drained.applied > 0 {
                         stats.batches += 1;
                         stats.updates += drained.applied as u64;

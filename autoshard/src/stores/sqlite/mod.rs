@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use schema::KindTables;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The URL schemes [`crate::open`] hands to this store.
@@ -163,6 +163,7 @@ impl SqliteBuilder {
                 pool: Pool::new(pool_size, first),
                 kinds: KindCache::default(),
                 writers,
+                queue: OnceLock::new(),
                 options: SqliteBuilder { pool_size, ..self },
             }),
         })
@@ -216,6 +217,8 @@ struct Inner {
     pool: Pool<Connection>,
     kinds: KindCache<KindTables>,
     writers: Arc<WriterQueue>,
+    /// The ranking queue's own database (`queue.rs`), opened on first use.
+    queue: OnceLock<Sqlite>,
     options: SqliteBuilder,
 }
 
@@ -271,6 +274,29 @@ impl Sqlite {
             mmap_size: 0,
             cache_size: 2_048_000,
         }
+    }
+
+    /// The ranking queue's database: the file `<path>-queue` next to this
+    /// one, opened with this handle's options (a private in-memory database
+    /// for an in-memory one). Its own file has its own write lock, so an
+    /// enqueue never waits for a board transaction (`queue.rs`).
+    pub(crate) fn queue_db(&self) -> Result<&Sqlite> {
+        if let Some(queue) = self.inner.queue.get() {
+            return Ok(queue);
+        }
+        let options = &self.inner.options;
+        let path = options.path.as_ref().map(|p| {
+            let mut name = p.clone().into_os_string();
+            name.push("-queue");
+            PathBuf::from(name)
+        });
+        let queue = SqliteBuilder {
+            path,
+            ..options.clone()
+        }
+        .open()?;
+        // A racing first call may have set it: both name one file.
+        Ok(self.inner.queue.get_or_init(|| queue))
     }
 
     pub(crate) fn compaction_batch_rows(&self) -> usize {
