@@ -4,6 +4,7 @@
 //! cargo run --release -p autoshard-benches -- [mapper|voting|compaction|compactor|ranking|all] [--quick]
 //! cargo run --release -p autoshard-benches -- contention [--quick]   # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
+//! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -18,6 +19,7 @@ mod machine;
 mod mapper;
 mod model;
 mod ranking;
+mod ranking_queue;
 mod redis_cluster;
 mod stats;
 mod voting;
@@ -25,7 +27,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|ranking|ranking-queue|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -34,7 +36,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "ranking"
-            | "redis" => which.push(arg),
+            | "ranking-queue" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -68,6 +70,7 @@ fn main() {
             "mapper" => mapper::run(dir.path(), quick),
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),

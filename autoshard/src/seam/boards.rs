@@ -259,6 +259,17 @@ pub(crate) trait Storage {
         reason: &str,
     ) -> Result<()>;
 
+    /// Moves the board's write generation, which every write transaction
+    /// moves first thing, and returns the value it had: a queue worker that
+    /// finds the value its own last commit left knows nobody else wrote
+    /// since, and may use what it cached (`ranking/cache.rs`). `None` (the
+    /// default) keeps no generation, and no worker caches. A store returns
+    /// one only if its writers are serialized, since a cached read skips
+    /// the store's read (and any lock a read takes).
+    fn bump_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
     /// Before a write transaction reads these players' rows: a locking
     /// backend locks them (present or not) until commit.
     fn lock_players(&self, _players: &[&str]) -> Result<()> {

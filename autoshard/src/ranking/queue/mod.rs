@@ -29,6 +29,7 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
+use super::cache::{CachedTx, NodeCache};
 use super::tree::Geometry;
 use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
@@ -56,10 +57,9 @@ const BUSY_PAUSE: Duration = Duration::from_millis(5);
 const FLUSH_POLL: Duration = Duration::from_millis(5);
 
 /// What one worker transaction did.
-pub(super) struct Drained {
-    /// Rows taken from the queue (and deleted from it): applied or set
-    /// aside.
-    taken: usize,
+pub(in crate::ranking) struct Drained {
+    /// Rows taken from the queue: applied or set aside.
+    pub(in crate::ranking) taken: usize,
     /// Updates applied.
     applied: usize,
     /// Rows moved to the dead letters.
@@ -234,17 +234,33 @@ impl Ranking {
     /// that cannot be applied fails it instead of being set aside. With
     /// `sweep`, the delete also covers claimed shards the batch took nothing
     /// from: rows a worker that crashed before its delete left behind.
-    fn drain_batch(
+    pub(in crate::ranking) fn drain_batch(
         &self,
-        max: usize,
-        first: u32,
-        dead_letter: bool,
-        sweep: bool,
+        (max, first, dead_letter, sweep): (usize, u32, bool, bool),
+        cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let queues = self.queues().max(1);
-        let drained = self.write_with(|st: &dyn Storage| {
-            drain_in(st, self.geometry(), queues, max, first, dead_letter)
-        })?;
+        let mut staged = None;
+        let outcome = self.write_generation(|st: &dyn Storage, before| {
+            let g = self.geometry();
+            let cached = cache
+                .as_deref()
+                .and_then(|c| CachedTx::begin(st, c, before));
+            let Some(cached) = cached else {
+                return drain_in(st, g, queues, max, first, dead_letter);
+            };
+            let drained = drain_in(&cached, g, queues, max, first, dead_letter)?;
+            staged = Some(cached.finish());
+            Ok(drained)
+        });
+        if let Some(cache) = cache {
+            match (&outcome, staged) {
+                (Ok(_), Some(staged)) => cache.commit(staged),
+                // Failed, or in doubt: the next batch reads afresh.
+                _ => cache.clear(),
+            }
+        }
+        let drained = outcome?;
         let through: Vec<(u32, i64)> = drained
             .marks
             .iter()

@@ -141,6 +141,7 @@ impl BoardStore for Sqlite {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
+        self.ensure_generations()?;
         self.write(|tx| f(&SqliteTx::new(self, tx, board)))
             .map(drop)
     }
@@ -492,6 +493,11 @@ impl Storage for SqliteTx<'_> {
 
     fn applied_through(&self, queue: u32) -> Result<i64> {
         queue::applied(self.tx, self.board, queue)
+    }
+
+    // SQLite has one writer at a time: a worker may cache (see the trait).
+    fn bump_generation(&self) -> Result<Option<u64>> {
+        queue::bump_generation(self.tx, self.board).map(Some)
     }
 
     fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()> {

@@ -164,6 +164,7 @@ impl SqliteBuilder {
                 kinds: KindCache::default(),
                 writers,
                 queue: OnceLock::new(),
+                generations: Default::default(),
                 options: SqliteBuilder { pool_size, ..self },
             }),
         })
@@ -219,6 +220,8 @@ struct Inner {
     writers: Arc<WriterQueue>,
     /// The ranking queue's own database (`queue.rs`), opened on first use.
     queue: OnceLock<Sqlite>,
+    /// Whether this handle made sure the boards' generation table exists.
+    generations: std::sync::atomic::AtomicBool,
     options: SqliteBuilder,
 }
 
@@ -297,6 +300,25 @@ impl Sqlite {
         .open()?;
         // A racing first call may have set it: both name one file.
         Ok(self.inner.queue.get_or_init(|| queue))
+    }
+
+    /// Creates the boards' write-generation table once per handle, in a
+    /// transaction of its own, so that files made before it gain it.
+    pub(crate) fn ensure_generations(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.inner.generations.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.write(|tx| {
+            Ok(tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS autoshard_rank_generations (
+                     board INTEGER PRIMARY KEY,
+                     generation INTEGER NOT NULL
+                 ) STRICT;",
+            )?)
+        })?;
+        self.inner.generations.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(crate) fn compaction_batch_rows(&self) -> usize {

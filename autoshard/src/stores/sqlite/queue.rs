@@ -263,6 +263,19 @@ pub(super) fn applied(tx: &Transaction<'_>, board: i64, queue: u32) -> Result<i6
     Ok(seq.unwrap_or(NOTHING_APPLIED))
 }
 
+/// Moves board `board`'s write generation (`autoshard_rank_generations`,
+/// in the board's file: `Sqlite::ensure_generations`); the value before.
+pub(super) fn bump_generation(tx: &Transaction<'_>, board: i64) -> Result<u64> {
+    let after: i64 = tx
+        .prepare_cached(
+            "INSERT INTO autoshard_rank_generations (board, generation) VALUES (?1, 1) \
+             ON CONFLICT (board) DO UPDATE SET generation = generation + 1 \
+             RETURNING generation",
+        )?
+        .query_row([board], |r| r.get(0))?;
+    Ok(after as u64 - 1)
+}
+
 pub(super) fn set_applied(tx: &Transaction<'_>, board: i64, queue: u32, seq: i64) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO autoshard_rank_applied (board, queue, seq) VALUES (?1, ?2, ?3) \
