@@ -17,6 +17,10 @@
 //!   `AUTOSHARD_BENCH_SLICE` (producer seconds per cell, default 10).
 //! - `AUTOSHARD_BENCH_PG`: a PostgreSQL URL: the board goes to a fresh
 //!   schema there instead.
+//! - `AUTOSHARD_BENCH_RATE`: updates/s all producers together offer
+//!   (paced; default: as fast as acknowledgements come back). Below what the
+//!   worker applies, the queue stays short and freshness is the apply's
+//!   latency, not the backlog's.
 //! - `AUTOSHARD_BENCH_LABEL`: what the report calls this build.
 //! - `AUTOSHARD_BENCH_CACHE=off`: workers without their cache (feature
 //!   `worker-cache`, for a version that has `Worker::cache`).
@@ -70,6 +74,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     };
     let slice = Duration::from_secs(env("AUTOSHARD_BENCH_SLICE").map_or(Ok(10), |s| s.parse())?);
     let label = env("AUTOSHARD_BENCH_LABEL").unwrap_or_else(|| "this build".into());
+    let rate: Option<f64> = env("AUTOSHARD_BENCH_RATE").map(|r| r.parse()).transpose()?;
     let config = RankingConfig::new(SCORES).branching(100).shards(8);
     let started = Instant::now();
     let target = match &pg {
@@ -136,12 +141,15 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                     }
                     std::fs::copy(template, &path)?;
                     let db = Sqlite::open(&path)?;
-                    cell(&Ranking::open(&db, BOARD)?, players, p, b, slice)?
+                    cell(&Ranking::open(&db, BOARD)?, players, (p, rate), b, slice)?
                 }
-                Target::Postgres { db } => cell(&Ranking::open(db, BOARD)?, players, p, b, slice)?,
+                Target::Postgres { db } => {
+                    cell(&Ranking::open(db, BOARD)?, players, (p, rate), b, slice)?
+                }
             };
+            let offered = rate.map_or_else(String::new, |r| format!(" at {r:.0}/s offered"));
             println!(
-                "| {label} | {p} | {batch} | {} | **{}** | {} | {} | {} | {} | {} | {:.0} | {load} |",
+                "| {label} | {p}{offered} | {batch} | {} | **{}** | {} | {} | {} | {} | {} | {:.0} | {load} |",
                 thousands(cell.updates),
                 thousands(cell.rate as u64),
                 us(cell.acks.percentile(50.0)),
@@ -193,10 +201,12 @@ struct Cell {
 fn cell(
     board: &Ranking,
     players: usize,
-    producers: usize,
+    (producers, rate): (usize, Option<f64>),
     batch: Option<usize>,
     slice: Duration,
 ) -> Result<Cell> {
+    // Each producer's time between updates, if paced.
+    let pace = rate.map(|r| Duration::from_secs_f64(producers as f64 / r));
     let queued_before = board.queued()?;
     let mut worker = board.worker();
     if let Some(b) = batch {
@@ -219,7 +229,12 @@ fn cell(
                 s.spawn(move || -> Result<Samples> {
                     let mut rng = Rng::new(0xABCD_0000 + t as u64);
                     let mut acks = Samples::default();
+                    let mut due = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
+                        if let Some(pace) = pace {
+                            due += pace;
+                            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                        }
                         let who = player(rng.below(writable as u32) as usize);
                         let score = i64::from(rng.below(SCORES.end as u32));
                         let t0 = Instant::now();
@@ -263,6 +278,11 @@ fn cell(
     board.flush_within(Duration::from_secs(3_600))?;
     let elapsed = start.elapsed();
     let stats = worker.stop()?;
+    #[cfg(feature = "worker-cache")]
+    println!(
+        "<!-- worker cache: {} hits, {} misses -->",
+        stats.cache_hits, stats.cache_misses
+    );
     let updates = acks.len() as u64 + probes.load(Ordering::Relaxed);
     if stats.updates != updates + queued_before {
         return Err(format!(
