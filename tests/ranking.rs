@@ -175,12 +175,13 @@ fn open_refuses_a_corrupt_configuration() {
 /// 0..1000) with 4 shards and 3 queue shards, ties on 60 scores, a hot score
 /// that players keep leaving and re-entering (an arrival tree of height 3),
 /// some players removed, a dead letter, and updates still queued. Returns
-/// the file (WAL checkpointed into it) and the pages of the ranking tables
-/// and indexes. The same bytes every time, so that a seed replays a run:
+/// the board's file and the queue's (`-queue`; WAL checkpointed into
+/// each), and the pages of the ranking and queue tables and indexes as
+/// `(file, page)`. The same bytes every time, so that a seed replays a run:
 /// the tree is written by the queue worker (inner-node deltas to shard 0,
 /// where direct writes pick a shard at random), then counts are moved
 /// between shard rows by a fixed rule, which changes no sum.
-fn fuzz_template(dir: &Path) -> (Vec<u8>, Vec<u64>, u64) {
+fn fuzz_template(dir: &Path) -> ([Vec<u8>; 2], Vec<(usize, u64)>, u64) {
     let path = dir.join("template.db");
     let store = Sqlite::builder(&path)
         .synchronous(autoshard::Synchronous::Off)
@@ -217,7 +218,9 @@ fn fuzz_template(dir: &Path) -> (Vec<u8>, Vec<u64>, u64) {
     apply(&gone);
     board.enqueue("dead", 1).unwrap();
     let raw_conn = raw(&path);
-    raw_conn
+    let queue_path = dir.join("template.db-queue");
+    let raw_queue = raw(&queue_path);
+    raw_queue
         .execute(
             "UPDATE autoshard_rank_queue SET score = 5000 WHERE player = 'dead'",
             [],
@@ -232,23 +235,26 @@ fn fuzz_template(dir: &Path) -> (Vec<u8>, Vec<u64>, u64) {
     board.check_integrity().unwrap();
     drop(board);
     drop(store);
-    raw_conn
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .unwrap();
-    let page_size: u64 = raw_conn
-        .query_row("PRAGMA page_size", [], |r| r.get(0))
-        .unwrap();
-    let mut stmt = raw_conn
-        .prepare("SELECT pageno FROM dbstat WHERE name LIKE 'autoshard_rank%' ORDER BY pageno")
-        .unwrap();
-    let pages: Vec<u64> = stmt
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    drop(stmt);
-    drop(raw_conn);
-    (std::fs::read(&path).unwrap(), pages, page_size)
+    let mut pages = Vec::new();
+    let mut page_size = 0;
+    for (file, conn) in [&raw_conn, &raw_queue].into_iter().enumerate() {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        page_size = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap();
+        let mut stmt = conn
+            .prepare("SELECT pageno FROM dbstat WHERE name LIKE 'autoshard_rank%' ORDER BY pageno")
+            .unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        pages.extend(rows.map(|page| (file, page.unwrap())));
+    }
+    drop((raw_conn, raw_queue));
+    let files = [
+        std::fs::read(&path).unwrap(),
+        std::fs::read(&queue_path).unwrap(),
+    ];
+    (files, pages, page_size)
 }
 
 /// Moves counts from each inner node's shard-0 rows into shards `1..shards`
@@ -426,8 +432,8 @@ struct Run {
     slowest: Duration,
 }
 
-/// Copies the template with 1 to 4 bits flipped in the ranking tables'
-/// pages and runs every call on it in a thread of its own: a panic is a
+/// Copies the template with 1 to 4 bits flipped in the ranking and queue
+/// tables' pages (of both files) and runs every call on it in a thread of its own: a panic is a
 /// failure, and so is a copy that takes longer than `LIMIT` (its thread is
 /// left behind). `AUTOSHARD_FUZZ_COPY=n` replays copy `n` of the seed's
 /// run alone.
@@ -450,14 +456,15 @@ fn fuzz_copies(seed: u64, copies: std::ops::Range<u64>) -> Run {
         let mut bytes = template.clone();
         let mut flips = Vec::new();
         for _ in 0..rng.random_range(1..=4) {
-            let page = pages[rng.random_range(..pages.len())];
+            let (file, page) = pages[rng.random_range(..pages.len())];
             let byte = (page - 1) * page_size + rng.random_range(..page_size);
             let bit = rng.random_range(0..8u8);
-            bytes[byte as usize] ^= 1 << bit;
-            flips.push((byte, bit));
+            bytes[file][byte as usize] ^= 1 << bit;
+            flips.push((file, byte, bit));
         }
         let path = dir.path().join(format!("copy-{copy}.db"));
-        std::fs::write(&path, &bytes).unwrap();
+        std::fs::write(&path, &bytes[0]).unwrap();
+        std::fs::write(dir.path().join(format!("copy-{copy}.db-queue")), &bytes[1]).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_path = path.clone();
         let started = Instant::now();

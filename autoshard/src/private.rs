@@ -16,6 +16,26 @@ pub use serde;
 /// (the shared test suites run the PostgreSQL store twice this way).
 pub use crate::seam::{Backend, Boards, Entities};
 
+/// Hooks of the ranking queue's crash tests (`tests/ranking_queue.rs`),
+/// process-wide: a child process sets them before it starts a worker.
+pub mod queue_hooks {
+    use crate::ranking::queue_hooks as hooks;
+    use std::sync::atomic::Ordering;
+
+    /// The process aborts between the `batches`-th committed worker batch
+    /// from now and that batch's queue delete (0: never), so a test can hit
+    /// the window between the two deterministically.
+    pub fn abort_before_delete(batches: u64) {
+        hooks::ABORT_BEFORE_DELETE.store(batches, Ordering::Relaxed);
+    }
+
+    /// Workers take every queued row, ignoring the applied-through marks:
+    /// the bug the marks guard against, for the crash test's control.
+    pub fn ignore_applied_marks(ignore: bool) {
+        hooks::IGNORE_MARKS.store(ignore, Ordering::Relaxed);
+    }
+}
+
 /// One sharded field as declared: its name and `shards = N` or
 /// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

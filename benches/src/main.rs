@@ -7,6 +7,7 @@
 //! cargo run --release -p autoshard-benches -- auto [--quick]         # needs PostgreSQL; also part of `contention`
 //! cargo run --release -p autoshard-benches -- query [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
+//! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -24,6 +25,7 @@ mod model;
 mod policies;
 mod query;
 mod ranking;
+mod ranking_queue;
 mod redis_cluster;
 mod stats;
 mod sweep;
@@ -32,7 +34,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|policies|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -41,7 +43,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -76,6 +78,7 @@ fn main() {
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),

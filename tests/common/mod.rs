@@ -30,6 +30,14 @@ pub fn db_with(options: impl FnOnce(SqliteBuilder) -> SqliteBuilder) -> Db {
     }
 }
 
+/// The file of a board database's ranking queue: `<path>-queue`.
+#[allow(dead_code)] // not every test file uses every helper
+pub fn queue_file(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-queue");
+    name.into()
+}
+
 /// A plain rusqlite connection on the same file, for reading and corrupting
 /// rows directly.
 pub fn raw(path: &Path) -> Connection {

@@ -62,6 +62,7 @@ pub struct Fresh<S> {
     documents: Box<dyn Fn(&str) -> Documents + Send + Sync>,
     rank_nodes: Box<dyn Fn(&str) -> RankNodes + Send + Sync>,
     execute: Box<dyn Fn(&str) -> u64 + Send + Sync>,
+    execute_queue: Box<dyn Fn(&str) -> u64 + Send + Sync>,
     // Dropped last: the temporary directory or the schema.
     _cleanup: Box<dyn Send + Sync>,
 }
@@ -115,6 +116,12 @@ impl<S> Fresh<S> {
     pub fn execute(&self, sql: &str) -> u64 {
         (self.execute)(sql)
     }
+
+    /// As [`execute`](Self::execute), on the ranking queue's storage (on
+    /// SQLite its own file, `<db>-queue`).
+    pub fn execute_queue(&self, sql: &str) -> u64 {
+        (self.execute_queue)(sql)
+    }
 }
 
 /// Unique per process and call: names temporary schemas.
@@ -154,6 +161,10 @@ impl TestStore for Sqlite {
         let rows_path = path.clone();
         let docs_path = path.clone();
         let sql_path = path.clone();
+        // The ranking queue's own file.
+        let mut queue_path = path.clone().into_os_string();
+        queue_path.push("-queue");
+        let queue_path = std::path::PathBuf::from(queue_path);
         Fresh {
             store: open(&options),
             open: Box::new(open),
@@ -161,6 +172,7 @@ impl TestStore for Sqlite {
             documents: Box::new(move |base| sqlite_documents(&docs_path, base)),
             rank_nodes: Box::new(move |board| sqlite_rank_nodes(&path, board)),
             execute: Box::new(move |sql| sqlite_execute(&sql_path, sql)),
+            execute_queue: Box::new(move |sql| sqlite_execute(&queue_path, sql)),
             _cleanup: Box::new(dir),
         }
     }
@@ -338,6 +350,7 @@ pub mod pg {
         let rows_schema = schema.clone();
         let docs_schema = schema.clone();
         let sql_schema = schema.clone();
+        let queue_schema = schema.clone();
         Fresh {
             store: open(&options),
             open: Box::new(open),
@@ -345,6 +358,7 @@ pub mod pg {
             documents: Box::new(move |base| documents(&docs_schema, base)),
             rank_nodes: Box::new(move |board| rank_nodes(&schema, board)),
             execute: Box::new(move |sql| execute(&sql_schema, sql)),
+            execute_queue: Box::new(move |sql| execute(&queue_schema, sql)),
             _cleanup: Box::new(cleanup),
         }
     }
@@ -460,6 +474,7 @@ pub mod pg {
                 documents,
                 rank_nodes,
                 execute,
+                execute_queue,
                 _cleanup,
             } = fresh(Concurrency::Optimistic, options);
             Fresh {
@@ -474,6 +489,7 @@ pub mod pg {
                 documents,
                 rank_nodes,
                 execute,
+                execute_queue,
                 _cleanup,
             }
         }
@@ -715,6 +731,7 @@ pub mod redis_cluster {
                 }),
                 rank_nodes: Box::new(move |board| rank_nodes(&nodes_prefix, board)),
                 execute: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
+                execute_queue: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
                 _cleanup: Box::new(cleanup),
             }
         }

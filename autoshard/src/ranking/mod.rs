@@ -45,6 +45,7 @@
 //! ```
 
 mod apply;
+mod cache;
 mod config;
 mod integrity;
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub use crate::seam::DeadLetter;
 pub(crate) use self::policy::apply_updates;
 use self::policy::{Rules, Step};
 use self::query::Want;
+pub(crate) use self::queue::hooks as queue_hooks;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
@@ -293,9 +295,21 @@ impl Ranking {
 
     /// Runs `f` in one write transaction (retried whole if the store must).
     fn write_with<R>(&self, mut f: impl FnMut(&dyn Storage) -> Result<R>) -> Result<R> {
+        self.write_generation(|st, _| f(st))
+    }
+
+    /// [`write_with`](Ranking::write_with), passing `f` the board's write
+    /// generation as the transaction found it. Every write transaction
+    /// moves it first thing: a queue worker's cache relies on that
+    /// (`cache.rs`).
+    fn write_generation<R>(
+        &self,
+        mut f: impl FnMut(&dyn Storage, Option<u64>) -> Result<R>,
+    ) -> Result<R> {
         let mut out = None;
         self.inner.boards.write_board(self.board(), &mut |st| {
-            out = Some(f(st)?);
+            let before = st.bump_generation()?;
+            out = Some(f(st, before)?);
             Ok(())
         })?;
         Ok(out.expect("set by a successful transaction"))

@@ -96,6 +96,10 @@ pub struct DeadLetter {
     pub reason: String,
 }
 
+/// The applied-through mark of a queue shard that has applied nothing:
+/// sequence numbers start at 0.
+pub(crate) const NOTHING_APPLIED: i64 = -1;
+
 /// The queue shards `items` go to, ascending: the order an append takes
 /// them in (so two appends never wait for each other in a cycle).
 pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
@@ -130,27 +134,49 @@ pub(crate) trait BoardStore: Send + Sync {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()>;
 
-    /// Creates the queue tables if needed. Returns a name under which
-    /// handles of this process that reach the same database share their
-    /// queue state (group commits), or `None` if the store cannot tell two
-    /// handles' databases apart with certainty.
+    /// Creates the queue's storage if needed: the queue tables, in storage
+    /// of their own where the store has such a thing (on SQLite a file next
+    /// to the board's), and the board-side tables a worker writes in the
+    /// board's transactions (applied-through marks, dead letters). Returns a
+    /// name under which handles of this process that reach the same database
+    /// share their queue state (group commits), or `None` if the store
+    /// cannot tell two handles' databases apart with certainty.
     fn prepare_queue(&self) -> Result<Option<String>>;
 
-    /// One transaction appending `items` to their queue shards, each shard's
-    /// items numbered in order from the shard's head: a shard's sequence
-    /// numbers never go back, also when it runs empty.
+    /// One transaction in the queue's storage appending `items` to their
+    /// queue shards, each shard's items numbered in order from the shard's
+    /// head (the first update of a shard is 0): a shard's sequence numbers
+    /// never go back, also when it runs empty. It takes no lock a board
+    /// transaction holds, so it never waits for a worker's apply.
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
 
-    /// Updates queued on the board.
+    /// Queued updates not applied yet: above their shard's applied-through
+    /// mark ([`Storage::applied_through`]). The marks are read before the
+    /// queue, so an update applied meanwhile may still count, never the
+    /// reverse.
     fn queued(&self, board: i64) -> Result<u64>;
 
     /// `(queue shard, next sequence number)`: every update committed so far
     /// is below its shard's mark.
     fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>>;
 
-    /// Updates below the marks still queued; with `count` false, only
+    /// Updates below the marks and not applied yet (as
+    /// [`queued`](BoardStore::queued) tells them); with `count` false, only
     /// whether there is any (0 or 1).
     fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64>;
+
+    /// One transaction in the queue's storage deleting each shard's rows up
+    /// to its sequence number in `through`: rows a committed board
+    /// transaction marked applied. Deleting them again, or late, is
+    /// harmless; not deleting them only costs space until a later delete.
+    ///
+    /// The default is for a store without queues (its `prepare_queue`
+    /// fails first).
+    fn delete_queued(&self, _board: i64, _through: &[(u32, i64)]) -> Result<()> {
+        Err(Error::InvalidRanking {
+            reason: "this store has no ranking queue".into(),
+        })
+    }
 
     /// The board's dead letters, by id (see [`Storage::dead_letter`]).
     fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>>;
@@ -210,22 +236,40 @@ pub(crate) type ScannedArrival<'f> = dyn FnMut(i64, u32, u64, &[u8]) -> Result<(
 pub(crate) trait Storage {
     /// Takes queue shard `queue` for this (write) transaction, so no other
     /// transaction drains it meanwhile; `false` if another one holds it. A
-    /// store whose writers are serialized anyway always succeeds.
+    /// store whose writers are serialized anyway always succeeds. Called
+    /// before [`applied_through`](Storage::applied_through), which must then
+    /// see the previous holder's commit.
     fn claim_queue(&self, queue: u32) -> Result<bool>;
 
-    /// Appends up to `limit` of the oldest rows of queue shard `queue` to
-    /// `out`, in sequence order. A row the store cannot read as an update is
-    /// passed on with [`QueuedRow::unreadable`] set, not refused: the
-    /// worker moves it aside ([`dead_letter`](Storage::dead_letter)).
-    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()>;
+    /// The board's applied-through mark of queue shard `queue`: the highest
+    /// sequence number applied (or set aside) so far, [`NOTHING_APPLIED`]
+    /// if none. Stored in the board's storage, so it commits with the
+    /// apply.
+    fn applied_through(&self, queue: u32) -> Result<i64>;
 
-    /// Deletes queue shard `queue`'s rows up to sequence `through`; how many
-    /// it deleted (the worker checks that they are the ones it took).
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64>;
+    /// Moves queue shard `queue`'s applied-through mark to `seq`, in this
+    /// transaction.
+    fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()>;
+
+    /// Appends up to `limit` of the oldest rows of queue shard `queue` with
+    /// a sequence number above `after` to `out`, in sequence order, read
+    /// from the queue's storage (which may be another database than this
+    /// transaction's: it need not be part of it, the mark is). A row the
+    /// store cannot read as an update is passed on with
+    /// [`QueuedRow::unreadable`] set, not refused: the worker moves it aside
+    /// ([`dead_letter`](Storage::dead_letter)).
+    fn take_queued(
+        &self,
+        queue: u32,
+        after: i64,
+        limit: usize,
+        out: &mut Vec<QueuedRow>,
+    ) -> Result<()>;
 
     /// Stores a queued row that cannot be applied in the board's dead
-    /// letters (the queue tables' companion, created with them), with why;
-    /// the worker deletes it from the queue in the same transaction.
+    /// letters (in the board's storage, created with the queue), with why;
+    /// the worker moves the shard's applied-through mark past it in the
+    /// same transaction.
     fn dead_letter(
         &self,
         queue: u32,
@@ -234,6 +278,17 @@ pub(crate) trait Storage {
         score: Option<i64>,
         reason: &str,
     ) -> Result<()>;
+
+    /// Moves the board's write generation, which every write transaction
+    /// moves first thing, and returns the value it had: a queue worker that
+    /// finds the value its own last commit left knows nobody else wrote
+    /// since, and may use what it cached (`ranking/cache.rs`). `None` (the
+    /// default) keeps no generation, and no worker caches. A store returns
+    /// one only if its writers are serialized, since a cached read skips
+    /// the store's read (and any lock a read takes).
+    fn bump_generation(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 
     /// Before a write transaction reads these players' rows: a locking
     /// backend locks them (present or not) until commit.

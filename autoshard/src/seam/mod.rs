@@ -24,7 +24,7 @@ mod sums;
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

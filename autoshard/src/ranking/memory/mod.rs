@@ -37,7 +37,9 @@ pub(crate) use self::compare::{assert_same, diff};
 use super::storage::{self, Storage};
 use super::tree::Geometry;
 use crate::error::Result;
-use crate::seam::{DeadLetter, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode};
+use crate::seam::{
+    DeadLetter, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, NOTHING_APPLIED,
+};
 use std::cell::{Ref, RefCell, RefMut};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +75,10 @@ pub(crate) struct Tables {
     /// Queued updates by `(queue shard, sequence)`: player and score
     /// (`None`: a removal).
     pub queue: BTreeMap<(u32, i64), (String, Option<i64>)>,
+    /// Applied-through marks by queue shard. (The queue above lives in the
+    /// queue's storage on a real store, outside the board's transactions:
+    /// a worker only reads it here, and its delete is the caller's.)
+    pub applied: BTreeMap<u32, i64>,
     /// Dead letters by id.
     pub dead_letters: BTreeMap<i64, DeadLetter>,
 }
@@ -279,10 +285,34 @@ impl Storage for MemoryTx<'_> {
         Ok(true)
     }
 
-    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
+    fn applied_through(&self, queue: u32) -> Result<i64> {
+        self.rule(Who::Writers, "applied_through", |_| Ok(()));
+        Ok(self
+            .tables()
+            .applied
+            .get(&queue)
+            .copied()
+            .unwrap_or(NOTHING_APPLIED))
+    }
+
+    fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()> {
+        self.rule(Who::Writers, "set_applied_through", |_| Ok(()));
+        self.tables_mut().applied.insert(queue, seq);
+        Ok(())
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        after: i64,
+        limit: usize,
+        out: &mut Vec<QueuedRow>,
+    ) -> Result<()> {
         self.rule(Who::Writers, "take_queued", |_| Ok(()));
         let tables = self.tables();
-        let shard = tables.queue.range((queue, i64::MIN)..=(queue, i64::MAX));
+        let shard = tables
+            .queue
+            .range((queue, after.saturating_add(1))..=(queue, i64::MAX));
         for (&(_, seq), (player, score)) in shard.take(limit) {
             out.push(QueuedRow {
                 seq,
@@ -292,16 +322,6 @@ impl Storage for MemoryTx<'_> {
             });
         }
         Ok(())
-    }
-
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
-        self.rule(Who::Writers, "delete_queued", |_| Ok(()));
-        let mut tables = self.tables_mut();
-        let before = tables.queue.len();
-        tables
-            .queue
-            .retain(|&(q, seq), _| q != queue || seq > through);
-        Ok((before - tables.queue.len()) as u64)
     }
 
     fn dead_letter(

@@ -1,19 +1,24 @@
 //! Job aggregation: a durable, sharded queue of score updates, drained in
 //! batches by one writer.
 //!
-//! [`Ranking::enqueue`] commits an update to a queue shard in the board's own
-//! database; a [`Worker`] takes the oldest rows, applies them with the code
-//! direct writes use (`Ranking::apply_in`) and deletes them, in one write
-//! transaction. This module is store-neutral: group commit (`group.rs`),
-//! workers (`worker.rs`), flush, and the drain transaction over the seam's
-//! queue primitives.
+//! [`Ranking::enqueue`] commits an update to a queue shard in the queue's
+//! own storage (on SQLite a file of its own), so it never waits for a
+//! worker's apply. A [`Worker`] takes, in one board transaction, the rows of
+//! each queue shard above the shard's applied-through mark, applies them
+//! with the code direct writes use and moves the mark; after that commits,
+//! it deletes the rows through the mark in a transaction of the queue's.
+//! This module is store-neutral: group commit (`group.rs`), workers
+//! (`worker.rs`), flush, and the drain transaction over the seam's queue
+//! primitives.
 //!
 //! Invariants the code relies on (`docs/design.md`, "Writes and
-//! exactly-once", states them in full):
+//! exactly-once" and "The queue's data model", states them in full):
 //!
-//! - a batch's apply and its delete commit together, and a queue shard is
-//!   drained by one transaction at a time (`Storage::claim_queue`), so every
-//!   acknowledged update is applied exactly once;
+//! - a batch's apply and its shards' applied-through marks commit together,
+//!   a worker only takes rows above the marks, and a queue shard is drained
+//!   by one transaction at a time (`Storage::claim_queue`, before the mark
+//!   is read), so every acknowledged update is applied exactly once, also
+//!   when a crash comes between the apply and the queue's delete;
 //! - a player's updates always go to the same shard (a stable hash of the
 //!   name), and a shard's sequence numbers never go back, so draining each
 //!   shard oldest-first applies a player's updates in acknowledgement order.
@@ -24,13 +29,15 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
+use super::cache::{CachedTx, NodeCache};
 use super::policy::{Refused, Rules};
 use super::tree::Geometry;
 use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage};
+use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -51,10 +58,9 @@ const BUSY_PAUSE: Duration = Duration::from_millis(5);
 const FLUSH_POLL: Duration = Duration::from_millis(5);
 
 /// What one worker transaction did.
-pub(super) struct Drained {
-    /// Rows taken from the queue (and deleted from it): applied or set
-    /// aside.
-    taken: usize,
+pub(in crate::ranking) struct Drained {
+    /// Rows taken from the queue: applied or set aside.
+    pub(in crate::ranking) taken: usize,
     /// Updates applied.
     applied: usize,
     /// Rows moved to the dead letters.
@@ -62,6 +68,33 @@ pub(super) struct Drained {
     /// Whether a queue shard was skipped because another worker held it:
     /// the queue may not be empty although nothing was taken.
     contended: bool,
+    /// The claimed shards' applied-through marks after the batch, and
+    /// whether the batch took rows from each: what the queue's delete
+    /// removes once the batch committed.
+    marks: Vec<(u32, i64, bool)>,
+}
+
+/// Test hooks of the crash tests (`__private::queue_hooks`): a worker that
+/// aborts the process between a committed apply and the queue's delete,
+/// and (the control's bug) one that ignores the applied-through marks.
+pub(crate) mod hooks {
+    use super::*;
+
+    /// Abort after this many more committed batches (0: never).
+    pub(crate) static ABORT_BEFORE_DELETE: AtomicU64 = AtomicU64::new(0);
+    /// Take every queued row, applied or not.
+    pub(crate) static IGNORE_MARKS: AtomicBool = AtomicBool::new(false);
+
+    /// Called between a batch's commit and its delete.
+    pub(super) fn before_delete() {
+        let left = ABORT_BEFORE_DELETE.load(Ordering::Relaxed);
+        if left == 1 {
+            std::process::abort();
+        }
+        if left > 1 {
+            ABORT_BEFORE_DELETE.store(left - 1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Ranking {
@@ -72,6 +105,9 @@ impl Ranking {
     /// the store's durability settings (on SQLite its `synchronous`; under
     /// the default [`Synchronous::Full`](crate::Synchronous::Full) it
     /// survives power loss; on PostgreSQL the server's `synchronous_commit`).
+    /// The queue has storage of its own, so this never waits for a worker's
+    /// apply: on SQLite the file `<database>-queue` next to the database
+    /// (back it up with it), on PostgreSQL its own tables.
     ///
     /// The input is checked as [`set_score`](Ranking::set_score) checks it;
     /// a refused update is not queued. An increment's sum depends on what is
@@ -204,14 +240,55 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker transaction ([`drain_in`]); with `dead_letter` false, a
-    /// row that cannot be applied fails it instead of being set aside.
-    fn drain_batch(&self, max: usize, first: u32, dead_letter: bool) -> Result<Drained> {
+    /// One worker batch: its board transaction ([`drain_in`]), then the
+    /// queue's delete of what it applied; with `dead_letter` false, a row
+    /// that cannot be applied fails it instead of being set aside. With
+    /// `sweep`, the delete also covers claimed shards the batch took nothing
+    /// from: rows a worker that crashed before its delete left behind.
+    pub(in crate::ranking) fn drain_batch(
+        &self,
+        (max, first, dead_letter, sweep): (usize, u32, bool, bool),
+        cache: Option<&mut NodeCache>,
+    ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
-        self.write_with(|st: &dyn Storage| {
+        let mut staged = None;
+        let outcome = self.write_generation(|st: &dyn Storage, before| {
             let g = self.geometry();
-            drain_in(st, g, rules, queues, max, first, dead_letter)
-        })
+            let cached = cache
+                .as_deref()
+                .and_then(|c| CachedTx::begin(st, c, before));
+            let Some(cached) = cached else {
+                return drain_in(st, g, rules, queues, max, first, dead_letter);
+            };
+            let drained = drain_in(&cached, g, rules, queues, max, first, dead_letter)?;
+            staged = Some(cached.finish());
+            Ok(drained)
+        });
+        if let Some(cache) = cache {
+            match (&outcome, staged) {
+                (Ok(_), Some(staged)) => cache.commit(staged),
+                // Failed, or in doubt: the next batch reads afresh.
+                _ => cache.clear(),
+            }
+        }
+        let drained = outcome?;
+        let through: Vec<(u32, i64)> = drained
+            .marks
+            .iter()
+            .filter(|&&(_, mark, took)| (took || sweep) && mark != NOTHING_APPLIED)
+            .map(|&(queue, mark, _)| (queue, mark))
+            .collect();
+        if !through.is_empty() {
+            hooks::before_delete();
+            match self.inner.boards.delete_queued(self.inner.id, &through) {
+                // The batch is applied and marked: rows left queued below
+                // the marks are never taken again, and the next delete of
+                // their shard removes them.
+                Err(e) if e.is_retryable() => {}
+                other => other?,
+            }
+        }
+        Ok(drained)
     }
 
     /// The queued updates that could not be applied and were moved aside,
@@ -244,25 +321,25 @@ impl Ranking {
     }
 }
 
-/// One worker transaction over any storage: the oldest rows (up to `max`)
-/// of the queue shards no other worker holds, taken in turn from `first`;
-/// those that cannot be applied (an invalid player name, a score outside
-/// the board, a row the store cannot read) moved to the dead letters, or
-/// with `dead_letter` false reported as [`Error::Corrupt`]; the others
-/// applied in queue order under the board's policy with the code direct
-/// writes use (inner-node deltas to shard 0: the worker writes in big
-/// batches, so it need not spread); then every row taken deleted from the
-/// queue. All in the caller's transaction, so applied (or set aside) and
-/// dequeued together, which is what applies a queued `Increment` exactly
-/// once. An increment whose sum would leave the range (which `enqueue`
-/// cannot know) is refused where it falls in the player's sequence: moved
-/// to the dead letters, the player's later updates applied without it; or
-/// with `dead_letter` false the batch fails with [`Error::ScoreOutOfRange`].
+/// One worker transaction over any storage: from each queue shard no
+/// other worker holds, taken in turn from `first`, the oldest rows above the
+/// shard's applied-through mark (up to `max` in all); those that cannot be
+/// applied (an invalid player name, a score outside the board, a row the
+/// store cannot read) moved to the dead letters, or with `dead_letter`
+/// false reported as [`Error::Corrupt`]; the others applied in queue order
+/// under the board's policy with the code direct writes use (inner-node deltas to shard 0: the
+/// worker writes in big batches, so it need not spread); then each shard's
+/// mark moved to the last row taken. All in the caller's transaction, so
+/// applied (or set aside) and marked together. Deleting the rows is the
+/// caller's, after the commit. An increment whose sum would leave the
+/// range (which `enqueue` cannot know) is refused where it falls in the
+/// player's sequence: moved to the dead letters, the player's later updates
+/// applied without it; or with `dead_letter` false the batch fails with
+/// [`Error::ScoreOutOfRange`].
 ///
-/// The delete is checked: a shard's rows must come in increasing sequence
-/// order and be exactly the ones `seq <= last` deletes. A queue index that
-/// damage put out of order would otherwise hand out rows the delete never
-/// reaches, and the worker would apply them again forever.
+/// A shard's rows must come in increasing sequence order above the mark:
+/// a queue index that damage put out of order would otherwise hand out a
+/// row the mark then skips, or one it already covers.
 fn drain_in(
     st: &dyn Storage,
     g: &Geometry,
@@ -273,8 +350,10 @@ fn drain_in(
     dead_letter: bool,
 ) -> Result<Drained> {
     let mut rows = Vec::new();
-    // Per queue shard read: the shard and its rows' range in `rows`.
+    // Per queue shard read: the shard, its mark, and its rows' range in
+    // `rows`.
     let mut taken = Vec::new();
+    let mut marks = Vec::new();
     let mut contended = false;
     for k in 0..queues {
         let room = max - rows.len();
@@ -286,29 +365,38 @@ fn drain_in(
             contended = true;
             continue;
         }
+        let mark = st.applied_through(queue)?;
+        let after = if hooks::IGNORE_MARKS.load(Ordering::Relaxed) {
+            NOTHING_APPLIED
+        } else {
+            mark
+        };
         let start = rows.len();
-        st.take_queued(queue, room, &mut rows)?;
+        st.take_queued(queue, after, room, &mut rows)?;
         if rows.len() > start {
-            taken.push((queue, start..rows.len()));
+            taken.push((queue, after, start..rows.len()));
+        } else {
+            marks.push((queue, mark, false));
         }
     }
     let row_name = |queue: u32, seq: i64| format!("queued update (queue {queue}, seq {seq})");
-    for (queue, range) in &taken {
-        if let Some(w) = rows[range.clone()]
-            .windows(2)
-            .find(|w| w[0].seq >= w[1].seq)
-        {
-            return Err(st.corrupt(
-                row_name(*queue, w[1].seq),
-                format!("taken after seq {}: the queue is out of order", w[0].seq),
-            ));
+    for (queue, after, range) in &taken {
+        let mut last = *after;
+        for row in &rows[range.clone()] {
+            if row.seq <= last {
+                return Err(st.corrupt(
+                    row_name(*queue, row.seq),
+                    format!("taken after seq {last}: the queue is out of order"),
+                ));
+            }
+            last = row.seq;
         }
     }
     let mut updates = Vec::with_capacity(rows.len());
     // The queue shard and row of each update.
     let mut origins = Vec::with_capacity(rows.len());
     let mut dead_letters = 0;
-    for (queue, range) in &taken {
+    for (queue, _, range) in &taken {
         for row in &rows[range.clone()] {
             let Some(reason) = unappliable(g, rules, row) else {
                 updates.push((row.player.as_str(), row.score));
@@ -332,24 +420,17 @@ fn drain_in(
         st.dead_letter(queue, row.seq, &row.player, row.score, &why.to_string())?;
     }
     dead_letters += refused.len();
-    for (queue, range) in taken {
+    for (queue, _, range) in taken {
         let last = rows[range.end - 1].seq;
-        let deleted = st.delete_queued(queue, last)?;
-        if deleted != range.len() as u64 {
-            return Err(st.corrupt(
-                format!("queue shard {queue}"),
-                format!(
-                    "took {} rows through seq {last}, but deleting them deleted {deleted}",
-                    range.len()
-                ),
-            ));
-        }
+        st.set_applied_through(queue, last)?;
+        marks.push((queue, last, true));
     }
     Ok(Drained {
         taken: rows.len(),
         applied: updates.len() - refused.len(),
         dead_letters,
         contended,
+        marks,
     })
 }
 
@@ -413,122 +494,5 @@ impl Ranking {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ranking::memory::harness::Board;
-
-    /// Queued rows by `(queue shard, seq)`: player and score.
-    type Rows<'a> = &'a [(u32, i64, &'a str, Option<i64>)];
-
-    fn queue(board: &Board, rows: Rows<'_>) {
-        let mut t = board.st.tables_mut();
-        for &(queue, seq, player, score) in rows {
-            t.queue.insert((queue, seq), (player.to_owned(), score));
-        }
-    }
-
-    /// The drain transaction, store-neutral, on the reference storage:
-    /// rows the board refuses are moved to the dead letters with why, the
-    /// others applied in order (rows behind a bad one included), and every
-    /// row taken leaves the queue; with dead letters off, the first bad row
-    /// is `Corrupt` and nothing is written.
-    #[test]
-    fn a_drain_sets_aside_the_rows_it_cannot_apply() {
-        let board = Board::new(0..100, 10, 1);
-        board.set("leaving", 50).unwrap();
-        let rows: Rows<'_> = &[
-            (0, 3, "a", Some(5)),
-            (0, 4, "", Some(5)),
-            (0, 5, "b", Some(100)),
-            (0, 6, "a", Some(7)),
-            (1, 0, "nul\0", None),
-            (1, 1, "leaving", None),
-            (1, 2, "c", Some(-1)),
-            (1, 3, "d", Some(99)),
-        ];
-        queue(&board, rows);
-        let pristine = board.st.tables().clone();
-        let strict = board
-            .st
-            .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, false));
-        match strict {
-            Err(Error::Corrupt { field, reason, .. }) => {
-                assert_eq!(field, "queued update (queue 1, seq 0)");
-                assert!(reason.contains("may not contain NUL"), "{reason}");
-            }
-            other => panic!("{:?}", other.map(|d| d.taken)),
-        }
-        assert_eq!(*board.st.tables(), pristine, "a refused batch wrote");
-
-        let drained = board
-            .st
-            .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, true))
-            .unwrap();
-        let counts = (drained.taken, drained.applied, drained.dead_letters);
-        assert_eq!(counts, (8, 4, 4));
-        let t = board.st.tables();
-        assert!(t.queue.is_empty(), "{:?}", t.queue);
-        let players: Vec<_> = t.players().iter().map(|(p, s)| (p.as_str(), s.0)).collect();
-        assert_eq!(players, [("a", 7), ("d", 99)]);
-        // Taken from shard 1 first (`first` is 1), in sequence order.
-        let letters: Vec<_> = t
-            .dead_letters
-            .values()
-            .map(|l| (l.id, l.queue, l.seq, l.player.as_str(), l.score))
-            .collect();
-        assert_eq!(
-            letters,
-            [
-                (1, 1, 0, "nul\0", None),
-                (2, 1, 2, "c", Some(-1)),
-                (3, 0, 4, "", Some(5)),
-                (4, 0, 5, "b", Some(100)),
-            ]
-        );
-        let reasons: Vec<_> = t.dead_letters.values().map(|l| l.reason.as_str()).collect();
-        assert!(reasons[1].contains("score -1 is outside"), "{reasons:?}");
-        assert!(reasons[2].contains("1 to 256 bytes"), "{reasons:?}");
-        drop(t);
-        board.check_integrity().unwrap();
-    }
-
-    /// A batch takes at most `max` rows, shard by shard from `first`; a
-    /// batch of nothing but bad rows still counts as taken (the worker is
-    /// not idle), and applies nothing.
-    #[test]
-    fn a_drain_takes_at_most_max_rows_from_first_on() {
-        let board = Board::new(0..100, 10, 1);
-        queue(
-            &board,
-            &[
-                (0, 0, "a", Some(1)),
-                (1, 0, "", Some(1)),
-                (1, 1, "b", Some(2)),
-            ],
-        );
-        let drain = |max, first| {
-            let d = board
-                .st
-                .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, max, first, true))
-                .unwrap();
-            (d.taken, d.applied, d.dead_letters, d.contended)
-        };
-        assert_eq!(drain(1, 1), (1, 0, 1, false));
-        assert_eq!(drain(5, 1), (2, 2, 0, false));
-        assert_eq!(drain(5, 0), (0, 0, 0, false));
-        assert_eq!(board.score("b").unwrap(), Some(2));
-    }
-
-    #[test]
-    fn queue_shards_are_stable_and_spread() {
-        // Fixed values: a change of hash would reorder queued updates of
-        // players whose shard moved.
-        assert_eq!(queue_of("alice", 1), 0);
-        assert_eq!(queue_of("", 7), (0xcbf2_9ce4_8422_2325u64 % 7) as u32);
-        let mut seen = [0; 8];
-        for n in 0..8_000 {
-            seen[queue_of(&format!("player-{n}"), 8) as usize] += 1;
-        }
-        assert!(seen.iter().all(|&c| (800..1_200).contains(&c)), "{seen:?}");
-    }
-}
+#[path = "tests.rs"]
+mod tests;

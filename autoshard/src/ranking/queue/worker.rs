@@ -4,6 +4,7 @@ use super::group::{QueueState, Signal};
 use super::{Drained, BUSY_PAUSE};
 use crate::deadline::Deadline;
 use crate::error::Result;
+use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub struct Worker {
     linger: Duration,
     exit_when_idle: bool,
     dead_letter: bool,
+    cache: bool,
 }
 
 /// What a worker did.
@@ -46,23 +48,33 @@ pub struct WorkerStats {
     /// invalid player name, a score outside the board, a row the store
     /// could not read).
     pub dead_letters: u64,
+    /// Row reads the worker's [cache](Worker::cache) answered.
+    pub cache_hits: u64,
+    /// Row reads that went to the store.
+    pub cache_misses: u64,
 }
 
 impl Worker {
     pub(super) fn new(ranking: Ranking) -> Self {
         Worker {
             ranking,
-            batch_size: 1_000,
+            batch_size: 10_000,
             idle_timeout: Duration::from_millis(20),
             linger: Duration::from_millis(20),
             exit_when_idle: false,
             dead_letter: true,
+            cache: true,
         }
     }
 
-    /// Most updates applied per transaction (default 1,000, at least 1).
-    /// Bigger batches share more tree nodes per write but hold the write
-    /// lock longer.
+    /// Most updates applied per transaction (default 10,000, at least 1):
+    /// a batch takes everything queued up to this bound, so batches grow
+    /// with the load. Bigger batches share more tree nodes and pages per
+    /// write (BENCHMARKS.md §5: 3,114 updates/s at 1,000 per batch, 9,063
+    /// at 10,000, on a million players) but hold the board's write lock
+    /// longer, which direct writers wait for and which delays when an
+    /// update becomes visible; enqueues do not wait for it (the queue has
+    /// storage of its own).
     pub fn batch_size(mut self, updates: usize) -> Self {
         self.batch_size = updates.max(1);
         self
@@ -117,6 +129,19 @@ impl Worker {
         self
     }
 
+    /// Whether the worker keeps the rows it applies to in memory across its
+    /// batches (default true), so a batch reads only rows the worker has
+    /// not seen: player rows, leaves, inner nodes and arrival nodes. The
+    /// cache is dropped whenever another writer (a direct write, another
+    /// worker, in any process) wrote the board since this worker's last
+    /// batch; it is only used on stores whose writers are serialized
+    /// (SQLite). Costs memory: up to about a million player rows, plus the
+    /// tree rows touched.
+    pub fn cache(mut self, enabled: bool) -> Self {
+        self.cache = enabled;
+        self
+    }
+
     /// Starts the worker on a thread of its own. It stops when the handle
     /// is stopped or dropped, or at the first error that is not a busy
     /// store.
@@ -160,14 +185,22 @@ impl Worker {
         let mut stats = WorkerStats::default();
         let queues = self.ranking.queues().max(1);
         let mut first = 0;
+        // The first batch also deletes what a crashed worker applied but
+        // left queued.
+        let mut sweep = true;
+        let mut cache = self.cache.then(NodeCache::default);
         while !stop.load(Ordering::Acquire) {
             let (seen, flushes, items) = {
                 let signal = state.signal();
                 (signal.enqueued, signal.flushes, signal.items)
             };
-            let drained = self
-                .ranking
-                .drain_batch(self.batch_size, first, self.dead_letter);
+            let drained = self.ranking.drain_batch(
+                (self.batch_size, first, self.dead_letter, sweep),
+                cache.as_mut(),
+            );
+            if let Some(cache) = &cache {
+                (stats.cache_hits, stats.cache_misses) = (cache.hits, cache.misses);
+            }
             let taken = match drained {
                 // Nothing for us, but other workers hold shards that may
                 // still have rows: not idle, only waiting our turn.
@@ -181,6 +214,7 @@ impl Worker {
                     continue;
                 }
                 Ok(drained) => {
+                    sweep = false;
                     if drained.applied > 0 {
                         stats.batches += 1;
                         stats.updates += drained.applied as u64;

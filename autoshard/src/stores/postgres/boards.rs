@@ -386,6 +386,10 @@ impl BoardStore for Postgres {
         queue::below(self, &self.boards_sql().queue, board, marks, count)
     }
 
+    fn delete_queued(&self, board: i64, through: &[(u32, i64)]) -> Result<()> {
+        queue::delete(self, &self.boards_sql().queue, board, through)
+    }
+
     fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
         queue::dead_letters(self, &self.boards_sql().queue, board)
     }
@@ -713,25 +717,33 @@ impl Storage for PgTx<'_, '_> {
         )
     }
 
-    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
-        queue::take(
+    fn applied_through(&self, queue: u32) -> Result<i64> {
+        queue::applied(
             &mut self.tx.borrow_mut(),
             &self.sql.queue,
             self.board,
             queue,
-            limit,
-            out,
         )
     }
 
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
-        queue::delete(
-            &mut self.tx.borrow_mut(),
-            &self.sql.queue,
-            self.board,
-            queue,
-            through,
-        )
+    fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()> {
+        let sql = &self.sql.queue;
+        queue::set_applied(&mut self.tx.borrow_mut(), sql, self.board, queue, seq)
+    }
+
+    // The queue's tables are in this database: read in this transaction,
+    // without locks (rows above the mark are only ever inserted, and a
+    // shard's rows become visible in sequence order).
+    fn take_queued(
+        &self,
+        queue: u32,
+        after: i64,
+        limit: usize,
+        out: &mut Vec<QueuedRow>,
+    ) -> Result<()> {
+        let sql = &self.sql.queue;
+        let at = (queue, after);
+        queue::take(&mut self.tx.borrow_mut(), sql, self.board, at, limit, out)
     }
 
     fn dead_letter(

@@ -1,7 +1,11 @@
 //! The queue's tables and statements on PostgreSQL.
 //!
-//! The tables are SQLite's, in the store's schema. Unlike SQLite, writers
-//! run at once here, so the queue orders them itself:
+//! The tables are SQLite's, in the store's schema (all in one database
+//! here: the queue's tables are its own storage, as SQLite's queue file is
+//! there). An enqueue writes only the queue's tables and takes no advisory
+//! lock, so it never waits for a worker's apply, whose locks (the board's,
+//! exclusive for a big batch) are on the board's keys. Unlike SQLite,
+//! writers run at once here, so the queue orders them itself:
 //!
 //! - **Sequence numbers.** A group commit upserts its shards' rows of
 //!   `autoshard_rank_queue_heads` (in shard order, so two commits never
@@ -17,14 +21,17 @@
 //!   at `READ COMMITTED`, it sees the previous holder's delete. It applies
 //!   the rows through the same code as direct writes (the tree's own
 //!   advisory locks, in their canonical order; the try-locks never wait, so
-//!   they cannot close a deadlock cycle) and deletes them before `COMMIT`:
-//!   applied and dequeued together, or neither. A transaction rolled back
-//!   by a conflict (40001, 40P01) or a lost connection is run again whole.
+//!   they cannot close a deadlock cycle), reading only rows above the
+//!   shard's applied-through mark (`autoshard_rank_applied`, read after the
+//!   lock) and moving the mark before `COMMIT`: applied and marked together,
+//!   or neither. The rows are deleted after the commit, in a transaction of
+//!   their own, which locks only them. A transaction rolled back by a
+//!   conflict (40001, 40P01) or a lost connection is run again whole.
 
 use super::{Postgres, Tx};
 use crate::error::Result;
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate};
+use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 
 /// Every queue statement, with the schema's table names filled in.
 pub(super) struct QueueSql {
@@ -36,6 +43,8 @@ pub(super) struct QueueSql {
     behind_any: String,
     behind_count: String,
     try_lock: String,
+    applied: String,
+    set_applied: String,
     select: String,
     delete: String,
     dead_letter: String,
@@ -51,9 +60,15 @@ impl QueueSql {
         let queue = format!("{schema}.autoshard_rank_queue");
         let heads = format!("{schema}.autoshard_rank_queue_heads");
         let dead = format!("{schema}.autoshard_rank_dead_letters");
+        let applied = format!("{schema}.autoshard_rank_applied");
+        // A row not applied yet: above its shard's applied-through mark.
+        let unapplied = format!(
+            "r.seq > coalesce((SELECT a.seq FROM {applied} a \
+             WHERE a.board = r.board AND a.queue = r.queue), {NOTHING_APPLIED})"
+        );
         QueueSql {
             // The table created last: a schema that has it has them all.
-            probe: dead.clone(),
+            probe: applied.clone(),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {queue} (
                      board bigint NOT NULL,
@@ -79,7 +94,13 @@ impl QueueSql {
                      reason text NOT NULL
                  );
                  CREATE INDEX IF NOT EXISTS autoshard_rank_dead_letters_board
-                     ON {dead} (board, id);"
+                     ON {dead} (board, id);
+                 CREATE TABLE IF NOT EXISTS {applied} (
+                     board bigint NOT NULL,
+                     queue integer NOT NULL,
+                     seq bigint NOT NULL,
+                     PRIMARY KEY (board, queue)
+                 );"
             ),
             // One statement per shard, whatever the number of updates: the
             // head's upsert numbers them, the insert takes the numbers.
@@ -92,20 +113,27 @@ impl QueueSql {
                  SELECT $1, $2, h.first + t.n - 1, t.p, t.s \
                  FROM h, unnest($4::text[], $5::int8[]) WITH ORDINALITY AS t(p, s, n)"
             ),
-            queued: format!("SELECT count(*) FROM {queue} WHERE board = $1"),
+            queued: format!("SELECT count(*) FROM {queue} r WHERE r.board = $1 AND {unapplied}"),
             marks: format!("SELECT queue, next FROM {heads} WHERE board = $1"),
             behind_any: format!(
                 "SELECT EXISTS (SELECT 1 FROM unnest($2::int4[], $3::int8[]) AS m(q, mark) \
-                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark)"
+                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark \
+                 WHERE {unapplied})"
             ),
             behind_count: format!(
                 "SELECT count(*) FROM unnest($2::int4[], $3::int8[]) AS m(q, mark) \
-                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark"
+                 JOIN {queue} r ON r.board = $1 AND r.queue = m.q AND r.seq < m.mark \
+                 WHERE {unapplied}"
             ),
             try_lock: "SELECT pg_try_advisory_xact_lock($1)".into(),
+            applied: format!("SELECT seq FROM {applied} WHERE board = $1 AND queue = $2"),
+            set_applied: format!(
+                "INSERT INTO {applied} (board, queue, seq) VALUES ($1, $2, $3) \
+                 ON CONFLICT (board, queue) DO UPDATE SET seq = EXCLUDED.seq"
+            ),
             select: format!(
                 "SELECT seq, player, score FROM {queue} \
-                 WHERE board = $1 AND queue = $2 ORDER BY seq LIMIT $3"
+                 WHERE board = $1 AND queue = $2 AND seq > $3 ORDER BY seq LIMIT $4"
             ),
             delete: format!("DELETE FROM {queue} WHERE board = $1 AND queue = $2 AND seq <= $3"),
             dead_letter: format!(
@@ -226,11 +254,14 @@ pub(super) fn take(
     tx: &mut Tx<'_>,
     sql: &QueueSql,
     board: i64,
-    queue: u32,
+    (queue, after): (u32, i64),
     limit: usize,
     out: &mut Vec<QueuedRow>,
 ) -> Result<()> {
-    let rows = tx.query(&sql.select, &[&board, &small(queue), &(limit as i64)])?;
+    let rows = tx.query(
+        &sql.select,
+        &[&board, &small(queue), &after, &(limit as i64)],
+    )?;
     for row in &rows {
         let player: Option<String> = row.try_get(1)?;
         out.push(QueuedRow {
@@ -243,15 +274,42 @@ pub(super) fn take(
     Ok(())
 }
 
-/// Deletes shard `queue`'s updates up to sequence `through`; how many.
-pub(super) fn delete(
+/// Queue shard `queue`'s applied-through mark, in the board transaction
+/// (after the shard's lock: at `READ COMMITTED` it sees the last holder's).
+pub(super) fn applied(tx: &mut Tx<'_>, sql: &QueueSql, board: i64, queue: u32) -> Result<i64> {
+    let row = tx.query_opt(&sql.applied, &[&board, &small(queue)])?;
+    Ok(match row {
+        Some(row) => row.try_get(0)?,
+        None => NOTHING_APPLIED,
+    })
+}
+
+pub(super) fn set_applied(
     tx: &mut Tx<'_>,
     sql: &QueueSql,
     board: i64,
     queue: u32,
-    through: i64,
-) -> Result<u64> {
-    Ok(tx.execute(&sql.delete, &[&board, &small(queue), &through])?)
+    seq: i64,
+) -> Result<()> {
+    tx.execute(&sql.set_applied, &[&board, &small(queue), &seq])?;
+    Ok(())
+}
+
+/// One transaction deleting each shard's updates up to its sequence number
+/// in `through`: row locks on those rows only, which no enqueue takes.
+pub(super) fn delete(
+    db: &Postgres,
+    sql: &QueueSql,
+    board: i64,
+    through: &[(u32, i64)],
+) -> Result<()> {
+    db.write_read_committed(|tx| {
+        for &(queue, seq) in through {
+            tx.execute(&sql.delete, &[&board, &small(queue), &seq])?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// Stores a row a worker cannot apply in the board's dead letters.

@@ -19,7 +19,9 @@ use super::board_codec::{
 use super::boards::BoardKeys;
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{BoardSpec, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
+use crate::seam::{
+    BoardSpec, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage, NOTHING_APPLIED,
+};
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -335,9 +337,32 @@ impl Storage for BoardTx<'_> {
         Ok(true)
     }
 
-    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
+    // The stream only ever holds rows not yet applied: the commit that
+    // applies a batch trims what it took (`set_applied_through`), so the
+    // mark is implicit in the stream's head.
+    fn applied_through(&self, _queue: u32) -> Result<i64> {
+        Ok(NOTHING_APPLIED)
+    }
+
+    fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()> {
+        // Appends only add entries past the head, so what is below `seq`
+        // now is what the commit deletes (no other transaction can commit
+        // a delete in between: the version).
+        let below = format!("{}-0", seq.saturating_add(1));
+        self.writes.borrow_mut().push(Write::Trim(queue, below));
+        Ok(())
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        after: i64,
+        limit: usize,
+        out: &mut Vec<QueuedRow>,
+    ) -> Result<()> {
         let limit = count(limit as u64);
-        let args: [&[u8]; 4] = [b"-", b"+", b"COUNT", &limit];
+        let from = format!("{}-0", after.saturating_add(1).max(0));
+        let args: [&[u8]; 4] = [from.as_bytes(), b"+", b"COUNT", &limit];
         let entries = array(self.read(&self.keys.queue(queue), "XRANGE", &args)?);
         for entry in entries {
             let row = queued_row(entry)
@@ -345,24 +370,6 @@ impl Storage for BoardTx<'_> {
             out.push(row);
         }
         Ok(())
-    }
-
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
-        if through < 0 {
-            return Ok(0);
-        }
-        // Appends only add entries past the head, so what is below
-        // `through` now is what the commit deletes (no other transaction
-        // can commit a delete in between: the version).
-        let last = format!("{through}-1");
-        let args: [&[u8]; 2] = [b"-", last.as_bytes()];
-        let n = match self.read(&self.keys.queue(queue), "XCOUNT", &args)? {
-            Value::Int(n) => n as u64,
-            other => return Err(self.unexpected(format!("{other:?}"))),
-        };
-        let below = format!("{}-0", through.saturating_add(1));
-        self.writes.borrow_mut().push(Write::Trim(queue, below));
-        Ok(n)
     }
 
     fn dead_letter(

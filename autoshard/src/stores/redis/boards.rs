@@ -401,6 +401,12 @@ impl BoardStore for RedisCluster {
         Ok(letters)
     }
 
+    /// Nothing to do: the commit that applied a batch trimmed its rows from
+    /// the streams (`BoardTx::set_applied_through`).
+    fn delete_queued(&self, _board: i64, _through: &[(u32, i64)]) -> Result<()> {
+        Ok(())
+    }
+
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
         let keys = BoardKeys::new(self.prefix(), board);
         let deleted: i64 = self.board_query(redis::cmd("HDEL").arg(keys.dead_letters()).arg(id))?;

@@ -191,7 +191,7 @@ impl BoardStore for Sqlite {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.read(|tx| f(&SqliteTx::new(tx, board)))
+        self.read(|tx| f(&SqliteTx::new(self, tx, board)))
     }
 
     fn write_board(
@@ -199,7 +199,9 @@ impl BoardStore for Sqlite {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.write(|tx| f(&SqliteTx::new(tx, board))).map(drop)
+        self.ensure_generations()?;
+        self.write(|tx| f(&SqliteTx::new(self, tx, board)))
+            .map(drop)
     }
 
     fn prepare_queue(&self) -> Result<Option<String>> {
@@ -219,7 +221,11 @@ impl BoardStore for Sqlite {
     }
 
     fn queued_below(&self, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
-        queue::below(self, board, marks, count)
+        queue::unapplied_below(self, board, marks, count)
+    }
+
+    fn delete_queued(&self, board: i64, through: &[(u32, i64)]) -> Result<()> {
+        queue::delete(self, board, through)
     }
 
     fn dead_letters(&self, board: i64) -> Result<Vec<DeadLetter>> {
@@ -233,14 +239,17 @@ impl BoardStore for Sqlite {
 
 /// [`Storage`] over one SQLite transaction.
 pub(crate) struct SqliteTx<'a> {
+    /// The handle, for the queue's database.
+    db: &'a Sqlite,
     tx: &'a Transaction<'a>,
     board: i64,
     name: &'a str,
 }
 
 impl<'a> SqliteTx<'a> {
-    fn new(tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
+    fn new(db: &'a Sqlite, tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
         SqliteTx {
+            db,
             tx,
             board: board.id,
             name: board.name,
@@ -569,12 +578,27 @@ impl Storage for SqliteTx<'_> {
         Ok(true)
     }
 
-    fn take_queued(&self, queue: u32, limit: usize, out: &mut Vec<QueuedRow>) -> Result<()> {
-        queue::take(self.tx, self.board, queue, limit, out)
+    fn applied_through(&self, queue: u32) -> Result<i64> {
+        queue::applied(self.tx, self.board, queue)
     }
 
-    fn delete_queued(&self, queue: u32, through: i64) -> Result<u64> {
-        queue::delete(self.tx, self.board, queue, through)
+    // SQLite has one writer at a time: a worker may cache (see the trait).
+    fn bump_generation(&self) -> Result<Option<u64>> {
+        queue::bump_generation(self.tx, self.board).map(Some)
+    }
+
+    fn set_applied_through(&self, queue: u32, seq: i64) -> Result<()> {
+        queue::set_applied(self.tx, self.board, queue, seq)
+    }
+
+    fn take_queued(
+        &self,
+        queue: u32,
+        after: i64,
+        limit: usize,
+        out: &mut Vec<QueuedRow>,
+    ) -> Result<()> {
+        queue::take(self.db, self.board, (queue, after), limit, out)
     }
 
     fn dead_letter(

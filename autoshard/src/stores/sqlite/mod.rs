@@ -26,7 +26,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use schema::KindTables;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The URL schemes [`crate::open`] hands to this store.
@@ -180,6 +180,8 @@ impl SqliteBuilder {
                 pool: Pool::new(pool_size, first),
                 kinds: KindCache::default(),
                 writers,
+                queue: OnceLock::new(),
+                generations: Default::default(),
                 options: SqliteBuilder { pool_size, ..self },
             }),
         })
@@ -233,6 +235,10 @@ struct Inner {
     pool: Pool<Connection>,
     kinds: KindCache<KindTables>,
     writers: Arc<WriterQueue>,
+    /// The ranking queue's own database (`queue.rs`), opened on first use.
+    queue: OnceLock<Sqlite>,
+    /// Whether this handle made sure the boards' generation table exists.
+    generations: std::sync::atomic::AtomicBool,
     options: SqliteBuilder,
 }
 
@@ -289,6 +295,48 @@ impl Sqlite {
             cache_size: 2_048_000,
             contention_wait: None,
         }
+    }
+
+    /// The ranking queue's database: the file `<path>-queue` next to this
+    /// one, opened with this handle's options (a private in-memory database
+    /// for an in-memory one). Its own file has its own write lock, so an
+    /// enqueue never waits for a board transaction (`queue.rs`).
+    pub(crate) fn queue_db(&self) -> Result<&Sqlite> {
+        if let Some(queue) = self.inner.queue.get() {
+            return Ok(queue);
+        }
+        let options = &self.inner.options;
+        let path = options.path.as_ref().map(|p| {
+            let mut name = p.clone().into_os_string();
+            name.push("-queue");
+            PathBuf::from(name)
+        });
+        let queue = SqliteBuilder {
+            path,
+            ..options.clone()
+        }
+        .open()?;
+        // A racing first call may have set it: both name one file.
+        Ok(self.inner.queue.get_or_init(|| queue))
+    }
+
+    /// Creates the boards' write-generation table once per handle, in a
+    /// transaction of its own, so that files made before it gain it.
+    pub(crate) fn ensure_generations(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.inner.generations.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.write(|tx| {
+            Ok(tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS autoshard_rank_generations (
+                     board INTEGER PRIMARY KEY,
+                     generation INTEGER NOT NULL
+                 ) STRICT;",
+            )?)
+        })?;
+        self.inner.generations.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(crate) fn compaction_batch_rows(&self) -> usize {

@@ -1,23 +1,35 @@
 //! The queue's tables and statements on SQLite.
 //!
-//! Every write (a group commit, a worker batch) is one `BEGIN IMMEDIATE`
-//! transaction, and SQLite has one writer per file: workers, in any
-//! process, take turns, and each reads the queue after the previous batch's
-//! delete committed, so no two apply the same rows.
+//! The queue lives in a database of its own, the file `<board db>-queue`
+//! ([`Sqlite::queue_db`]): SQLite has one writer per file, and with the queue
+//! in the board's file every enqueue waited for the worker's apply
+//! transaction (BENCHMARKS.md §5: enqueue p99 of 106–168 ms). Now an
+//! enqueue only waits for other enqueues and for a worker's short delete.
+//!
+//! What must commit with the apply stays in the board's file: per queue
+//! shard, the applied-through mark (`autoshard_rank_applied`), and the dead
+//! letters. A worker's board transaction (`BEGIN IMMEDIATE` on the board's
+//! file: one at a time, in any process) reads the mark, takes the queue rows
+//! above it (a read transaction on the queue's file), applies them and moves
+//! the mark; after the commit, a transaction on the queue's file deletes the
+//! rows through the mark. A crash between the two leaves applied rows
+//! queued, below the mark, where nothing takes them again (`docs/design.md`,
+//! "The queue's data model").
 
 use super::Sqlite;
 use crate::error::Result;
-use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate};
+use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// `autoshard_rank_queue` holds the updates; `autoshard_rank_queue_heads`
-/// the next sequence number of each queue shard, so numbers are never reused
-/// when a shard runs empty (a `flush` compares them with a mark taken
-/// earlier); `autoshard_rank_dead_letters` the rows a worker could not
-/// apply, moved aside.
-const SCHEMA: &str = "
+/// In the queue's file: `autoshard_rank_queue` holds the updates;
+/// `autoshard_rank_queue_heads` the next sequence number of each queue
+/// shard, so numbers are never reused when a shard runs empty (a `flush`
+/// compares them with a mark taken earlier, and the applied-through marks
+/// rely on them).
+const QUEUE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
     board INTEGER NOT NULL,
     queue INTEGER NOT NULL,
@@ -30,6 +42,18 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
     board INTEGER NOT NULL,
     queue INTEGER NOT NULL,
     next INTEGER NOT NULL,
+    PRIMARY KEY (board, queue)
+) STRICT, WITHOUT ROWID;
+";
+
+/// In the board's file: `autoshard_rank_applied` the applied-through mark
+/// of each queue shard; `autoshard_rank_dead_letters` the rows a worker
+/// could not apply, moved aside.
+const BOARD_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS autoshard_rank_applied (
+    board INTEGER NOT NULL,
+    queue INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
     PRIMARY KEY (board, queue)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS autoshard_rank_dead_letters (
@@ -45,11 +69,15 @@ CREATE INDEX IF NOT EXISTS autoshard_rank_dead_letters_board
     ON autoshard_rank_dead_letters (board, id);
 ";
 
-/// Creates the queue tables if needed; the key handles of one file share
-/// their queue state by (`None` for an in-memory database, which has no
-/// name to share by).
+/// Creates the queue's tables if needed (moving a queue an earlier version
+/// kept in the board's file to the queue's); the key handles of one file
+/// share their queue state by (`None` for an in-memory database, which has
+/// no name to share by).
 pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
-    db.write(|tx| Ok(tx.execute_batch(SCHEMA)?))?;
+    let queue = db.queue_db()?;
+    queue.write(|tx| Ok(tx.execute_batch(QUEUE_SCHEMA)?))?;
+    db.write(|tx| Ok(tx.execute_batch(BOARD_SCHEMA)?))?;
+    move_legacy_queue(db, queue)?;
     db.with_conn(|conn| {
         Ok(conn.path().filter(|p| !p.is_empty()).map(|p| {
             let file = std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
@@ -58,11 +86,76 @@ pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
     })
 }
 
-/// One transaction appending `items` to their queue shards, each shard's
-/// items numbered in order from the shard's head.
+/// A queue kept in the board's file (before the queue had a file of its
+/// own) moves to the queue's file: rows copied with their sequence numbers
+/// (`OR IGNORE`, heads raised to at least theirs, so a copy repeated after
+/// a crash changes nothing), then the old tables dropped. Those rows were
+/// never applied (the old worker deleted what it applied in the same
+/// transaction), which is what a missing applied-through mark says.
+fn move_legacy_queue(db: &Sqlite, queue: &Sqlite) -> Result<()> {
+    type Legacy = (
+        Vec<(
+            i64,
+            i64,
+            i64,
+            rusqlite::types::Value,
+            rusqlite::types::Value,
+        )>,
+        Vec<(i64, i64, i64)>,
+    );
+    let legacy: Option<Legacy> = db.read(|tx| {
+        let exists = tx
+            .prepare_cached(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_queue'",
+            )?
+            .exists([])?;
+        if !exists {
+            return Ok(None);
+        }
+        let mut rows = tx.prepare("SELECT board, queue, seq, player, score FROM autoshard_rank_queue")?;
+        let rows = rows
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut heads = tx.prepare("SELECT board, queue, next FROM autoshard_rank_queue_heads")?;
+        let heads = heads
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Some((rows, heads)))
+    })?;
+    let Some((rows, heads)) = legacy else {
+        return Ok(());
+    };
+    queue.write(|tx| {
+        let mut insert = tx.prepare_cached(
+            "INSERT OR IGNORE INTO autoshard_rank_queue (board, queue, seq, player, score) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for (board, queue, seq, player, score) in &rows {
+            insert.execute(params![board, queue, seq, player, score])?;
+        }
+        let mut head = tx.prepare_cached(
+            "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (board, queue) DO UPDATE SET next = max(next, excluded.next)",
+        )?;
+        for (board, queue, next) in &heads {
+            head.execute(params![board, queue, next])?;
+        }
+        Ok(())
+    })?;
+    db.write(|tx| {
+        Ok(tx.execute_batch(
+            "DROP TABLE IF EXISTS autoshard_rank_queue; \
+             DROP TABLE IF EXISTS autoshard_rank_queue_heads;",
+        )?)
+    })?;
+    Ok(())
+}
+
+/// One transaction on the queue's file appending `items` to their queue
+/// shards, each shard's items numbered in order from the shard's head.
 pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<()> {
     let shards = queue_shards(items);
-    db.write(|tx| {
+    db.queue_db()?.write(|tx| {
         let mut head = tx.prepare_cached(
             "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
              ON CONFLICT (board, queue) DO UPDATE SET next = next + excluded.next \
@@ -85,19 +178,32 @@ pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<
     Ok(())
 }
 
-pub(super) fn queued(db: &Sqlite, board: i64) -> Result<u64> {
+/// The board's applied-through marks, by queue shard (from the board's
+/// file; read before the queue's, see `BoardStore::queued`).
+fn applied_marks(db: &Sqlite, board: i64) -> Result<HashMap<u32, i64>> {
     db.read(|tx| {
-        let n: i64 = tx
-            .prepare_cached("SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1")?
-            .query_row([board], |r| r.get(0))?;
-        Ok(n as u64)
+        let mut stmt =
+            tx.prepare_cached("SELECT queue, seq FROM autoshard_rank_applied WHERE board = ?1")?;
+        let rows = stmt.query_map([board], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     })
+}
+
+pub(super) fn queued(db: &Sqlite, board: i64) -> Result<u64> {
+    let applied = applied_marks(db, board)?;
+    // Every row of each shard, also one written past its head behind the
+    // library's back.
+    let all: Vec<(u32, i64)> = marks(db, board)?
+        .into_iter()
+        .map(|(queue, _)| (queue, i64::MAX))
+        .collect();
+    below(db, board, &all, &applied, true)
 }
 
 /// `(queue shard, next sequence number)`: every update committed so far is
 /// below its shard's mark.
 pub(super) fn marks(db: &Sqlite, board: i64) -> Result<Vec<(u32, i64)>> {
-    db.read(|tx| {
+    db.queue_db()?.read(|tx| {
         let mut stmt = tx.prepare_cached(
             "SELECT queue, next FROM autoshard_rank_queue_heads WHERE board = ?1",
         )?;
@@ -106,46 +212,109 @@ pub(super) fn marks(db: &Sqlite, board: i64) -> Result<Vec<(u32, i64)>> {
     })
 }
 
-/// Updates below the marks that are still queued; with `count` false, only
-/// whether there is any (one index seek per shard).
-pub(super) fn below(db: &Sqlite, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
-    db.read(|tx| below_in(tx, board, marks, count))
+/// Updates below the marks and above the applied-through marks that are
+/// still queued; with `count` false, only whether there is any.
+pub(super) fn unapplied_below(
+    db: &Sqlite,
+    board: i64,
+    marks: &[(u32, i64)],
+    count: bool,
+) -> Result<u64> {
+    let applied = applied_marks(db, board)?;
+    below(db, board, marks, &applied, count)
 }
 
-fn below_in(tx: &Transaction<'_>, board: i64, marks: &[(u32, i64)], count: bool) -> Result<u64> {
-    let sql = if count {
-        "SELECT count(*) FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq < ?3"
-    } else {
-        "SELECT EXISTS (SELECT 1 FROM autoshard_rank_queue \
-         WHERE board = ?1 AND queue = ?2 AND seq < ?3)"
-    };
-    let mut stmt = tx.prepare_cached(sql)?;
-    let mut total = 0;
-    for &(queue, mark) in marks {
-        let n: i64 = stmt.query_row(params![board, queue, mark], |r| r.get(0))?;
-        total += n as u64;
-        if n > 0 && !count {
-            break;
+/// One index seek per shard (`count` false), or one range count.
+fn below(
+    db: &Sqlite,
+    board: i64,
+    marks: &[(u32, i64)],
+    applied: &HashMap<u32, i64>,
+    count: bool,
+) -> Result<u64> {
+    db.queue_db()?.read(|tx| {
+        let sql = if count {
+            "SELECT count(*) FROM autoshard_rank_queue \
+             WHERE board = ?1 AND queue = ?2 AND seq > ?3 AND seq < ?4"
+        } else {
+            "SELECT EXISTS (SELECT 1 FROM autoshard_rank_queue \
+             WHERE board = ?1 AND queue = ?2 AND seq > ?3 AND seq < ?4)"
+        };
+        let mut stmt = tx.prepare_cached(sql)?;
+        let mut total = 0;
+        for &(queue, mark) in marks {
+            let after = applied.get(&queue).copied().unwrap_or(NOTHING_APPLIED);
+            let n: i64 = stmt.query_row(params![board, queue, after, mark], |r| r.get(0))?;
+            total += n as u64;
+            if n > 0 && !count {
+                break;
+            }
         }
-    }
-    Ok(total)
+        Ok(total)
+    })
+}
+
+/// Queue shard `queue`'s applied-through mark, in the board transaction.
+pub(super) fn applied(tx: &Transaction<'_>, board: i64, queue: u32) -> Result<i64> {
+    let seq = tx
+        .prepare_cached("SELECT seq FROM autoshard_rank_applied WHERE board = ?1 AND queue = ?2")?
+        .query_row(params![board, queue], |r| r.get(0))
+        .optional()?;
+    Ok(seq.unwrap_or(NOTHING_APPLIED))
+}
+
+/// Moves board `board`'s write generation (`autoshard_rank_generations`,
+/// in the board's file: `Sqlite::ensure_generations`); the value before.
+pub(super) fn bump_generation(tx: &Transaction<'_>, board: i64) -> Result<u64> {
+    let after: i64 = tx
+        .prepare_cached(
+            "INSERT INTO autoshard_rank_generations (board, generation) VALUES (?1, 1) \
+             ON CONFLICT (board) DO UPDATE SET generation = generation + 1 \
+             RETURNING generation",
+        )?
+        .query_row([board], |r| r.get(0))?;
+    Ok(after as u64 - 1)
+}
+
+pub(super) fn set_applied(tx: &Transaction<'_>, board: i64, queue: u32, seq: i64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO autoshard_rank_applied (board, queue, seq) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (board, queue) DO UPDATE SET seq = excluded.seq",
+    )?
+    .execute(params![board, queue, seq])?;
+    Ok(())
 }
 
 /// Appends up to `limit` of shard `queue`'s oldest rows to `out`, a row
 /// that is not an update (a player that is not UTF-8 text, a score that is
 /// not an integer: damage, or a hand edit) marked unreadable.
 pub(super) fn take(
+    db: &Sqlite,
+    board: i64,
+    (queue, after): (u32, i64),
+    limit: usize,
+    out: &mut Vec<QueuedRow>,
+) -> Result<()> {
+    let start = out.len();
+    db.queue_db()?.read(|tx| {
+        // A read retried after `BUSY` starts over.
+        out.truncate(start);
+        take_in(tx, board, (queue, after), limit, out)
+    })
+}
+
+fn take_in(
     tx: &Transaction<'_>,
     board: i64,
-    queue: u32,
+    (queue, after): (u32, i64),
     limit: usize,
     out: &mut Vec<QueuedRow>,
 ) -> Result<()> {
     let mut select = tx.prepare_cached(
         "SELECT seq, player, score FROM autoshard_rank_queue \
-         WHERE board = ?1 AND queue = ?2 ORDER BY seq LIMIT ?3",
+         WHERE board = ?1 AND queue = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
     )?;
-    let mut rows = select.query(params![board, queue, limit as i64])?;
+    let mut rows = select.query(params![board, queue, after, limit as i64])?;
     while let Some(row) = rows.next()? {
         let mut unreadable = Vec::new();
         let player = match row.get_ref(1)? {
@@ -182,14 +351,19 @@ pub(super) fn take(
     Ok(())
 }
 
-/// Deletes shard `queue`'s updates up to sequence `through`; how many.
-pub(super) fn delete(tx: &Transaction<'_>, board: i64, queue: u32, through: i64) -> Result<u64> {
-    let deleted = tx
-        .prepare_cached(
+/// One transaction on the queue's file deleting each shard's updates up to
+/// its sequence number in `through`.
+pub(super) fn delete(db: &Sqlite, board: i64, through: &[(u32, i64)]) -> Result<()> {
+    db.queue_db()?.write(|tx| {
+        let mut delete = tx.prepare_cached(
             "DELETE FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 AND seq <= ?3",
-        )?
-        .execute(params![board, queue, through])?;
-    Ok(deleted as u64)
+        )?;
+        for &(queue, seq) in through {
+            delete.execute(params![board, queue, seq])?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// Stores a row a worker cannot apply in the board's dead letters.
@@ -241,114 +415,5 @@ pub(super) fn delete_dead_letter(db: &Sqlite, board: i64, id: i64) -> Result<boo
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::error::{Error, Result};
-    use crate::ranking::{Ranking, RankingConfig};
-    use crate::Sqlite;
-    use std::sync::Barrier;
-    use std::time::Duration;
-
-    /// Group commit: 8 threads enqueueing at once need fewer transactions
-    /// than enqueues. One transaction per call (the bug this guards
-    /// against) makes `commits == enqueues` and fails the assertion.
-    #[test]
-    fn concurrent_enqueues_share_commits() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Sqlite::open(dir.path().join("q.db")).unwrap();
-        let board = Ranking::create(&db, "b", RankingConfig::new(0..1_000).queues(3)).unwrap();
-        let (threads, each) = (8, 100);
-        let start = Barrier::new(threads);
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                let (board, start) = (&board, &start);
-                s.spawn(move || {
-                    start.wait();
-                    for n in 0..each {
-                        board.enqueue(&format!("p{t}-{n}"), n as i64).unwrap();
-                    }
-                });
-            }
-        });
-        let enqueues = (threads * each) as u64;
-        let commits = board.group_commits().unwrap();
-        assert_eq!(board.queued().unwrap(), enqueues);
-        assert!(
-            commits < enqueues * 3 / 4,
-            "{commits} commits for {enqueues} enqueues"
-        );
-        // Sequence numbers are dense per shard and never reused.
-        let stats = board.worker().drain().unwrap();
-        assert_eq!(stats.updates, enqueues);
-        board.enqueue("late", 1).unwrap();
-        let seqs: Vec<i64> = db
-            .read(|tx| {
-                let mut s = tx.prepare("SELECT seq FROM autoshard_rank_queue")?;
-                let rows = s.query_map([], |r| r.get(0))?;
-                Ok(rows.collect::<rusqlite::Result<_>>()?)
-            })
-            .unwrap();
-        assert_eq!(seqs.len(), 1);
-        assert!(seqs[0] > 0, "a drained shard restarted its sequence");
-    }
-
-    /// Another connection holds the write lock, so group commits fail with
-    /// `Busy`: every caller gets the error, the leader's followers included,
-    /// and nothing is queued.
-    #[test]
-    fn a_failed_group_commit_fails_every_caller_in_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let db = Sqlite::builder(&path)
-            .busy_timeout(Duration::from_millis(200))
-            .max_attempts(1)
-            .open()
-            .unwrap();
-        let board = Ranking::create(&db, "b", RankingConfig::new(0..100)).unwrap();
-        // Creates the queue tables before the blocker takes the lock.
-        assert_eq!(board.group_commits().unwrap(), 0);
-        let blocker = rusqlite::Connection::open(&path).unwrap();
-        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let threads = 8;
-        let start = Barrier::new(threads);
-        let results: Vec<Result<()>> = std::thread::scope(|s| {
-            let calls: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (board, start) = (&board, &start);
-                    s.spawn(move || {
-                        start.wait();
-                        board.enqueue(&format!("p{t}"), 1)
-                    })
-                })
-                .collect();
-            calls.into_iter().map(|c| c.join().unwrap()).collect()
-        });
-        for result in &results {
-            assert!(
-                matches!(result, Err(Error::Busy { attempts: 1 })),
-                "{result:?}"
-            );
-        }
-        let commits = board.group_commits().unwrap();
-        assert!(
-            commits < threads as u64,
-            "no batch had followers: {commits}"
-        );
-        blocker.execute_batch("ROLLBACK").unwrap();
-        assert_eq!(board.queued().unwrap(), 0);
-        board.enqueue("after", 2).unwrap();
-        assert_eq!(board.queued().unwrap(), 1);
-    }
-
-    #[test]
-    fn a_handle_of_the_same_file_shares_the_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let db = Sqlite::open(&path).unwrap();
-        let board = Ranking::create(&db, "b", RankingConfig::new(0..10)).unwrap();
-        let other = Ranking::open(&Sqlite::open(&path).unwrap(), "b").unwrap();
-        let memory = Sqlite::memory().unwrap();
-        let in_memory = Ranking::create(&memory, "b", RankingConfig::new(0..10)).unwrap();
-        assert!(board.shares_queue_with(&other).unwrap());
-        assert!(!board.shares_queue_with(&in_memory).unwrap());
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;
