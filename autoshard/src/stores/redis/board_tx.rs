@@ -578,6 +578,12 @@ impl Storage for BoardTx<'_> {
         Ok(())
     }
 
+    fn clear(&self) -> Result<()> {
+        Err(Error::InvalidRanking {
+            reason: "Redis boards cannot be reset yet".into(),
+        })
+    }
+
     fn board_name(&self) -> &str {
         self.name
     }
