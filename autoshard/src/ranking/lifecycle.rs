@@ -2,7 +2,8 @@
 //! emptying one.
 //!
 //! Board ids are never handed out twice (SQLite keeps a deleted board's row
-//! as a tombstone, PostgreSQL ids are an identity column), and every
+//! as a tombstone, PostgreSQL ids are an identity column, Redis ids are
+//! random and a deleted board's version key a tombstone), and every
 //! transaction of a handle first checks that its id still names its board.
 //! So a handle of a deleted board fails with [`Error::RankingNotFound`]
 //! instead of reading or writing under the old id, and a board created
@@ -35,8 +36,7 @@ impl Ranking {
     ///
     /// # Errors
     ///
-    /// A store error; [`Error::InvalidRanking`] on a store without board
-    /// lifecycle (Redis Cluster, for now).
+    /// A store error.
     pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
         db.__boards().0.list_boards()
     }
@@ -47,7 +47,8 @@ impl Ranking {
     /// wait for it: on PostgreSQL it takes only this board's lock and
     /// deletes only its rows, in one transaction; on SQLite (one writer per
     /// file) it marks the board deleted and then deletes its rows in
-    /// batches of a few thousand, each its own short transaction.
+    /// batches of a few thousand, each its own short transaction; on Redis
+    /// Cluster it is one script on the board's slot.
     ///
     /// Handles of the deleted board fail with [`Error::RankingNotFound`]
     /// from then on, also after a board of the same name is created, which
@@ -74,10 +75,10 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::InvalidName`] for a name [`create`](Ranking::create) would
-    /// refuse, a store error, or [`Error::InvalidRanking`] on a store
-    /// without board lifecycle. A failed delete on SQLite may have marked
+    /// refuse, or a store error. A failed delete on SQLite may have marked
     /// the board deleted and left some of its rows: the next delete of any
-    /// board finishes them.
+    /// board finishes them. On Redis Cluster it may have deleted the board
+    /// and left its name registered: deleting it again finishes.
     pub fn delete(db: &impl RankingStore, name: &str) -> Result<bool> {
         check_board_name(name)?;
         db.__boards().0.delete_board(name)
@@ -110,8 +111,9 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::RankingNotFound`] if the board was deleted; a store error
-    /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue shard for
-    /// two seconds, or on a store without board lifecycle.
+    /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
+    /// shard for two seconds; [`Error::Unsupported`] on Redis Cluster (not
+    /// yet).
     pub fn reset(&self) -> Result<()> {
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was

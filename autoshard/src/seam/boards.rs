@@ -187,11 +187,7 @@ pub(crate) trait BoardStore: Send + Sync {
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool>;
 
     /// The names of the boards, sorted.
-    ///
-    /// The default is for a store without board lifecycle yet.
-    fn list_boards(&self) -> Result<Vec<String>> {
-        Err(no_lifecycle())
-    }
+    fn list_boards(&self) -> Result<Vec<String>>;
 
     /// Deletes board `name`: its row, tree rows, players (entry data
     /// included), queued updates, applied-through marks, dead letters and
@@ -201,15 +197,7 @@ pub(crate) trait BoardStore: Send + Sync {
     /// whose delete did not commit) is never read, and a handle of the
     /// deleted board finds its id gone ([`BoardStore::read_board`] and
     /// [`BoardStore::write_board`] fail with [`Error::RankingNotFound`]).
-    fn delete_board(&self, _name: &str) -> Result<bool> {
-        Err(no_lifecycle())
-    }
-}
-
-fn no_lifecycle() -> Error {
-    Error::InvalidRanking {
-        reason: "this store cannot list or delete boards yet".into(),
-    }
+    fn delete_board(&self, name: &str) -> Result<bool>;
 }
 
 /// Which vector of a score-tree node a row holds.

@@ -135,6 +135,9 @@ impl<'a> BoardTx<'a> {
             other => return Err(self.unexpected(format!("{other:?}"))),
         }
         let seen = reply.next().and_then(bytes).unwrap_or_default();
+        if seen == super::lifecycle::DELETED.as_bytes() {
+            return Err(super::lifecycle::not_found(self.name));
+        }
         self.version
             .borrow_mut()
             .get_or_insert_with(|| String::from_utf8_lossy(&seen).into_owned());
@@ -579,8 +582,9 @@ impl Storage for BoardTx<'_> {
     }
 
     fn clear(&self) -> Result<()> {
-        Err(Error::InvalidRanking {
-            reason: "Redis boards cannot be reset yet".into(),
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "resetting ranking boards",
         })
     }
 
