@@ -300,6 +300,13 @@ impl Storage for CachedTx<'_> {
         Ok(())
     }
 
+    // A worker never clears; if one did, what it cached would be wrong.
+    fn clear(&self) -> Result<()> {
+        Err(crate::error::Error::InvalidRanking {
+            reason: "a queue worker's cached transaction cannot clear its board".into(),
+        })
+    }
+
     // Everything else goes to the store as it is.
 
     fn claim_queue(&self, queue: u32) -> Result<bool> {

@@ -48,6 +48,7 @@ mod apply;
 mod cache;
 mod config;
 mod integrity;
+mod lifecycle;
 #[cfg(test)]
 pub(crate) mod memory;
 mod policy;

@@ -121,6 +121,8 @@ pub(crate) trait BoardStore: Send + Sync {
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>>;
 
     /// Runs `f` in one read transaction: every read sees one snapshot.
+    /// [`Error::RankingNotFound`] if the board was deleted (its id no longer
+    /// names a board called `board.name`); so does `write_board`.
     fn read_board(
         &self,
         board: Board<'_>,
@@ -183,6 +185,19 @@ pub(crate) trait BoardStore: Send + Sync {
 
     /// Deletes dead letter `id` of the board; whether there was one.
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool>;
+
+    /// The names of the boards, sorted.
+    fn list_boards(&self) -> Result<Vec<String>>;
+
+    /// Deletes board `name`: its row, tree rows, players (entry data
+    /// included), queued updates, applied-through marks, dead letters and
+    /// write generation; whether there was one. Takes no lock another
+    /// board's writer waits for. A board id is never given to another
+    /// board afterwards, so whatever a crash leaves under it (queued rows
+    /// whose delete did not commit) is never read, and a handle of the
+    /// deleted board finds its id gone ([`BoardStore::read_board`] and
+    /// [`BoardStore::write_board`] fail with [`Error::RankingNotFound`]).
+    fn delete_board(&self, name: &str) -> Result<bool>;
 }
 
 /// Which vector of a score-tree node a row holds.
@@ -381,6 +396,12 @@ pub(crate) trait Storage {
     /// Calls `f(score, height, idx, vector)` for every arrival-tree node,
     /// ordered by `(score, height, idx)`.
     fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()>;
+
+    /// Deletes every score-tree row, arrival-tree node and player (entry
+    /// data included) of the board, and its dead letters, in this write
+    /// transaction: what a reset empties. A locking backend first takes the
+    /// whole board for itself.
+    fn clear(&self) -> Result<()>;
 
     /// The board's name, for error messages.
     fn board_name(&self) -> &str;

@@ -506,6 +506,24 @@ impl Storage for MemoryTx<'_> {
         Ok(())
     }
 
+    // The reference takes nothing to lock: it has one writer at a time.
+    fn clear(&self) -> Result<()> {
+        self.rule(Who::Writers, "clear", |_| Ok(()));
+        let mut tables = self.tables_mut();
+        let (queue, applied) = (
+            std::mem::take(&mut tables.queue),
+            std::mem::take(&mut tables.applied),
+        );
+        // The queue and the marks are not the tree's: a reset moves the
+        // marks itself, and the queue lives outside the board's storage.
+        *tables = Tables {
+            queue,
+            applied,
+            ..Tables::default()
+        };
+        Ok(())
+    }
+
     fn delete_player(&self, player: &str) -> Result<()> {
         self.rule(Who::Writers, "delete_player", |p| {
             p.player_locked(player)?;

@@ -205,6 +205,8 @@ impl Ranking {
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
+        // A deleted board's handle fails here (`enqueue` does not check).
+        self.read(|_, _| Ok(()))?;
         let state = self.queue_state()?;
         let boards = &self.inner.boards;
         let marks = boards.queue_marks(self.inner.id)?;
@@ -227,7 +229,7 @@ impl Ranking {
     /// This process's queue coordination for the board, creating the queue
     /// tables on first use. Every public queue call goes through here
     /// before it touches the queue tables.
-    fn queue_state(&self) -> Result<Arc<QueueState>> {
+    pub(in crate::ranking) fn queue_state(&self) -> Result<Arc<QueueState>> {
         if let Some(state) = self.inner.queue.get() {
             return Ok(state.clone());
         }

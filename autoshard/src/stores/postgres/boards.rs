@@ -21,6 +21,7 @@
 //! board that keeps entry data is created; boards that keep none never name
 //! it.
 
+use super::lifecycle::{self, LifecycleSql};
 use super::queue::{self, QueueSql};
 use super::{Postgres, Tx};
 use crate::error::{Error, Result};
@@ -45,6 +46,7 @@ pub(crate) const EXCLUSIVE_ABOVE: usize = 64;
 /// in; built once per store handle.
 pub(super) struct Sql {
     queue: QueueSql,
+    lifecycle: LifecycleSql,
     /// Text for `to_regclass`: the table created last.
     probe: String,
     create: String,
@@ -89,6 +91,7 @@ impl Sql {
         let players = format!("{schema}.autoshard_rank_players");
         Sql {
             queue: QueueSql::new(schema),
+            lifecycle: LifecycleSql::new(schema),
             probe: players.clone(),
             // `bigint` positions: every idx and arrival is below 2^63 (see
             // `Storage`). Not UNIQUE on (score, arrival): see sqlite.rs.
@@ -352,7 +355,11 @@ impl BoardStore for Postgres {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.read_snapshot(|tx| f(&self.board_tx(tx, board)))
+        let sql = &self.boards_sql().lifecycle;
+        self.read_snapshot(|tx| {
+            lifecycle::check_alive(tx, sql, board)?;
+            f(&self.board_tx(tx, board))
+        })
     }
 
     // READ COMMITTED whatever the store's mode: the writer locks what it
@@ -396,6 +403,16 @@ impl BoardStore for Postgres {
 
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
         queue::delete_dead_letter(self, &self.boards_sql().queue, board, id)
+    }
+
+    fn list_boards(&self) -> Result<Vec<String>> {
+        let sql = self.boards_sql();
+        self.list(&sql.lifecycle, &sql.probe)
+    }
+
+    fn delete_board(&self, name: &str) -> Result<bool> {
+        let sql = self.boards_sql();
+        self.delete(&sql.lifecycle, sql.lock_seed, &sql.probe, name)
     }
 }
 
@@ -490,9 +507,31 @@ impl PgTx<'_, '_> {
             return Ok(());
         }
         self.execute(&self.sql.lock, &[&taken, &board_first])?;
+        if board_first {
+            self.check_alive()?;
+        }
         self.board_lock.set(BoardLock::Shared);
         self.held.borrow_mut().extend(keys);
         Ok(())
+    }
+
+    /// Takes the board alone (no lock held yet) and checks it still
+    /// exists.
+    fn lock_exclusive(&self) -> Result<()> {
+        self.execute(&self.sql.lock_board, &[&self.key(b'b', &[])])?;
+        self.board_lock.set(BoardLock::Exclusive);
+        self.check_alive()
+    }
+
+    /// Called right after the board's lock is taken: a delete that
+    /// committed while this transaction waited for it shows now (`READ
+    /// COMMITTED`), and nothing gets written under a deleted board's id.
+    fn check_alive(&self) -> Result<()> {
+        let board = Board {
+            id: self.board,
+            name: self.name,
+        };
+        lifecycle::check_alive(&mut self.tx.borrow_mut(), &self.sql.lifecycle, board)
     }
 
     fn node_key(&self, height: u32, idx: u64, shard: u32) -> i64 {
@@ -513,8 +552,7 @@ impl Storage for PgTx<'_, '_> {
         keys.sort_unstable();
         keys.dedup();
         if self.board_lock.get() == BoardLock::None && keys.len() > EXCLUSIVE_ABOVE {
-            self.execute(&self.sql.lock_board, &[&self.key(b'b', &[])])?;
-            self.board_lock.set(BoardLock::Exclusive);
+            self.lock_exclusive()?;
             return Ok(());
         }
         self.lock(keys)
@@ -757,6 +795,20 @@ impl Storage for PgTx<'_, '_> {
         let tx = &mut self.tx.borrow_mut();
         let at = (queue, seq);
         queue::dead_letter(tx, &self.sql.queue, self.board, at, player, score, reason)
+    }
+
+    fn clear(&self) -> Result<()> {
+        match self.board_lock.get() {
+            BoardLock::Exclusive => {}
+            BoardLock::None => self.lock_exclusive()?,
+            // Upgrading could deadlock with another upgrader.
+            BoardLock::Shared => {
+                return Err(Error::InvalidRanking {
+                    reason: "clear must come first in its transaction".into(),
+                })
+            }
+        }
+        lifecycle::clear(&mut self.tx.borrow_mut(), &self.sql.lifecycle, self.board)
     }
 
     fn board_name(&self) -> &str {

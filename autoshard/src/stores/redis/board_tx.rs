@@ -135,6 +135,9 @@ impl<'a> BoardTx<'a> {
             other => return Err(self.unexpected(format!("{other:?}"))),
         }
         let seen = reply.next().and_then(bytes).unwrap_or_default();
+        if seen == super::lifecycle::DELETED.as_bytes() {
+            return Err(super::lifecycle::not_found(self.name));
+        }
         self.version
             .borrow_mut()
             .get_or_insert_with(|| String::from_utf8_lossy(&seen).into_owned());
@@ -576,6 +579,13 @@ impl Storage for BoardTx<'_> {
             f(score, h, idx, &v)?;
         }
         Ok(())
+    }
+
+    fn clear(&self) -> Result<()> {
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "resetting ranking boards",
+        })
     }
 
     fn board_name(&self) -> &str {

@@ -94,7 +94,7 @@ impl BoardKeys {
 }
 
 /// The board registry of a prefix, on a slot of its own.
-fn registry(prefix: &str) -> String {
+pub(super) fn registry(prefix: &str) -> String {
     let slot = key_slot(format!("{prefix}/boards").as_bytes());
     format!("{prefix}:{{{}}}:boards", tag(slot))
 }
@@ -113,7 +113,7 @@ fn record(id: i64, spec: &BoardSpec) -> String {
     )
 }
 
-fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
+pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
     let corrupt = || Error::Corrupt {
         kind: "ranking",
         id: name.to_owned(),
@@ -308,6 +308,14 @@ impl BoardStore for RedisCluster {
     // cluster cannot be told for sure from their seed addresses.
     fn prepare_queue(&self) -> Result<Option<String>> {
         Ok(None)
+    }
+
+    fn list_boards(&self) -> Result<Vec<String>> {
+        self.list()
+    }
+
+    fn delete_board(&self, name: &str) -> Result<bool> {
+        self.delete(name)
     }
 
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {

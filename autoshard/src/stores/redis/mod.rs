@@ -27,6 +27,7 @@ mod entities;
 mod error;
 mod exec;
 mod keys;
+mod lifecycle;
 mod scripts;
 
 use crate::error::{Error, Result};

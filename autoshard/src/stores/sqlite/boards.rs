@@ -29,7 +29,7 @@
 //! players' places, and no order of single-row writes would then keep a
 //! unique index satisfied in between. `check_integrity` checks uniqueness.
 
-use super::{queue, Sqlite};
+use super::{lifecycle, queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
@@ -191,7 +191,10 @@ impl BoardStore for Sqlite {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.read(|tx| f(&SqliteTx::new(self, tx, board)))
+        self.read(|tx| {
+            lifecycle::check_alive(tx, board)?;
+            f(&SqliteTx::new(self, tx, board))
+        })
     }
 
     fn write_board(
@@ -200,8 +203,11 @@ impl BoardStore for Sqlite {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
         self.ensure_generations()?;
-        self.write(|tx| f(&SqliteTx::new(self, tx, board)))
-            .map(drop)
+        self.write(|tx| {
+            lifecycle::check_alive(tx, board)?;
+            f(&SqliteTx::new(self, tx, board))
+        })
+        .map(drop)
     }
 
     fn prepare_queue(&self) -> Result<Option<String>> {
@@ -234,6 +240,14 @@ impl BoardStore for Sqlite {
 
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool> {
         queue::delete_dead_letter(self, board, id)
+    }
+
+    fn list_boards(&self) -> Result<Vec<String>> {
+        lifecycle::list(self)
+    }
+
+    fn delete_board(&self, name: &str) -> Result<bool> {
+        lifecycle::delete(self, name)
     }
 }
 
@@ -610,6 +624,10 @@ impl Storage for SqliteTx<'_> {
         reason: &str,
     ) -> Result<()> {
         queue::dead_letter(self.tx, self.board, queue, seq, player, score, reason)
+    }
+
+    fn clear(&self) -> Result<()> {
+        lifecycle::clear(self.tx, self.board)
     }
 
     fn board_name(&self) -> &str {

@@ -12,6 +12,7 @@ mod boards;
 mod counts;
 mod entities;
 mod error;
+mod lifecycle;
 mod query;
 mod queue;
 mod schema;
