@@ -293,8 +293,11 @@ fn postgres_deleting_a_big_board_does_not_block_another_boards_writer() {
     });
     outcome.unwrap();
     eprintln!("10 writes to another board ended {ahead:.3} s before a delete of {deleting:?}");
+    // A blocked writer returns with the delete's commit (the control: a few
+    // ms after it); 20 ms ahead is well clear of that and of a loaded
+    // machine's slow writes.
     assert!(
-        ahead > 0.1,
+        ahead > 0.02,
         "the writes ended {ahead:.3} s before the delete's end"
     );
     assert_eq!(small.len().unwrap(), 10);
@@ -309,7 +312,7 @@ fn postgres_deleting_a_big_board_does_not_block_another_boards_writer() {
         "{outcome:?}"
     );
     assert!(
-        ahead < 0.05,
+        ahead < 0.02,
         "the write ended {ahead:.3} s before the delete's end"
     );
     assert_eq!(
