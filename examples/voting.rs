@@ -591,8 +591,14 @@ fn background_compaction(
         thousands(during.passes),
         thousands(during.rows_merged),
     );
+    // How far the compactor lags: the oldest waiting row's age.
+    let oldest = match stats.oldest_pending() {
+        Some(age) => format!("oldest {:.1} s", age.as_secs_f64()),
+        None => "none waiting".to_owned(),
+    };
     println!(
-        "  db.stats()       {} questions; votes {} rows, {} pending; views {} rows, {} pending  {}",
+        "  db.stats()       {} questions; votes {} rows, {} pending; views {} rows, {} pending, \
+         {oldest}  {}",
         stats.entities,
         thousands(stats.field("votes").map_or(0, |f| f.rows)),
         thousands(stats.field("votes").map_or(0, |f| f.pending)),

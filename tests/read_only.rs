@@ -165,3 +165,46 @@ fn recovers_once_the_file_is_writable() {
         assert_eq!(db.load::<Question>(&1).unwrap().unwrap().votes, 2);
     });
 }
+
+/// A database from before append times, read-only when a handle first
+/// uses it: the handle cannot add the column and goes on without it (reads
+/// and `stats` work, no age), its saves work once the file is writable
+/// (unstamped), and the next handle adds the column and stamps. With the
+/// `ADD COLUMN` failure propagated instead, the first load failed with
+/// `SqliteFailure(Error { code: ReadOnly, extended_code: 8 }, "attempt to
+/// write a readonly database")`.
+#[test]
+fn a_read_only_file_without_append_times_still_opens() {
+    let dir = open_dir();
+    let path = dir.path().join("old.db");
+    as_nobody(|| {
+        prepare(&path);
+        let first = Sqlite::open(&path).unwrap();
+        let mut q: Question = first.load(&1).unwrap().unwrap();
+        q.view();
+        first.save(&mut q).unwrap();
+        drop(first);
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch("ALTER TABLE as_shard_question DROP COLUMN appended_ms")
+            .unwrap();
+        drop(raw);
+        chmod_files(dir.path(), 0o444);
+        let db = Sqlite::open(&path).unwrap();
+        assert_eq!(db.load::<Question>(&1).unwrap().unwrap().views, 1);
+        let stats = db.stats::<Question>().unwrap();
+        assert_eq!(stats.field("views").unwrap().pending, 1);
+        assert_eq!(stats.oldest_pending(), None);
+
+        chmod_files(dir.path(), 0o644);
+        let mut q: Question = db.load(&1).unwrap().unwrap();
+        q.view();
+        save_with_retries(&db, &mut q, 10).unwrap();
+        assert_eq!(db.stats::<Question>().unwrap().oldest_pending(), None);
+        let reopened = Sqlite::open(&path).unwrap();
+        q.view();
+        reopened.save(&mut q).unwrap();
+        let stats = reopened.stats::<Question>().unwrap();
+        assert_eq!(stats.field("views").unwrap().pending, 3);
+        assert!(stats.oldest_pending().is_some());
+    });
+}

@@ -9,6 +9,7 @@
 use crate::auto_shards::AutoStats;
 use crate::error::Result;
 use crate::seam::{Census, EntityStore, Kind};
+use std::time::Duration;
 
 /// The shard rows of one kind, as [`Store::stats`](crate::Store::stats)
 /// counted them in one snapshot.
@@ -41,6 +42,16 @@ pub struct FieldStats {
     /// compacted), a static field's rows numbered `N` or above, an
     /// automatic field's rows numbered at or above their entity's count.
     pub pending: u64,
+    /// How long ago the oldest of the `pending` rows was appended, by the
+    /// database's clock: how far compaction lags. Only appends (a dynamic
+    /// field's saves) stamp a row, so `None` when nothing is pending, when
+    /// the pending rows predate the append-time column (a database made by
+    /// an older autoshard), on Redis Cluster (its rows carry no time), and
+    /// for a static or automatic field whose surplus rows were written in
+    /// place (left by a lowered shard count, not by saves waiting to be
+    /// folded); rows the field appended while it was dynamic keep their
+    /// age.
+    pub oldest_pending: Option<Duration>,
     /// For `shards = LOW..=HIGH`: how many entities have which count, and
     /// why; counted in a second snapshot, just after the first.
     pub automatic: Option<AutoStats>,
@@ -57,6 +68,12 @@ impl KindStats {
         self.fields.iter().map(|f| f.pending).sum()
     }
 
+    /// The oldest pending row's age over all fields; see
+    /// [`FieldStats::oldest_pending`].
+    pub fn oldest_pending(&self) -> Option<Duration> {
+        self.fields.iter().filter_map(|f| f.oldest_pending).max()
+    }
+
     pub(crate) fn new(kind: &Kind, census: Census) -> Self {
         let fields = kind
             .fields
@@ -71,6 +88,7 @@ impl KindStats {
                     Some(_) => counted.surplus,
                     None => counted.rows - counted.entities,
                 },
+                oldest_pending: counted.oldest_pending,
                 automatic: None,
             })
             .collect();
@@ -123,6 +141,9 @@ impl std::fmt::Display for KindStats {
                 "\n  {} ({sharding}): {} rows on {} entities, {} pending compaction",
                 field.name, field.rows, field.entities, field.pending
             )?;
+            if let Some(age) = field.oldest_pending {
+                write!(f, ", oldest {:.1} s ago", age.as_secs_f64())?;
+            }
         }
         Ok(())
     }

@@ -35,6 +35,11 @@ impl Question {
         self.votes += 1;
     }
 
+    #[shard_method]
+    pub fn view(&mut self) {
+        self.views += 1;
+    }
+
     #[shard_fold]
     fn fold_votes(a: i64, b: i64) -> i64 {
         a + b

@@ -243,6 +243,19 @@ pub(crate) struct FieldCensus {
     /// Rows whose shard number is `shards` or more (a static field's
     /// surplus); 0 for a dynamic field.
     pub surplus: u64,
+    /// How long ago, by the database's clock, the oldest row that
+    /// compaction would fold was appended: a row above its entity's first
+    /// one (dynamic) or numbered `shards` or more (static). `None` if no
+    /// such row carries an append time (`docs/design.md`, "Stats").
+    pub oldest_pending: Option<std::time::Duration>,
+}
+
+impl FieldCensus {
+    /// An age the database computed in milliseconds; a clock stepped back
+    /// since the append gives 0, not an error.
+    pub fn age(ms: i64) -> std::time::Duration {
+        std::time::Duration::from_millis(ms.max(0) as u64)
+    }
 }
 
 /// The entity operations a store implements, each one transaction (retried

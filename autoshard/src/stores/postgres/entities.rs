@@ -277,7 +277,9 @@ impl EntityStore for Postgres {
             .iter()
             .map(|f| f.shards.map_or(i64::MAX, i64::from))
             .collect();
-        let rows = self.read(|tx| Ok(tx.query(&tables.census, &[&names, &surplus_from])?))?;
+        let dynamic: Vec<bool> = kind.fields.iter().map(|f| f.shards.is_none()).collect();
+        let rows =
+            self.read(|tx| Ok(tx.query(&tables.census, &[&names, &surplus_from, &dynamic])?))?;
         let mut census = Census {
             entities: 0,
             fields: vec![FieldCensus::default(); names.len()],
@@ -290,6 +292,7 @@ impl EntityStore for Postgres {
                     rows: row.get::<_, i64>(2) as u64,
                     entities: row.get::<_, i64>(3) as u64,
                     surplus: row.get::<_, i64>(4) as u64,
+                    oldest_pending: row.get::<_, Option<i64>>(5).map(FieldCensus::age),
                 };
             }
         }

@@ -203,11 +203,18 @@ pub(crate) struct KindTables {
     /// `as_entity_k` as a `regclass` literal, and the column it may lack.
     entity_regclass: String,
     add_incarnation: String,
+    /// `as_shard_k` likewise, and the append-time column it may lack.
+    shard_regclass: String,
+    add_appended: String,
     /// Rows per compaction batch in the run under way, once a batch was
     /// cancelled by the server's `statement_timeout`; 0: the handle's
     /// `compaction_batch_rows`.
     pub compaction_rows: AtomicUsize,
 }
+
+/// Now, in Unix milliseconds, as the server has it: every writer stamps
+/// rows with one clock, and a statement reads it once.
+const NOW_MS: &str = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint";
 
 /// The value columns, in table order.
 pub(crate) const VALUES: &str = "int_value, real_value, text_value";
@@ -330,8 +337,8 @@ impl KindTables {
                      WHERE o.entity = $1 AND o.field = $2 AND o.shard <> $3)::text"
             ),
             append_shard: format!(
-                "INSERT INTO {shard} ({row}, {VALUES}) \
-                 VALUES ($1, $2, nextval('{sequence}'), $3, $4, $5)"
+                "INSERT INTO {shard} ({row}, {VALUES}, appended_ms) \
+                 VALUES ($1, $2, nextval('{sequence}'), $3, $4, $5, {NOW_MS})"
             ),
             count_shards: format!(
                 "SELECT EXISTS (SELECT 1 FROM {entity} WHERE id = $1), \
@@ -339,16 +346,24 @@ impl KindTables {
             ),
             // One statement, so one snapshot: a row per field named in $1
             // (one row with a NULL name if none), rows at or above its $2
-            // counted apart.
+            // counted apart, and the age in ms of the oldest stamped row
+            // compaction would fold: one of those, or ($3, a dynamic field)
+            // one above its entity's first row, which compaction folds into
+            // and keeps.
             census: format!(
-                "SELECT e.n, c.name, c.rows, c.entities, c.surplus \
+                "SELECT e.n, c.name, c.rows, c.entities, c.surplus, c.age \
                  FROM (SELECT count(*) AS n FROM {entity}) e LEFT JOIN ( \
                      SELECT f.name, count(s.entity) AS rows, \
                             count(DISTINCT s.entity) AS entities, \
-                            count(s.entity) FILTER (WHERE s.shard >= f.threshold) AS surplus \
-                     FROM unnest($1::text[], $2::bigint[]) AS f(name, threshold) \
+                            count(s.entity) FILTER (WHERE s.shard >= f.threshold) AS surplus, \
+                            {NOW_MS} - min(s.appended_ms) FILTER (WHERE \
+                                s.appended_ms IS NOT NULL AND (s.shard >= f.threshold \
+                                OR (f.dynamic AND s.shard > (SELECT min(o.shard) FROM {shard} o \
+                                    WHERE o.entity = s.entity AND o.field = s.field)))) AS age \
+                     FROM unnest($1::text[], $2::bigint[], $3::bool[]) \
+                          AS f(name, threshold, dynamic) \
                      LEFT JOIN {shard} s ON s.field = f.name \
-                     GROUP BY f.name, f.threshold \
+                     GROUP BY f.name, f.threshold, f.dynamic \
                  ) c ON true"
             ),
             scans,
@@ -369,6 +384,7 @@ impl KindTables {
                      int_value bigint,
                      real_value double precision,
                      text_value text,
+                     appended_ms bigint,
                      CONSTRAINT {shard_pk} PRIMARY KEY (entity, field, shard),
                      CONSTRAINT {shard_fk} FOREIGN KEY (entity)
                          REFERENCES {entity} (id) ON DELETE CASCADE,
@@ -386,6 +402,8 @@ impl KindTables {
             add_incarnation: format!(
                 "ALTER TABLE {entity} ADD COLUMN incarnation bigint NOT NULL DEFAULT 0"
             ),
+            shard_regclass: format!("'{}'", shard.replace('\'', "''")),
+            add_appended: format!("ALTER TABLE {shard} ADD COLUMN appended_ms bigint"),
             base,
             compaction_rows: AtomicUsize::new(0),
         })
@@ -439,8 +457,28 @@ impl KindTables {
         if !has_incarnation {
             tx.batch(&self.add_incarnation)?;
         }
+        // A shard table made before append times: its rows keep NULL, so
+        // `stats` reports no age for them.
+        if !has_column(tx, &self.shard_regclass, "appended_ms")? {
+            tx.batch(&self.add_appended)?;
+        }
         Ok(())
     }
+}
+
+/// Whether the table `regclass` (a literal) has the live column `name`.
+fn has_column(tx: &mut Tx<'_>, regclass: &str, name: &str) -> Result<bool> {
+    Ok(tx
+        .query_opt(
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute \
+                 WHERE attrelid = {regclass}::regclass AND attname = $1 \
+                 AND NOT attisdropped)"
+            ),
+            &[&name],
+        )?
+        .expect("one row")
+        .get(0))
 }
 
 impl registry::KindTables for KindTables {

@@ -7,6 +7,10 @@
 //! save running meanwhile may be counted with some of its pieces and not
 //! others, as a load may see it. An entity whose insert died before it
 //! joined the index is not counted (compaction does not see it either).
+//!
+//! A bucket entry carries no append time (stamping one would add a field to
+//! every appended entry and the server's clock to every save script), so
+//! `oldest_pending` stays `None` here.
 
 use super::entities::{decode_id, index_page, rows_of, Entity};
 use super::RedisCluster;

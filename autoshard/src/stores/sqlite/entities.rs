@@ -125,17 +125,19 @@ impl EntityStore for Sqlite {
             let entities: i64 = tx
                 .prepare_cached(&tables.count_entities)?
                 .query_row([], |r| r.get(0))?;
-            let mut count = tx.prepare_cached(&tables.count_field)?;
+            let mut count = tx.prepare_cached(tables.count_field())?;
             let fields = kind
                 .fields
                 .iter()
                 .map(|spec| {
                     let surplus_from = spec.shards.map_or(i64::MAX, i64::from);
-                    count.query_row((spec.name, surplus_from), |r| {
+                    let dynamic = spec.shards.is_none();
+                    count.query_row((spec.name, surplus_from, dynamic), |r| {
                         Ok(FieldCensus {
                             rows: r.get::<_, i64>(0)? as u64,
                             entities: r.get::<_, i64>(1)? as u64,
                             surplus: r.get::<_, i64>(2)? as u64,
+                            oldest_pending: r.get::<_, Option<i64>>(3)?.map(FieldCensus::age),
                         })
                     })
                 })
@@ -237,7 +239,7 @@ fn write_delta(
                 .execute((key, field, shard, &value))
         }
         None => tx
-            .prepare_cached(&tables.append_shard)?
+            .prepare_cached(tables.append_shard())?
             .execute((key, field, &delta.value)),
     };
     written.map(drop).map_err(|e| match constraint(&e) {

@@ -10,7 +10,10 @@
 //!   `(entity, field, shard)` and clustered on it (`WITHOUT ROWID`), so all
 //!   shards of one entity are adjacent. `ON DELETE CASCADE` from the entity,
 //!   and the foreign key makes a save to a deleted entity fail instead of
-//!   leaving orphan shards.
+//!   leaving orphan shards. `appended_ms` is when an append wrote the row
+//!   (Unix milliseconds by SQLite's clock), NULL for rows written in place
+//!   or folded into; tables made before it existed get the column, NULL in
+//!   every old row, when a handle first uses the kind.
 //!
 //! Both are `STRICT`: a value of the wrong type is an error, never a silent
 //! conversion. `autoshard_kinds` records which kind owns which table names.
@@ -21,6 +24,11 @@ use crate::naming::{quote, table_base};
 use crate::seam::Kind;
 use crate::stores::registry;
 use rusqlite::{OptionalExtension, Transaction};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Now, in Unix milliseconds, as the database has it: every writer stamps
+/// rows with one clock, and `'now'` is read once per statement.
+const NOW_MS: &str = "CAST(unixepoch('now', 'subsec') * 1000 AS INTEGER)";
 
 pub(crate) struct KindTables {
     base: String,
@@ -36,10 +44,10 @@ pub(crate) struct KindTables {
     pub select_field: String,
     pub sum_field: String,
     pub upsert_shard: String,
-    pub append_shard: String,
+    append_shard: [String; 2],
     pub count_shards: String,
     pub count_entities: String,
-    pub count_field: String,
+    count_field: [String; 2],
     pub scan_first: String,
     pub scan_after: String,
     pub scan_from: String,
@@ -49,6 +57,12 @@ pub(crate) struct KindTables {
     pub counts: Option<super::counts::CountSql>,
     entity_name: String,
     add_incarnation: String,
+    shard_name: String,
+    add_appended: String,
+    /// Whether the shard table has `appended_ms`: it lacks it when the
+    /// kind's tables predate it and the database was read-only when this
+    /// handle first used them.
+    timed: AtomicBool,
 }
 
 impl KindTables {
@@ -96,17 +110,39 @@ impl KindTables {
                 "INSERT INTO {shard} (entity, field, shard, value) VALUES (?1, ?2, ?3, ?4) \
                  ON CONFLICT (entity, field, shard) DO UPDATE SET value = excluded.value"
             ),
-            append_shard: format!(
-                "INSERT INTO {shard} (entity, field, shard, value) \
-                 SELECT ?1, ?2, coalesce(max(shard) + 1, 0), ?3 FROM {shard} \
-                 WHERE entity = ?1 AND field = ?2"
-            ),
+            // Unstamped and stamped (`timed`).
+            append_shard: [
+                (String::new(), String::new()),
+                (", appended_ms".to_owned(), format!(", {NOW_MS}")),
+            ]
+            .map(|(column, time)| {
+                format!(
+                    "INSERT INTO {shard} (entity, field, shard, value{column}) \
+                     SELECT ?1, ?2, coalesce(max(shard) + 1, 0), ?3{time} FROM {shard} \
+                     WHERE entity = ?1 AND field = ?2"
+                )
+            }),
             count_shards: format!("SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"),
             count_entities: format!("SELECT count(*) FROM {entity}"),
-            count_field: format!(
-                "SELECT count(*), count(DISTINCT entity), coalesce(sum(shard >= ?2), 0) \
-                 FROM {shard} WHERE field = ?1"
-            ),
+            // Then the age in ms of the oldest stamped row compaction would
+            // fold: numbered `?2` or above, or (`?3`, a dynamic field) above
+            // its entity's first row, which compaction folds into and keeps.
+            count_field: [
+                // Untimed: no age, with the same parameters.
+                "nullif(?3, ?3)".to_owned(),
+                format!(
+                    "{NOW_MS} - min(CASE WHEN appended_ms IS NOT NULL AND (shard >= ?2 OR (?3 AND \
+                     shard > (SELECT min(o.shard) FROM {shard} o \
+                              WHERE o.entity = s.entity AND o.field = s.field))) \
+                     THEN appended_ms END)"
+                ),
+            ]
+            .map(|age| {
+                format!(
+                    "SELECT count(*), count(DISTINCT entity), coalesce(sum(shard >= ?2), 0), \
+                     {age} FROM {shard} s WHERE field = ?1"
+                )
+            }),
             scan_first: format!("{scan} ORDER BY entity, field, shard"),
             scan_after: format!("{scan} WHERE entity > ?1 ORDER BY entity, field, shard"),
             scan_from: format!("{scan} WHERE entity >= ?1 ORDER BY entity, field, shard"),
@@ -124,6 +160,7 @@ impl KindTables {
                      field TEXT NOT NULL,
                      shard INTEGER NOT NULL,
                      value ANY NOT NULL,
+                     appended_ms INTEGER,
                      PRIMARY KEY (entity, field, shard)
                  ) STRICT, WITHOUT ROWID;"
             ),
@@ -134,6 +171,9 @@ impl KindTables {
             add_incarnation: format!(
                 "ALTER TABLE {entity} ADD COLUMN incarnation INTEGER NOT NULL DEFAULT 0"
             ),
+            shard_name: format!("as_shard_{base}"),
+            add_appended: format!("ALTER TABLE {shard} ADD COLUMN appended_ms INTEGER"),
+            timed: AtomicBool::new(true),
             base,
         })
     }
@@ -175,7 +215,33 @@ impl KindTables {
         if !has_incarnation {
             tx.execute_batch(&self.add_incarnation)?;
         }
+        let has_appended: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = 'appended_ms'",
+            [&self.shard_name],
+            |r| r.get(0),
+        )?;
+        // A read-only database stays usable: it goes on without append
+        // times (its appends fail anyway until it is writable, and then
+        // write no time until a handle adds the column).
+        let timed = has_appended
+            || match tx.execute_batch(&self.add_appended) {
+                Ok(()) => true,
+                Err(e) if super::error::needs_reopening(&e) => false,
+                Err(e) => return Err(e.into()),
+            };
+        self.timed.store(timed, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Appends a row to a dynamic field: `(entity, field, value)`.
+    pub fn append_shard(&self) -> &str {
+        &self.append_shard[usize::from(self.timed.load(Ordering::Relaxed))]
+    }
+
+    /// Counts a field's rows: `(field, surplus from, dynamic)` gives rows,
+    /// entities, surplus rows, and the oldest pending row's age in ms.
+    pub fn count_field(&self) -> &str {
+        &self.count_field[usize::from(self.timed.load(Ordering::Relaxed))]
     }
 }
 
