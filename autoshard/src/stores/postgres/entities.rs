@@ -10,8 +10,8 @@ use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::seam::query::{ScanPlan, Scanned};
-use crate::seam::{Census, EntityStore, FieldCensus, Kind, Stored, StoredKey};
-use crate::sum::Sum;
+use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored, StoredKey};
+use crate::sum::{Sum, Total};
 use crate::value::Value;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::Row;
@@ -466,8 +466,46 @@ fn save_to_sum(
                 return kind.check_total(entity, index, i128::from(own) + others);
             }
         }
-        // Read the field, plan, write the row: under REPEATABLE READ the
-        // write fails (40001) if anyone changed or created it meanwhile.
+        // Read the picked row and the field's total, plan, write the row:
+        // under REPEATABLE READ the write fails (40001) if anyone changed or
+        // created it meanwhile. The total comes from the same snapshot the
+        // rows would, so it is as exact as reading them; they are read only
+        // to refuse or move a delta.
+        (Concurrency::Optimistic, _) if kind.sum(index) == Sum::Integers => {
+            let row = tx.query_one(&tables.sum_field, &[entity, &field, &shard])?;
+            let stored = match row.try_get::<_, bool>(0)? {
+                true => Some(value_at(&row, 1).map_err(|r| kind.corrupt(entity, field, r))?),
+                false => None,
+            };
+            let total = match row.try_get::<_, bool>(5)? {
+                true => Some(Total::Int(row.try_get::<_, String>(4)?.parse().map_err(
+                    |e| kind.corrupt(entity, field, format!("sum of the rows: {e}")),
+                )?)),
+                false => None,
+            };
+            let mut rows_read = None;
+            let mut rows = || -> Result<Option<Vec<(i64, Value)>>> {
+                let read = tx.query(&tables.select_field, &[entity, &field])?;
+                let read = readable(&read, 0)?;
+                rows_read.clone_from(&read);
+                Ok(read)
+            };
+            let existed = stored.is_some();
+            let read = StaticRead {
+                picked: shard,
+                stored,
+                total,
+                rows: &mut rows,
+            };
+            let (target, value) = kind.plan_static(entity, index, read, delta, true)?;
+            // A moved delta goes to a row the rows were read for.
+            let existed = match target == shard {
+                true => existed,
+                false => rows_read.iter().flatten().any(|(s, _)| *s == target),
+            };
+            return write_read_row(tx, kind, tables, entity, field, target, &value, existed);
+        }
+        // Floats: read the field, plan, write the row, as above.
         (Concurrency::Optimistic, _) => {
             let read = tx.query(&tables.select_field, &[entity, &field])?;
             let Some(read) = readable(&read, 0)? else {

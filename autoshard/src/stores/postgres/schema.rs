@@ -184,6 +184,7 @@ pub(crate) struct KindTables {
     pub insert_shards: String,
     pub select_shard: String,
     pub select_field: String,
+    pub sum_field: String,
     pub select_shard_locked: String,
     pub lock_field: String,
     pub upsert_shard: String,
@@ -291,6 +292,19 @@ impl KindTables {
             select_shard: format!("SELECT {VALUES} FROM {shard} WHERE {one_shard}"),
             select_field: format!(
                 "SELECT shard, {VALUES} FROM {shard} WHERE entity = $1 AND field = $2"
+            ),
+            // The picked row (`exists`, then its values) and the exact
+            // total of the field's integer rows as of the same snapshot
+            // (numeric, as text), with whether every row is an integer:
+            // one statement, no row of the field read into Rust.
+            sum_field: format!(
+                "SELECT p.shard IS NOT NULL, p.int_value, p.real_value, p.text_value, \
+                        a.total::text, a.integers \
+                 FROM (SELECT coalesce(sum(int_value), 0) AS total, \
+                              count(*) = count(*) FILTER (WHERE int_value IS NOT NULL \
+                                  AND real_value IS NULL AND text_value IS NULL) AS integers \
+                       FROM {shard} WHERE entity = $1 AND field = $2) a \
+                 LEFT JOIN {shard} p ON p.entity = $1 AND p.field = $2 AND p.shard = $3"
             ),
             select_shard_locked: format!(
                 "SELECT {VALUES} FROM {shard} WHERE {one_shard} FOR UPDATE"

@@ -353,6 +353,11 @@ impl Tx<'_> {
         self.client.query(&statement, params)
     }
 
+    pub fn query_one(&mut self, sql: &str, params: &Params<'_>) -> Result<Row, postgres::Error> {
+        let statement = self.prepare(sql)?;
+        self.client.query_one(&statement, params)
+    }
+
     pub fn query_opt(
         &mut self,
         sql: &str,
