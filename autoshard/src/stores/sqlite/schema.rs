@@ -115,11 +115,17 @@ impl KindTables {
                 (String::new(), String::new()),
                 (", appended_ms".to_owned(), format!(", {NOW_MS}")),
             ]
+            // The key comes in through a one-row subquery, not as `?1`/`?2`
+            // in the `WHERE`: compared with bound parameters there, the
+            // `max()` lookup made SQLite re-prepare the statement on nearly
+            // every save (`sqlite3Reprepare`, more than half of a dynamic
+            // save's instructions); as column values it plans once.
             .map(|(column, time)| {
                 format!(
                     "INSERT INTO {shard} (entity, field, shard, value{column}) \
-                     SELECT ?1, ?2, coalesce(max(shard) + 1, 0), ?3{time} FROM {shard} \
-                     WHERE entity = ?1 AND field = ?2"
+                     SELECT k.e, k.f, coalesce((SELECT max(shard) FROM {shard} \
+                     WHERE entity = k.e AND field = k.f) + 1, 0), ?3{time} \
+                     FROM (SELECT ?1 AS e, ?2 AS f) AS k"
                 )
             }),
             count_shards: format!("SELECT count(*) FROM {shard} WHERE entity = ?1 AND field = ?2"),
