@@ -23,26 +23,9 @@ use boards::Boards;
 mod policy_oracle;
 use policy_oracle::{range, verify, Oracle};
 
-store_tests!(
-    every_query_agrees_with_a_sorted_list,
-    code_jam_example,
-    redis_tie_example,
-    reapplying_a_batch_is_a_no_op,
-    full_i64_range_ranks_the_extremes,
-    bad_configurations_are_refused_and_create_nothing,
-    board_names_are_validated_and_bound_as_data,
-    bad_updates_and_queries_are_refused_and_change_nothing,
-    create_and_open_from_other_handles,
-    sharded_writes_from_four_threads_match_the_oracle,
-    four_threads_on_the_same_players_keep_the_tree_exact,
-    big_batches_among_small_writers_keep_the_tree_exact,
-    readers_never_see_half_a_batch,
-);
-
-// The same oracle tests on Redis Cluster: a board is one slot there, its
-// transactions optimistic (docs/design.md, "Ranking boards on Redis
-// Cluster").
-redis_cluster_tests!(
+// Also on Redis Cluster: a board is one slot there, its transactions
+// optimistic (docs/design.md, "Ranking boards on Redis Cluster").
+every_store_tests!(
     every_query_agrees_with_a_sorted_list,
     code_jam_example,
     redis_tie_example,

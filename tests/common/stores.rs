@@ -751,6 +751,16 @@ macro_rules! redis_cluster_tests {
     };
 }
 
+/// [`store_tests!`] and [`redis_cluster_tests!`] for the same list: a suite
+/// whose every test holds as it is on all stores.
+#[macro_export]
+macro_rules! every_store_tests {
+    ($($test:ident),* $(,)?) => {
+        store_tests!($($test),*);
+        redis_cluster_tests!($($test),*);
+    };
+}
+
 /// Instantiates generic tests `fn name<S: TestStore>()` once per store:
 /// `sqlite::name`, `postgres::name` (locking mode) and
 /// `postgres_optimistic::name`.
