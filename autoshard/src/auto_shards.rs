@@ -280,6 +280,9 @@ mod tests {
             fn census(&self, _: &Kind) -> Result<Census> {
                 unreachable!()
             }
+            fn store_name(&self) -> &'static str {
+                "NoCounts"
+            }
         }
         let err = NoCounts.automatic_shards().unwrap_err();
         assert!(

@@ -298,13 +298,15 @@ pub(crate) trait EntityStore: Send + Sync {
     /// it is an operator's call, not a hot path.
     fn census(&self, kind: &Kind) -> Result<Census>;
 
+    /// The store's name in errors (`Error::Unsupported::store`).
+    fn store_name(&self) -> &'static str;
+
     /// `Ok` if the store keeps automatic shard counts
     /// (`crate::auto_shards`); the public `Store` refuses a kind with an
     /// automatic field on a store that does not, before it reaches it.
     fn automatic_shards(&self) -> Result<()> {
-        let name = std::any::type_name::<Self>();
         Err(Error::Unsupported {
-            store: name.rsplit("::").next().unwrap_or(name),
+            store: self.store_name(),
             operation: "an automatic shard count (`shards = LOW..=HIGH`)",
         })
     }
@@ -323,7 +325,7 @@ pub(crate) trait EntityStore: Send + Sync {
     /// Stores without SQL need not implement it.
     fn query(&self, _kind: &Kind, _plan: &ScanPlan) -> Result<Scanned> {
         Err(Error::Unsupported {
-            store: super::query::store_label(std::any::type_name::<Self>()),
+            store: self.store_name(),
             operation: "query",
         })
     }

@@ -179,28 +179,3 @@ pub(crate) fn aggregate_of(kind: &Kind, index: usize) -> Option<Aggregate> {
         None
     }
 }
-
-/// A store's label in [`Error::Unsupported`](crate::Error::Unsupported),
-/// from its type name (the seam's default `query` has no other).
-pub(crate) fn store_label(type_name: &'static str) -> &'static str {
-    match type_name.rsplit("::").next() {
-        Some("RedisCluster") => "redis-cluster",
-        Some("Sqlite") => "sqlite",
-        Some("Postgres") => "postgres",
-        _ => type_name,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stores_without_queries_name_themselves() {
-        assert_eq!(
-            store_label("autoshard::stores::redis::RedisCluster"),
-            "redis-cluster"
-        );
-        assert_eq!(store_label("some::Other"), "some::Other");
-    }
-}

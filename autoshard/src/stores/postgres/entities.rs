@@ -100,6 +100,10 @@ fn not_found_on_fk<'a>(
 }
 
 impl EntityStore for Postgres {
+    fn store_name(&self) -> &'static str {
+        "postgres"
+    }
+
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
         let key = param(key)?;
         let tables = self.tables(kind)?;

@@ -15,6 +15,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{ffi, OptionalExtension, Transaction};
 
 impl EntityStore for Sqlite {
+    fn store_name(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
         let tables = self.tables(kind)?;
         self.write(|tx| {
