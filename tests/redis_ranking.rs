@@ -58,29 +58,50 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
     assert!(used.len() >= 2, "12 boards on masters {used:?}");
 }
 
-/// Entry data has no key on a Redis board yet: such a board is refused
-/// with a typed error and nothing is created; a board without it works.
+/// Entry data is a hash in the board's slot, and a reset unlinks every key
+/// of the board's data (entry data included) but its version and the
+/// dead-letter counter, while a board next to it keeps everything.
+///
+/// Control: with the entry-data key left out of the reset's script
+/// (`CLEARED` in `board_tx.rs` without `Hash::Data`), the `:e` key outlives
+/// the reset and the test fails at `after`.
 #[test]
-fn a_board_with_entry_data_is_refused_and_nothing_is_created() {
+fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     let store = RedisCluster::fresh();
-    let with_data = Ranking::create(&*store, "b", RankingConfig::new(0..10).entry_data(16));
-    assert!(
-        matches!(
-            with_data,
-            Err(autoshard::Error::Unsupported {
-                store: "redis-cluster",
-                ..
-            })
-        ),
-        "{with_data:?}"
-    );
-    assert!(matches!(
-        Ranking::open(&*store, "b"),
-        Err(autoshard::Error::RankingNotFound { .. })
-    ));
-    let board = Ranking::create(&*store, "b", RankingConfig::new(0..10)).unwrap();
-    board.set_score("a", 3).unwrap();
-    assert_eq!(board.score("a").unwrap(), Some(3));
+    let config = RankingConfig::new(0..100).entry_data(16);
+    let board = Ranking::create(&*store, "b", config.clone()).unwrap();
+    let other = Ranking::create(&*store, "o", config).unwrap();
+    for b in [&board, &other] {
+        b.submit_with("alice", 10, b"effort-1").unwrap();
+        b.submit_with("bob", 20, b"").unwrap();
+    }
+    let top = board.top(2).unwrap();
+    assert_eq!(top[0].data.as_deref(), Some(&b""[..]), "empty data is data");
+    assert_eq!(top[1].data.as_deref(), Some(&b"effort-1"[..]));
+    let boards = board_keys(store.prefix());
+    assert!(boards.values().all(|places| places.len() == 1), "{boards:?}");
+
+    let suffixes = |prefix: &str| -> BTreeSet<String> {
+        rc::scan(&format!("{prefix}:*:rk*"))
+            .into_iter()
+            .map(|(_, key)| key.rsplit(':').next().unwrap().to_owned())
+            .collect()
+    };
+    let before = suffixes(store.prefix());
+    assert!(before.contains("e"), "{before:?}");
+    board.reset().unwrap();
+    assert_eq!(board.len().unwrap(), 0);
+    assert_eq!(board.top(5).unwrap(), []);
+    board.check_integrity().unwrap();
+    // One board's keys left: every kind but the version is the other's.
+    let after: Vec<(usize, String)> = rc::scan(&format!("{}:*:rk*:e", store.prefix()));
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(other.top(2).unwrap().len(), 2);
+    other.check_integrity().unwrap();
+    // The reset board takes data again.
+    board.submit_with("carol", 5, b"x").unwrap();
+    assert_eq!(board.top(1).unwrap()[0].data.as_deref(), Some(&b"x"[..]));
+    board.check_integrity().unwrap();
 }
 
 /// Bad entries written into a queue stream by hand: a score outside the

@@ -42,9 +42,9 @@ store_tests!(
     entry_data_is_the_records_and_is_bounded,
 );
 // Policies and orders live above the seam, so they hold on Redis Cluster
-// as they are; its boards keep no entry data yet (`Error::Unsupported`),
-// and the migration test edits SQL tables.
+// as they are; the migration test edits SQL tables.
 redis_cluster_tests!(
+    entry_data_is_the_records_and_is_bounded,
     policies_and_orders_agree_with_a_sorted_list,
     strava_best_elapsed_time_lower_is_better,
     points_add_up_through_direct_writes_and_the_queue,

@@ -93,7 +93,8 @@ impl Ranking {
     /// One write transaction holding the whole board: on PostgreSQL the
     /// board's writers wait for it (other boards' do not); on SQLite every
     /// writer of the file does, so resetting a huge board there is as slow
-    /// as deleting its rows.
+    /// as deleting its rows. On Redis Cluster it is one commit that unlinks
+    /// the board's keys, and the board's writers run again after it.
     ///
     /// ```
     /// use autoshard::ranking::{Ranking, RankingConfig};
@@ -112,8 +113,7 @@ impl Ranking {
     ///
     /// [`Error::RankingNotFound`] if the board was deleted; a store error
     /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
-    /// shard for two seconds; [`Error::Unsupported`] on Redis Cluster (not
-    /// yet).
+    /// shard for two seconds.
     pub fn reset(&self) -> Result<()> {
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was

@@ -38,11 +38,23 @@ enum Hash {
     Nodes = 0,
     Arrivals = 1,
     Players = 2,
+    /// Entry data: player -> bytes.
+    Data = 6,
 }
 
 const ORDER: usize = 3;
 const DEAD: usize = 4;
 const DEAD_IDS: usize = 5;
+/// What a reset unlinks: everything but the dead-letter counter, so a dead
+/// letter's id is never given again.
+const CLEARED: [usize; 6] = [
+    Hash::Nodes as usize,
+    Hash::Arrivals as usize,
+    Hash::Players as usize,
+    ORDER,
+    DEAD,
+    Hash::Data as usize,
+];
 
 /// A buffered write.
 enum Write {
@@ -53,6 +65,8 @@ enum Write {
     /// Deletes queue shard `.0`'s entries below id `.1`.
     Trim(u32, String),
     DeadLetter(String),
+    /// Unlinks the keys of [`CLEARED`]: a reset.
+    Clear,
 }
 
 /// Hash fields by `(hash, field)`: their value, `None` if absent.
@@ -70,6 +84,9 @@ pub(crate) struct BoardTx<'a> {
     /// The version the reads saw; `None` before the first.
     version: RefCell<Option<String>>,
     stale: Cell<bool>,
+    /// Whether the transaction reset the board: every field not written
+    /// since is absent, without a read.
+    cleared: Cell<bool>,
     /// Hash fields read or written so far (`None`: absent).
     known: RefCell<Known>,
     writes: RefCell<Vec<Write>>,
@@ -95,6 +112,7 @@ impl<'a> BoardTx<'a> {
             mode,
             version: RefCell::new(None),
             stale: Cell::new(false),
+            cleared: Cell::new(false),
             known: RefCell::default(),
             writes: RefCell::default(),
         }
@@ -104,6 +122,16 @@ impl<'a> BoardTx<'a> {
     /// is void, whatever `f` returned.
     pub fn stale(&self) -> bool {
         self.stale.get()
+    }
+
+    /// Reads the version if no read has yet: a transaction that read
+    /// nothing (a reset, a flush's check) would otherwise check no version,
+    /// neither for a deleted board (`RankingNotFound`) nor at its commit.
+    pub fn confirm(&self) -> Result<()> {
+        if self.version.borrow().is_none() {
+            self.read(&self.version_key, "EXISTS", &[])?;
+        }
+        Ok(())
     }
 
     /// One version-checked read of `key`: the command's reply.
@@ -162,7 +190,12 @@ impl<'a> BoardTx<'a> {
                 .map(Vec::as_slice)
                 .collect()
         };
-        if !missing.is_empty() {
+        if !missing.is_empty() && self.cleared.get() {
+            let mut known = self.known.borrow_mut();
+            for field in missing {
+                known.insert((hash, field.to_vec()), None);
+            }
+        } else if !missing.is_empty() {
             let values = array(self.read(&self.data[hash as usize], "HMGET", &missing)?);
             if values.len() != missing.len() {
                 return Err(self.unexpected(format!(
@@ -295,6 +328,10 @@ impl<'a> BoardTx<'a> {
                         keys.len() - 1
                     });
                     args.extend([b"X".to_vec(), index(at), below.into_bytes()]);
+                }
+                Write::Clear => {
+                    args.push(b"C".to_vec());
+                    args.extend(CLEARED.iter().map(|&i| index(i)));
                 }
                 Write::DeadLetter(json) => {
                     args.extend([
@@ -490,22 +527,38 @@ impl Storage for BoardTx<'_> {
             let member = order_member(player, old, at);
             self.writes.borrow_mut().push(Write::Unrank(member));
             self.put(Hash::Players, player.as_bytes().to_vec(), &[]);
+            if self.spec.entry_data > 0 {
+                self.put(Hash::Data, player.as_bytes().to_vec(), &[]);
+            }
         }
         Ok(())
     }
 
-    // Boards with entry data are refused at creation on Redis
-    // (`BoardStore::create_board`), and only such boards call these two.
-    fn put_player_data(&self, _player: &str, _data: &[u8]) -> Result<()> {
-        Err(unsupported_entry_data())
+    // Not `put`: empty entry data is data (an empty string field), not a
+    // delete.
+    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+        let field = player.as_bytes().to_vec();
+        self.writes
+            .borrow_mut()
+            .push(Write::Put(Hash::Data, field.clone(), data.to_vec()));
+        self.known
+            .borrow_mut()
+            .insert((Hash::Data, field), Some(data.to_vec()));
+        Ok(())
     }
 
     fn players_data(
         &self,
-        _players: &[&str],
-        _f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        Err(unsupported_entry_data())
+        let fields: Vec<Vec<u8>> = players.iter().map(|p| p.as_bytes().to_vec()).collect();
+        for (player, data) in players.iter().zip(self.fields(Hash::Data, &fields)?) {
+            if let Some(data) = data {
+                f(player, &data)?;
+            }
+        }
+        Ok(())
     }
 
     fn entries_at(
@@ -581,21 +634,21 @@ impl Storage for BoardTx<'_> {
         Ok(())
     }
 
+    // The version check makes the reset atomic against every writer: one
+    // that read before it finds the version moved and runs again, on the
+    // empty board.
     fn clear(&self) -> Result<()> {
-        Err(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "resetting ranking boards",
-        })
+        debug_assert_eq!(self.mode, Mode::Write, "a read transaction writes");
+        let mut writes = self.writes.borrow_mut();
+        // Writes before the reset would be unlinked by it anyway.
+        writes.clear();
+        writes.push(Write::Clear);
+        self.known.borrow_mut().clear();
+        self.cleared.set(true);
+        Ok(())
     }
 
     fn board_name(&self) -> &str {
         self.name
-    }
-}
-
-fn unsupported_entry_data() -> Error {
-    Error::Unsupported {
-        store: "redis-cluster",
-        operation: "ranking boards with entry data",
     }
 }

@@ -69,13 +69,16 @@ impl BoardKeys {
     }
 
     /// The hashes, ordered set and counter a commit may write, in the
-    /// order of `KEYS[3..8]` of [`scripts::board_commit`].
+    /// order of `KEYS[3..9]` of [`scripts::board_commit`].
     pub fn data(&self) -> Vec<String> {
         let mut data: Vec<String> = ["n", "a", "p", "o"]
             .iter()
             .map(|k| format!("{}:{k}", self.base))
             .collect();
         data.extend([self.dead_letters(), format!("{}:di", self.base)]);
+        // Entry data: player -> bytes. Last, so the indexes above keep
+        // their places in the commit script's `KEYS`.
+        data.push(format!("{}:e", self.base));
         data
     }
 
@@ -211,7 +214,7 @@ impl RedisCluster {
         let mut conn = self.checkout()?;
         for attempt in 1..=TX_ATTEMPTS {
             let tx = BoardTx::new(self, &mut conn, &keys, board.name, spec.clone(), mode);
-            let outcome = f(&tx);
+            let outcome = f(&tx).and_then(|()| tx.confirm());
             // A read that found the state moved ends the run with an error
             // of its own; whatever `f` made of it, the run is void.
             if tx.stale() {
@@ -244,13 +247,6 @@ impl RedisCluster {
 
 impl BoardStore for RedisCluster {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
-        if spec.entry_data > 0 {
-            // Entry data has no key of its own on a Redis board yet.
-            return Err(Error::Unsupported {
-                store: "redis-cluster",
-                operation: "ranking boards with entry data",
-            });
-        }
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
         // old one's keys.

@@ -284,12 +284,13 @@ end
 /// Commits a board write transaction: if the version still is `ARGV[4]`
 /// (empty: the transaction read nothing), applies the writes `ARGV[6..]`
 /// and sets the version to `ARGV[5]`; otherwise `CONFLICT`, nothing
-/// written. `KEYS[3..8]` are the board's nodes, arrivals, players, ranking
-/// order, dead letters and dead-letter counter, `KEYS[9..]` the queue
-/// shards it deletes from. A write is an opcode, a key's index in `KEYS`
-/// and its arguments: `H` field value (`HSET`), `h` field (`HDEL`), `Z`
-/// member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`), `D`
-/// counter-index payload (a dead letter under the counter's next value).
+/// written. `KEYS[3..9]` are the board's nodes, arrivals, players, ranking
+/// order, dead letters, dead-letter counter and entry data, `KEYS[10..]`
+/// the queue shards it deletes from. A write is an opcode, a key's index in
+/// `KEYS` and its arguments: `H` field value (`HSET`), `h` field (`HDEL`),
+/// `Z` member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`),
+/// `D` counter-index payload (a dead letter under the counter's next
+/// value); `C` and six key indexes unlinks those keys (a reset).
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -298,7 +299,7 @@ pub(crate) fn board_commit() -> &'static Script {
             "{BOARD_TYPES}{}",
             r#"
 if ARGV[4] ~= '' and (redis.call('GET', KEYS[1]) or '0') ~= ARGV[4] then return 'CONFLICT' end
-local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
+local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash'})
 if bad then return bad end
 local i = 6
 while i <= #ARGV do
@@ -311,6 +312,10 @@ while i <= #ARGV do
   elseif op == 'D' then
     local id = redis.call('INCR', KEYS[tonumber(ARGV[i + 2])])
     redis.call('HSET', k, id, ARGV[i + 3]); i = i + 4
+  elseif op == 'C' then
+    redis.call('UNLINK', k)
+    for j = 2, 6 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
+    i = i + 7
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
   end
