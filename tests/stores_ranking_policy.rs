@@ -145,7 +145,6 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
         prop::collection::vec(op(), 1..16),
     );
     let outcome = runner.run(&strategy, |((policy, order, keeps_data), shape, ops)| {
-        let keeps_data = keeps_data && S::ENTRY_DATA;
         let (min, max, branching, shards, values) = shape;
         case.set(case.get() + 1);
         // One queue shard: a drain batch then takes the rows in enqueue

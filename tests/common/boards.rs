@@ -18,8 +18,6 @@ pub trait Boards: TestStore {
     /// a server store runs fewer and checks less often (the oracle is the same).
     const CASES: u32;
     const VERIFY_EVERY: usize;
-    /// Whether its boards can keep entry data (Redis boards cannot yet).
-    const ENTRY_DATA: bool = true;
 }
 
 impl Boards for Sqlite {
@@ -50,7 +48,6 @@ impl Boards for autoshard::RedisCluster {
     // A few round trips per query, as on PostgreSQL.
     const CASES: u32 = 6;
     const VERIFY_EVERY: usize = 4;
-    const ENTRY_DATA: bool = false;
 }
 
 #[cfg(feature = "postgres")]

@@ -44,6 +44,7 @@
 //! # }
 //! ```
 
+mod among;
 mod apply;
 mod cache;
 mod config;
@@ -57,6 +58,7 @@ mod queue;
 mod storage;
 mod tree;
 
+pub use self::among::MAX_AMONG;
 pub use self::config::RankingConfig;
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};

@@ -352,6 +352,22 @@ pub(crate) trait Storage {
     /// The player's `(score, arrival)`.
     fn player(&self, player: &str) -> Result<Option<(i64, u64)>>;
 
+    /// Calls `f(player, score, arrival)` for each of `players` (distinct)
+    /// that has a row, in any order; in one round trip where the backend
+    /// can. The default reads them one by one.
+    fn players(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, i64, u64) -> Result<()>,
+    ) -> Result<()> {
+        for &player in players {
+            if let Some((score, arrival)) = self.player(player)? {
+                f(player, score, arrival)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Inserts or replaces the player's row.
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()>;
 

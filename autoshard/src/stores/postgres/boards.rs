@@ -69,6 +69,7 @@ pub(super) struct Sql {
     upsert_arrival: String,
     delete_arrival: String,
     player: String,
+    players: String,
     upsert_player: String,
     delete_player: String,
     entries_at: String,
@@ -211,6 +212,10 @@ impl Sql {
             ),
             player: format!(
                 "SELECT score, arrival FROM {players} WHERE board = $1 AND player = $2"
+            ),
+            players: format!(
+                "SELECT player, score, arrival FROM {players} \
+                 WHERE board = $1 AND player = ANY($2::text[])"
             ),
             upsert_player: format!(
                 "INSERT INTO {players} (board, player, score, arrival) VALUES ($1, $2, $3, $4) \
@@ -656,6 +661,18 @@ impl Storage for PgTx<'_, '_> {
             ))),
             None => Ok(None),
         }
+    }
+
+    fn players(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, i64, u64) -> Result<()>,
+    ) -> Result<()> {
+        for row in &self.query(&self.sql.players, &[&self.board, &players])? {
+            let arrival = self.unsigned(row.try_get::<_, i64>(2)?, "player arrival")?;
+            f(row.try_get(0)?, row.try_get(1)?, arrival)?;
+        }
+        Ok(())
     }
 
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {

@@ -510,6 +510,20 @@ impl Storage for BoardTx<'_> {
         self.player_row(player, values.pop().flatten())
     }
 
+    fn players(
+        &self,
+        players: &[&str],
+        f: &mut dyn FnMut(&str, i64, u64) -> Result<()>,
+    ) -> Result<()> {
+        let fields: Vec<Vec<u8>> = players.iter().map(|p| p.as_bytes().to_vec()).collect();
+        for (player, row) in players.iter().zip(self.fields(Hash::Players, &fields)?) {
+            if let Some((score, arrival)) = self.player_row(player, row)? {
+                f(player, score, arrival)?;
+            }
+        }
+        Ok(())
+    }
+
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
         if let Some((old, at)) = self.player(player)? {
             let member = order_member(player, old, at);
