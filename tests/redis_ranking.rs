@@ -79,7 +79,10 @@ fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     assert_eq!(top[0].data.as_deref(), Some(&b""[..]), "empty data is data");
     assert_eq!(top[1].data.as_deref(), Some(&b"effort-1"[..]));
     let boards = board_keys(store.prefix());
-    assert!(boards.values().all(|places| places.len() == 1), "{boards:?}");
+    assert!(
+        boards.values().all(|places| places.len() == 1),
+        "{boards:?}"
+    );
 
     let suffixes = |prefix: &str| -> BTreeSet<String> {
         rc::scan(&format!("{prefix}:*:rk*"))

@@ -7,10 +7,10 @@ use autoshard::Error;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-#[path = "common/stores.rs"]
-mod stores;
 #[path = "common/boards.rs"]
 mod boards;
+#[path = "common/stores.rs"]
+mod stores;
 use boards::Boards;
 
 every_store_tests!(

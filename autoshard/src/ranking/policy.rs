@@ -308,13 +308,8 @@ impl Ranking {
             let g = self.geometry();
             let step = apply_updates(st, g, rules, shard, &[(player, Some(score))], None)?[0];
             let new = step.after.expect("a score, not a removal");
-            let taken = match rules.policy {
-                Policy::Replace | Policy::Increment => true,
-                Policy::Best | Policy::Worst => step.after != step.before,
-            };
-            if let Some(data) = data.filter(|_| taken) {
-                st.put_player_data(player, data)?;
-            }
+            let updates = [(player, Some(score))];
+            store_entry_data(st, rules, &updates, [data], &[step], &[])?;
             let above = |tree: i64| -> Result<u64> {
                 let offset = g.offset(tree).expect("checked by the update");
                 Ok(query::place_of(st, g, offset, Want::default())?.above)
@@ -343,6 +338,48 @@ impl Ranking {
 /// Refused updates of a batch that goes on without them: `(index in the
 /// batch, why)`. The queue's worker dead-letters them.
 pub(crate) type Refused = Vec<(usize, Error)>;
+
+/// Stores the entry data submitted with a batch's updates (`data`, one per
+/// update, `None` for none) that the entries now stand for: always under
+/// `Replace` and `Increment`, under `Best` and `Worst` only when the update
+/// changed the score (a slower effort leaves the record's data); never for
+/// a refused update. Per player the last such data wins, and a later
+/// removal in the batch drops it (the removal deleted the row's data).
+pub(crate) fn store_entry_data<'a>(
+    st: &dyn Storage,
+    rules: Rules,
+    updates: &[(&str, Option<i64>)],
+    data: impl IntoIterator<Item = Option<&'a [u8]>>,
+    steps: &[Step],
+    refused: &[(usize, Error)],
+) -> Result<()> {
+    use std::collections::HashMap;
+    let mut latest: HashMap<&str, Option<&[u8]>> = HashMap::new();
+    for (i, ((&(player, value), data), step)) in updates.iter().zip(data).zip(steps).enumerate() {
+        if refused.iter().any(|&(r, _)| r == i) {
+            continue;
+        }
+        let taken = match rules.policy {
+            Policy::Replace | Policy::Increment => true,
+            Policy::Best | Policy::Worst => step.after != step.before,
+        };
+        match (value, data) {
+            (None, _) => {
+                latest.insert(player, None);
+            }
+            (Some(_), Some(data)) if taken => {
+                latest.insert(player, Some(data));
+            }
+            (Some(_), _) => {}
+        }
+    }
+    for (player, data) in latest {
+        if let Some(data) = data {
+            st.put_player_data(player, data)?;
+        }
+    }
+    Ok(())
+}
 
 /// Applies validated updates (`None`: a removal) as one batch under
 /// `rules`; each update's tree scores before and after it.

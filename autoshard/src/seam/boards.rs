@@ -50,6 +50,9 @@ pub(crate) struct QueuedUpdate {
     pub queue: u32,
     pub player: String,
     pub score: Option<i64>,
+    /// Entry data to store with the score (`Ranking::enqueue_with`);
+    /// `None` leaves the player's data as it is.
+    pub data: Option<Vec<u8>>,
 }
 
 /// A row of a queue shard as a worker took it: an update, or what could be
@@ -59,6 +62,8 @@ pub(crate) struct QueuedRow {
     pub seq: i64,
     pub player: String,
     pub score: Option<i64>,
+    /// The entry data queued with it, if any.
+    pub data: Option<Vec<u8>>,
     /// Why the store could not read the row as an update (a player that is
     /// not text, or not UTF-8; a score that is not an integer); `player`
     /// and `score` then hold what could be read, for the dead letter.

@@ -318,6 +318,7 @@ impl Storage for MemoryTx<'_> {
                 seq,
                 player: player.clone(),
                 score: *score,
+                data: None,
                 unreadable: None,
             });
         }

@@ -30,7 +30,7 @@ pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
 use super::cache::{CachedTx, NodeCache};
-use super::policy::{Refused, Rules};
+use super::policy::{store_entry_data, Refused, Rules};
 use super::tree::Geometry;
 use super::{apply_updates, check_player, Ranking};
 use crate::error::{Error, Result};
@@ -156,12 +156,59 @@ impl Ranking {
         self.enqueue_update(player, None)
     }
 
+    /// [`enqueue`](Ranking::enqueue) with entry data, which the worker
+    /// stores with the score in the transaction that applies it, by the
+    /// rule [`submit_with`](Ranking::submit_with) follows: always under
+    /// `Replace` and `Increment`, under `Best` and `Worst` only when the
+    /// update changed the score. Within one worker batch the last taken
+    /// data of a player wins; a dead-lettered update's data is dropped with
+    /// it.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = autoshard::Sqlite::open(dir.path().join("segments.db"))?;
+    /// let config = RankingConfig::new(1..86_400)
+    ///     .policy(Policy::Best)
+    ///     .order(Order::LowerIsBetter)
+    ///     .entry_data(32);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.enqueue_with("ann", 301, b"effort-17")?;
+    /// segment.enqueue_with("ann", 315, b"effort-18")?; // slower: not the record
+    /// segment.worker().drain()?;
+    /// assert_eq!(segment.top(1)?[0].data.as_deref(), Some(&b"effort-17"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EntryDataTooLarge`] for data over the board's limit (on a
+    /// board that keeps none, any data); otherwise as
+    /// [`enqueue`](Ranking::enqueue). Nothing is queued on error.
+    pub fn enqueue_with(&self, player: &str, score: i64, data: &[u8]) -> Result<()> {
+        let max = self.config().entry_data_limit() as usize;
+        if data.len() > max {
+            return Err(Error::EntryDataTooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        // As `submit_with`: a board that keeps no data gets none.
+        let data = (max > 0).then(|| data.to_vec());
+        self.enqueue_item(player, Some(score), data)
+    }
+
     fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
+        self.enqueue_item(player, score, None)
+    }
+
+    fn enqueue_item(&self, player: &str, score: Option<i64>, data: Option<Vec<u8>>) -> Result<()> {
         self.check_update(player, score)?;
         let item = QueuedUpdate {
             queue: queue_of(player, self.queues()),
             player: player.to_owned(),
             score,
+            data,
         };
         self.queue_state()?.commit(self, item)
     }
@@ -253,6 +300,7 @@ impl Ranking {
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
+        let data_limit = self.config().entry_data_limit();
         let mut staged = None;
         let outcome = self.write_generation(|st: &dyn Storage, before| {
             let g = self.geometry();
@@ -260,9 +308,17 @@ impl Ranking {
                 .as_deref()
                 .and_then(|c| CachedTx::begin(st, c, before));
             let Some(cached) = cached else {
-                return drain_in(st, g, rules, queues, max, first, dead_letter);
+                return drain_in(st, g, (rules, data_limit), queues, max, first, dead_letter);
             };
-            let drained = drain_in(&cached, g, rules, queues, max, first, dead_letter)?;
+            let drained = drain_in(
+                &cached,
+                g,
+                (rules, data_limit),
+                queues,
+                max,
+                first,
+                dead_letter,
+            )?;
             staged = Some(cached.finish());
             Ok(drained)
         });
@@ -337,7 +393,9 @@ impl Ranking {
 /// range (which `enqueue` cannot know) is refused where it falls in the
 /// player's sequence: moved to the dead letters, the player's later updates
 /// applied without it; or with `dead_letter` false the batch fails with
-/// [`Error::ScoreOutOfRange`].
+/// [`Error::ScoreOutOfRange`]. Entry data queued with an update is stored
+/// as `submit_with` would store it (on a board that keeps data: `limit` is
+/// its most bytes, 0 for none).
 ///
 /// A shard's rows must come in increasing sequence order above the mark:
 /// a queue index that damage put out of order would otherwise hand out a
@@ -345,7 +403,7 @@ impl Ranking {
 fn drain_in(
     st: &dyn Storage,
     g: &Geometry,
-    rules: Rules,
+    (rules, limit): (Rules, u32),
     queues: u32,
     max: usize,
     first: u32,
@@ -400,7 +458,7 @@ fn drain_in(
     let mut dead_letters = 0;
     for (queue, _, range) in &taken {
         for row in &rows[range.clone()] {
-            let Some(reason) = unappliable(g, rules, row) else {
+            let Some(reason) = unappliable(g, (rules, limit), row) else {
                 updates.push((row.player.as_str(), row.score));
                 origins.push((*queue, row));
                 continue;
@@ -415,7 +473,11 @@ fn drain_in(
     let mut refused = Refused::new();
     if !updates.is_empty() {
         let refusals = dead_letter.then_some(&mut refused);
-        apply_updates(st, g, rules, 0, &updates, refusals)?;
+        let steps = apply_updates(st, g, rules, 0, &updates, refusals)?;
+        if limit > 0 {
+            let data = origins.iter().map(|(_, row)| row.data.as_deref());
+            store_entry_data(st, rules, &updates, data, &steps, &refused)?;
+        }
     }
     for (i, why) in &refused {
         let (queue, row) = origins[*i];
@@ -438,9 +500,13 @@ fn drain_in(
 
 /// Why a queued row cannot be applied, if it cannot: what `enqueue` would
 /// have refused it for, or why the store could not read it.
-fn unappliable(g: &Geometry, rules: Rules, row: &QueuedRow) -> Option<String> {
+fn unappliable(g: &Geometry, (rules, limit): (Rules, u32), row: &QueuedRow) -> Option<String> {
     if let Some(why) = &row.unreadable {
         return Some(why.clone());
+    }
+    if let Some(data) = row.data.as_ref().filter(|d| d.len() > limit as usize) {
+        let (len, max) = (data.len(), limit as usize);
+        return Some(Error::EntryDataTooLarge { len, max }.to_string());
     }
     let refused = check_player(&row.player).and_then(|()| match row.score {
         Some(value) => rules.check_value(g, value),

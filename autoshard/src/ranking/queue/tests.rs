@@ -37,7 +37,7 @@ fn a_drain_sets_aside_the_rows_it_cannot_apply() {
     let pristine = board.st.tables().clone();
     let strict = board
         .st
-        .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, false));
+        .write(|tx| drain_in(tx, board.g(), (Rules::default(), 0), 2, 100, 1, false));
     match strict {
         Err(Error::Corrupt { field, reason, .. }) => {
             assert_eq!(field, "queued update (queue 1, seq 0)");
@@ -49,7 +49,7 @@ fn a_drain_sets_aside_the_rows_it_cannot_apply() {
 
     let drained = board
         .st
-        .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, 100, 1, true))
+        .write(|tx| drain_in(tx, board.g(), (Rules::default(), 0), 2, 100, 1, true))
         .unwrap();
     let counts = (drained.taken, drained.applied, drained.dead_letters);
     assert_eq!(counts, (8, 4, 4));
@@ -100,7 +100,7 @@ fn a_drain_takes_at_most_max_rows_from_first_on() {
     let drain = |max, first| {
         let d = board
             .st
-            .write(|tx| drain_in(tx, board.g(), Rules::default(), 2, max, first, true))
+            .write(|tx| drain_in(tx, board.g(), (Rules::default(), 0), 2, max, first, true))
             .unwrap();
         (d.taken, d.applied, d.dead_letters, d.contended)
     };
@@ -123,7 +123,7 @@ fn rows_left_queued_below_the_mark_are_not_applied_again() {
         let drain = |max| {
             let d = board
                 .st
-                .write(|tx| drain_in(tx, board.g(), Rules::default(), 1, max, 0, true))
+                .write(|tx| drain_in(tx, board.g(), (Rules::default(), 0), 1, max, 0, true))
                 .unwrap();
             (d.taken, d.applied)
         };

@@ -36,6 +36,8 @@ use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APP
 /// Every queue statement, with the schema's table names filled in.
 pub(super) struct QueueSql {
     probe: String,
+    /// The queue table, whose `data` column came later than the tables.
+    queue_table: String,
     create: String,
     append: String,
     queued: String,
@@ -69,6 +71,7 @@ impl QueueSql {
         QueueSql {
             // The table created last: a schema that has it has them all.
             probe: applied.clone(),
+            queue_table: queue.clone(),
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {queue} (
                      board bigint NOT NULL,
@@ -78,6 +81,7 @@ impl QueueSql {
                      score bigint,
                      PRIMARY KEY (board, queue, seq)
                  );
+                 ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS data bytea;
                  CREATE TABLE IF NOT EXISTS {heads} (
                      board bigint NOT NULL,
                      queue integer NOT NULL,
@@ -109,8 +113,8 @@ impl QueueSql {
                      INSERT INTO {heads} AS h (board, queue, next) VALUES ($1, $2, $3) \
                      ON CONFLICT (board, queue) DO UPDATE SET next = h.next + EXCLUDED.next \
                      RETURNING h.next - $3 AS first) \
-                 INSERT INTO {queue} (board, queue, seq, player, score) \
-                 SELECT $1, $2, h.first + t.n - 1, t.p, t.s \
+                 INSERT INTO {queue} (board, queue, seq, player, score, data) \
+                 SELECT $1, $2, h.first + t.n - 1, t.p, t.s, ($6::bytea[])[t.n] \
                  FROM h, unnest($4::text[], $5::int8[]) WITH ORDINALITY AS t(p, s, n)"
             ),
             queued: format!("SELECT count(*) FROM {queue} r WHERE r.board = $1 AND {unapplied}"),
@@ -132,7 +136,7 @@ impl QueueSql {
                  ON CONFLICT (board, queue) DO UPDATE SET seq = EXCLUDED.seq"
             ),
             select: format!(
-                "SELECT seq, player, score FROM {queue} \
+                "SELECT seq, player, score, data FROM {queue} \
                  WHERE board = $1 AND queue = $2 AND seq > $3 ORDER BY seq LIMIT $4"
             ),
             delete: format!("DELETE FROM {queue} WHERE board = $1 AND queue = $2 AND seq <= $3"),
@@ -167,8 +171,16 @@ fn small(value: u32) -> i32 {
 /// commit anyway.
 pub(super) fn prepare(db: &Postgres, sql: &QueueSql) -> Result<Option<String>> {
     db.write_read_committed(|tx| {
-        let row = tx.query_opt("SELECT to_regclass($1)::text", &[&sql.probe])?;
-        if row.and_then(|r| r.get::<_, Option<String>>(0)).is_none() {
+        // Every table, and the queue's `data` column (a schema made before
+        // entry data could be queued gets it from the `ALTER` in `create`).
+        let ready: bool = tx
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute \
+                 WHERE attrelid = to_regclass($2) AND attname = 'data' AND NOT attisdropped)",
+                &[&sql.probe, &sql.queue_table],
+            )?
+            .try_get(0)?;
+        if !ready {
             tx.batch(&format!("{}; {}", db.ddl_lock(), sql.create))?;
         }
         Ok(())
@@ -190,8 +202,12 @@ pub(super) fn append(
             let mine = || items.iter().filter(|i| i.queue == queue);
             let players: Vec<&str> = mine().map(|i| i.player.as_str()).collect();
             let scores: Vec<Option<i64>> = mine().map(|i| i.score).collect();
+            let data: Vec<Option<&[u8]>> = mine().map(|i| i.data.as_deref()).collect();
             let n = players.len() as i64;
-            tx.execute(&sql.append, &[&board, &small(queue), &n, &players, &scores])?;
+            tx.execute(
+                &sql.append,
+                &[&board, &small(queue), &n, &players, &scores, &data],
+            )?;
         }
         Ok(())
     })?;
@@ -269,6 +285,7 @@ pub(super) fn take(
             unreadable: player.is_none().then(|| "the player is NULL".to_owned()),
             player: player.unwrap_or_default(),
             score: row.try_get(2)?,
+            data: row.try_get(3)?,
         });
     }
     Ok(())

@@ -142,6 +142,7 @@ pub(crate) fn queued_row(entry: Value) -> std::result::Result<QueuedRow, String>
         seq,
         player,
         score,
+        data: field(b"d").cloned(),
         unreadable: (!unreadable.is_empty()).then(|| unreadable.join("; ")),
     })
 }

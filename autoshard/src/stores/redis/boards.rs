@@ -321,13 +321,24 @@ impl BoardStore for RedisCluster {
             groups.entry(item.queue).or_default().push(item);
         }
         let streams: Vec<String> = groups.keys().map(|&q| keys.queue(q)).collect();
-        let mut args = Vec::new();
+        let mut args: Vec<Vec<u8>> = Vec::new();
         for (queue, group) in &groups {
-            args.push(queue.to_string());
-            args.push(group.len().to_string());
+            args.push(queue.to_string().into_bytes());
+            args.push(group.len().to_string().into_bytes());
             for item in group {
-                args.push(item.player.clone());
-                args.push(item.score.map(|s| s.to_string()).unwrap_or_default());
+                args.push(item.player.clone().into_bytes());
+                args.push(
+                    item.score
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
+                        .into_bytes(),
+                );
+                // Empty: no data; else a `v` and the data, so that empty
+                // data stays data.
+                args.push(match &item.data {
+                    Some(data) => [b"v", &data[..]].concat(),
+                    None => Vec::new(),
+                });
             }
         }
         let heads = keys.heads();
@@ -335,8 +346,8 @@ impl BoardStore for RedisCluster {
             script: scripts::append_queue(),
             key: &heads,
             slot: keys.slot,
-            args,
-            binary: Vec::new(),
+            args: Vec::new(),
+            binary: args,
             more_keys: &streams,
         };
         self.board_piece(&piece).map(drop)

@@ -331,7 +331,8 @@ return 'OK'
 /// Appends updates to queue shards in one step: `KEYS[1]` the board's
 /// queue heads (shard -> next sequence number), `KEYS[3..]` the shards'
 /// streams in the order of the groups in `ARGV[4..]`: shard, count `n`,
-/// then `n` (player, score) pairs, an empty score for a removal. Entry ids
+/// then `n` (player, score, data) triples, an empty score for a removal,
+/// empty data for none (else a `v` before the data). Entry ids
 /// are `<seq>-1`, so `XRANGE` gives a shard in sequence order. The board's
 /// version is not touched: an append commutes with every transaction (it
 /// only adds rows past the head, which no transaction has read).
@@ -353,15 +354,14 @@ while i <= #ARGV do
   local n = tonumber(ARGV[i + 1])
   local first = redis.call('HINCRBY', KEYS[1], ARGV[i], n) - n
   for j = 0, n - 1 do
-    local p, s = ARGV[i + 2 + 2 * j], ARGV[i + 3 + 2 * j]
+    local p, s, d = ARGV[i + 2 + 3 * j], ARGV[i + 3 + 3 * j], ARGV[i + 4 + 3 * j]
     local id = string.format('%.0f-1', first + j)
-    if s == '' then
-      redis.call('XADD', KEYS[k], id, 'p', p)
-    else
-      redis.call('XADD', KEYS[k], id, 'p', p, 's', s)
-    end
+    local fields = {'p', p}
+    if s ~= '' then fields[#fields + 1] = 's'; fields[#fields + 1] = s end
+    if d ~= '' then fields[#fields + 1] = 'd'; fields[#fields + 1] = string.sub(d, 2) end
+    redis.call('XADD', KEYS[k], id, unpack(fields))
   end
-  i, k = i + 2 + 2 * n, k + 1
+  i, k = i + 2 + 3 * n, k + 1
 end
 mark()
 return 'OK'

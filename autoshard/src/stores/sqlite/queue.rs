@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
     seq INTEGER NOT NULL,
     player TEXT NOT NULL,
     score INTEGER,
+    data BLOB,
     PRIMARY KEY (board, queue, seq)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
@@ -75,7 +76,19 @@ CREATE INDEX IF NOT EXISTS autoshard_rank_dead_letters_board
 /// no name to share by).
 pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
     let queue = db.queue_db()?;
-    queue.write(|tx| Ok(tx.execute_batch(QUEUE_SCHEMA)?))?;
+    queue.write(|tx| {
+        tx.execute_batch(QUEUE_SCHEMA)?;
+        // A queue file made before entry data could be queued.
+        let has_data = tx
+            .prepare_cached(
+                "SELECT 1 FROM pragma_table_info('autoshard_rank_queue') WHERE name = 'data'",
+            )?
+            .exists([])?;
+        if !has_data {
+            tx.execute_batch("ALTER TABLE autoshard_rank_queue ADD COLUMN data BLOB")?;
+        }
+        Ok(())
+    })?;
     db.write(|tx| Ok(tx.execute_batch(BOARD_SCHEMA)?))?;
     move_legacy_queue(db, queue)?;
     db.with_conn(|conn| {
@@ -162,15 +175,22 @@ pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<
              RETURNING next - ?3",
         )?;
         let mut insert = tx.prepare_cached(
-            "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score, data) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for &queue in &shards {
             let mine = || items.iter().filter(|i| i.queue == queue);
             let n = mine().count() as i64;
             let first: i64 = head.query_row(params![board, queue, n], |r| r.get(0))?;
             for (seq, item) in (first..).zip(mine()) {
-                insert.execute(params![board, queue, seq, item.player, item.score])?;
+                insert.execute(params![
+                    board,
+                    queue,
+                    seq,
+                    item.player,
+                    item.score,
+                    item.data
+                ])?;
             }
         }
         Ok(())
@@ -311,7 +331,7 @@ fn take_in(
     out: &mut Vec<QueuedRow>,
 ) -> Result<()> {
     let mut select = tx.prepare_cached(
-        "SELECT seq, player, score FROM autoshard_rank_queue \
+        "SELECT seq, player, score, data FROM autoshard_rank_queue \
          WHERE board = ?1 AND queue = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
     )?;
     let mut rows = select.query(params![board, queue, after, limit as i64])?;
@@ -341,10 +361,22 @@ fn take_in(
                 None
             }
         };
+        let data = match row.get_ref(3)? {
+            ValueRef::Blob(bytes) => Some(bytes.to_vec()),
+            ValueRef::Null => None,
+            other => {
+                unreadable.push(format!(
+                    "the entry data is {:?}, not a blob",
+                    other.data_type()
+                ));
+                None
+            }
+        };
         out.push(QueuedRow {
             seq: row.get(0)?,
             player,
             score,
+            data,
             unreadable: (!unreadable.is_empty()).then(|| unreadable.join("; ")),
         });
     }

@@ -154,7 +154,7 @@ fn a_queue_kept_in_the_board_file_moves_to_the_queue_file() {
     db.write(|tx| {
         tx.execute_batch(QUEUE_SCHEMA)?;
         tx.execute_batch(
-            "INSERT INTO autoshard_rank_queue VALUES (1, 0, 7, 'a', 5), (1, 0, 8, 'b', NULL), \
+            "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score) VALUES (1, 0, 7, 'a', 5), (1, 0, 8, 'b', NULL), \
              (1, 0, 9, 'a', 6); \
              INSERT INTO autoshard_rank_queue_heads VALUES (1, 0, 10);",
         )?;
