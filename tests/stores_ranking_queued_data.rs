@@ -38,11 +38,13 @@ enum Op {
 /// through the queue to its twin, for every policy and order: the twins
 /// must hold the same entries (data included). A worker batch of one
 /// update applies the queue as the direct calls were made; a batch of
-/// everything applies it by net effect, which for a sequence without
-/// removals must end in the same place.
+/// everything applies it by net effect, which must end in the same place.
 ///
 /// Control: with `store_entry_data` not called by the worker
-/// (`ranking/queue/mod.rs`), every store fails. The rule itself (which
+/// (`ranking/queue/mod.rs`), every store fails; with a removal's clearing
+/// skipped when a later score of the same batch brings the player back,
+/// the whole-batch cases fail (the player keeps data from before the
+/// batch). The rule itself (which
 /// data a `Best` board keeps) is shared by both paths, so this test cannot
 /// see it; `stores_ranking_policy.rs` checks it against a model.
 fn queued_data_ends_where_direct_submissions_end<S: Boards>() {
@@ -65,44 +67,46 @@ fn queued_data_ends_where_direct_submissions_end<S: Boards>() {
                     .entry_data(4);
                 let direct = Ranking::create(store.db(), &format!("d{n}"), config.clone()).unwrap();
                 let queued = Ranking::create(store.db(), &format!("q{n}"), config).unwrap();
-                let ops: Vec<Op> = (0..40)
-                    .map(|_| {
-                        let (player, score) = (rng.random_range(0..6), rng.random_range(-20..20));
-                        match rng.random_range(0..10) {
-                            0 if one_by_one => Op::Remove(player),
-                            0..=2 => Op::Plain(player, score),
-                            _ => Op::WithData(
-                                player,
-                                score,
-                                vec![rng.random(); rng.random_range(0..5)],
-                            ),
-                        }
-                    })
-                    .collect();
-                for op in &ops {
-                    match op {
-                        Op::WithData(p, s, d) => {
-                            direct.submit_with(&format!("p{p}"), *s, d).unwrap();
-                            queued.enqueue_with(&format!("p{p}"), *s, d).unwrap();
-                        }
-                        Op::Plain(p, s) => {
-                            direct.set_score(&format!("p{p}"), *s).unwrap();
-                            queued.enqueue(&format!("p{p}"), *s).unwrap();
-                        }
-                        Op::Remove(p) => {
-                            direct.remove(&format!("p{p}")).unwrap();
-                            queued.enqueue_remove(&format!("p{p}")).unwrap();
+                // Two rounds, each drained before the next: the second
+                // round's batch meets rows (and data) the first one left.
+                for round in 0..2 {
+                    let ops: Vec<Op> = (0..20)
+                        .map(|_| {
+                            let (player, score) =
+                                (rng.random_range(0..6), rng.random_range(-20..20));
+                            let data = vec![rng.random(); rng.random_range(0..5)];
+                            match rng.random_range(0..10) {
+                                0 => Op::Remove(player),
+                                1..=3 => Op::Plain(player, score),
+                                _ => Op::WithData(player, score, data),
+                            }
+                        })
+                        .collect();
+                    for op in &ops {
+                        match op {
+                            Op::WithData(p, s, d) => {
+                                direct.submit_with(&format!("p{p}"), *s, d).unwrap();
+                                queued.enqueue_with(&format!("p{p}"), *s, d).unwrap();
+                            }
+                            Op::Plain(p, s) => {
+                                direct.set_score(&format!("p{p}"), *s).unwrap();
+                                queued.enqueue(&format!("p{p}"), *s).unwrap();
+                            }
+                            Op::Remove(p) => {
+                                direct.remove(&format!("p{p}")).unwrap();
+                                queued.enqueue_remove(&format!("p{p}")).unwrap();
+                            }
                         }
                     }
+                    let batch = if one_by_one { 1 } else { 1_000 };
+                    let stats = queued.worker().batch_size(batch).drain().unwrap();
+                    assert_eq!(stats.updates as usize, ops.len());
+                    assert_eq!(
+                        queued.top(100).unwrap(),
+                        direct.top(100).unwrap(),
+                        "{policy:?} {order:?} batch {batch} round {round}: {ops:?}"
+                    );
                 }
-                let batch = if one_by_one { 1 } else { 1_000 };
-                let stats = queued.worker().batch_size(batch).drain().unwrap();
-                assert_eq!(stats.updates as usize, ops.len());
-                assert_eq!(
-                    queued.top(100).unwrap(),
-                    direct.top(100).unwrap(),
-                    "{policy:?} {order:?} batch {batch}: {ops:?}"
-                );
                 queued.check_integrity().unwrap();
             }
         }

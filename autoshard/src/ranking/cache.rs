@@ -279,7 +279,7 @@ impl Storage for CachedTx<'_> {
 
     // Entry data is not cached: only boards that keep it read it, one
     // statement per page or submission.
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
         self.st.put_player_data(player, data)
     }
 

@@ -343,8 +343,9 @@ pub(crate) type Refused = Vec<(usize, Error)>;
 /// update, `None` for none) that the entries now stand for: always under
 /// `Replace` and `Increment`, under `Best` and `Worst` only when the update
 /// changed the score (a slower effort leaves the record's data); never for
-/// a refused update. Per player the last such data wins, and a later
-/// removal in the batch drops it (the removal deleted the row's data).
+/// a refused update. Per player the last such data wins; a removal drops
+/// the data before it, also when a later score of the batch brings the
+/// player back (the batch's net effect rewrites the row, not its data).
 pub(crate) fn store_entry_data<'a>(
     st: &dyn Storage,
     rules: Rules,
@@ -354,6 +355,7 @@ pub(crate) fn store_entry_data<'a>(
     refused: &[(usize, Error)],
 ) -> Result<()> {
     use std::collections::HashMap;
+    // Per player: the data to store, or `None` to clear it (a removal).
     let mut latest: HashMap<&str, Option<&[u8]>> = HashMap::new();
     for (i, ((&(player, value), data), step)) in updates.iter().zip(data).zip(steps).enumerate() {
         if refused.iter().any(|&(r, _)| r == i) {
@@ -373,8 +375,13 @@ pub(crate) fn store_entry_data<'a>(
             (Some(_), _) => {}
         }
     }
-    for (player, data) in latest {
-        if let Some(data) = data {
+    for (i, &(player, value)) in updates.iter().enumerate().rev() {
+        let Some(data) = latest.remove(player) else {
+            continue;
+        };
+        // The player's last update of the batch says whether they are on
+        // the board; a removed player's row (and data) is gone already.
+        if value.is_some() && steps[i].after.is_some() {
             st.put_player_data(player, data)?;
         }
     }

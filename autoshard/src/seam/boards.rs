@@ -379,10 +379,10 @@ pub(crate) trait Storage {
     /// Deletes the player's row (no-op if absent), entry data included.
     fn delete_player(&self, player: &str) -> Result<()>;
 
-    /// Replaces the entry data of the player's row, which exists (written
-    /// by [`put_player`](Storage::put_player) in this transaction or
-    /// before). Only boards with entry data call it.
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()>;
+    /// Replaces the entry data of the player's row (`None`: none), which
+    /// exists (written by [`put_player`](Storage::put_player) in this
+    /// transaction or before). Only boards with entry data call it.
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()>;
 
     /// Calls `f(player, data)` for each of `players` that has entry data,
     /// in any order; in one round trip where the backend can. Only boards

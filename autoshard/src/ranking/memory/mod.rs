@@ -534,7 +534,7 @@ impl Storage for MemoryTx<'_> {
         Ok(())
     }
 
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
         self.rule(Who::Writers, "put_player_data", |p| {
             p.player_locked(player)?;
             p.written_once(format!("data of player {player:?}"))
@@ -544,7 +544,10 @@ impl Storage for MemoryTx<'_> {
             t.players.contains_key(player),
             "storage protocol: put_player_data: player {player:?} has no row"
         );
-        t.data.insert(player.to_owned(), data.to_vec());
+        match data {
+            Some(data) => t.data.insert(player.to_owned(), data.to_vec()),
+            None => t.data.remove(player),
+        };
         Ok(())
     }
 

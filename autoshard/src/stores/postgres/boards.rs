@@ -686,7 +686,7 @@ impl Storage for PgTx<'_, '_> {
         self.execute(&self.sql.delete_player, &[&self.board, &player])
     }
 
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
         self.execute(&self.sql.put_player_data, &[&self.board, &player, &data])
     }
 

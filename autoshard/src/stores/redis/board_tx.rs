@@ -550,14 +550,16 @@ impl Storage for BoardTx<'_> {
 
     // Not `put`: empty entry data is data (an empty string field), not a
     // delete.
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
         let field = player.as_bytes().to_vec();
-        self.writes
-            .borrow_mut()
-            .push(Write::Put(Hash::Data, field.clone(), data.to_vec()));
+        let write = match data {
+            Some(data) => Write::Put(Hash::Data, field.clone(), data.to_vec()),
+            None => Write::Delete(Hash::Data, field.clone()),
+        };
+        self.writes.borrow_mut().push(write);
         self.known
             .borrow_mut()
-            .insert((Hash::Data, field), Some(data.to_vec()));
+            .insert((Hash::Data, field), data.map(<[u8]>::to_vec));
         Ok(())
     }
 

@@ -480,7 +480,7 @@ impl Storage for SqliteTx<'_> {
         Ok(())
     }
 
-    fn put_player_data(&self, player: &str, data: &[u8]) -> Result<()> {
+    fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
         self.tx
             .prepare_cached(
                 "UPDATE autoshard_rank_players SET data = ?3 WHERE board = ?1 AND player = ?2",
