@@ -46,6 +46,7 @@
 
 mod apply;
 mod cache;
+mod composite;
 mod config;
 mod integrity;
 mod lifecycle;
@@ -57,6 +58,7 @@ mod queue;
 mod storage;
 mod tree;
 
+pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
