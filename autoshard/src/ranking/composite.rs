@@ -352,6 +352,33 @@ impl Ranking {
         self.set_score(player, self.encode(values)?)
     }
 
+    /// [`set_scores`](Ranking::set_scores) of tuples: one transaction, all
+    /// or nothing, applied by its net effect as `set_scores` is.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Dim, Ranking, RankingConfig};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::dimensions([Dim::higher(0..9), Dim::lower(0..9)]))?;
+    /// board.set_dims_batch(&[("ann", [5, 2]), ("bo", [5, 1])])?;
+    /// assert_eq!(board.dims_at_rank(1)?, Some(vec![5, 1]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`set_dims`](Ranking::set_dims) for any entry; nothing is written
+    /// on error.
+    pub fn set_dims_batch<V: AsRef<[i64]>>(&self, entries: &[(&str, V)]) -> Result<()> {
+        let scores = entries
+            .iter()
+            .map(|(player, values)| Ok((*player, self.encode(values.as_ref())?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.set_scores(&scores)
+    }
+
     /// [`submit`](Ranking::submit) of a tuple: the report's scores are
     /// encoded ([`decode`](Ranking::decode) them), its ranks and `new_best`
     /// are the tuple's.
@@ -494,7 +521,9 @@ mod tests {
             [i64::MIN, i64::MAX - 1],
             "extremes round-trip"
         );
-        let worst = codec.encode(&[i64::MIN + (1 << 32) - 1, widest[1].min]).unwrap();
+        let worst = codec
+            .encode(&[i64::MIN + (1 << 32) - 1, widest[1].min])
+            .unwrap();
         assert_eq!(worst, i64::MIN);
         let whole = [Dim::higher(i64::MIN..i64::MAX)];
         let codec = Codec::new(&whole).unwrap();

@@ -40,8 +40,9 @@ pub struct RankingConfig {
     policy: Policy,
     order: Order,
     entry_data: u32,
-    /// Empty on a single-dimension board.
-    dims: Vec<Dim>,
+    /// `None` on a single-dimension board; `Some` (checked to hold 1 to 4
+    /// dimensions) on a composite one.
+    dims: Option<Vec<Dim>>,
 }
 
 impl RankingConfig {
@@ -57,7 +58,7 @@ impl RankingConfig {
             policy: Policy::Replace,
             order: Order::HigherIsBetter,
             entry_data: 0,
-            dims: Vec::new(),
+            dims: None,
         }
     }
 
@@ -104,14 +105,14 @@ impl RankingConfig {
         // reports what is wrong with the dimensions themselves.
         let range = composite::Codec::new(&dims).map_or(0..0, |c| c.range());
         RankingConfig {
-            dims,
+            dims: Some(dims),
             ..RankingConfig::new(range)
         }
     }
 
     /// A composite board's dimensions; empty for a single-dimension board.
     pub fn score_dimensions(&self) -> &[Dim] {
-        &self.dims
+        self.dims.as_deref().unwrap_or_default()
     }
 
     /// Most bytes of entry data a player's entry may carry, 0 to
@@ -209,7 +210,7 @@ impl RankingConfig {
             policy: self.policy.stored().into(),
             order: self.order.stored().into(),
             entry_data: self.entry_data,
-            dims: composite::stored(&self.dims),
+            dims: composite::stored(self.score_dimensions()),
         }
     }
 
@@ -222,6 +223,7 @@ impl RankingConfig {
         let order = Order::from_stored(&spec.order)
             .ok_or_else(|| format!("unknown score order {:?}", spec.order))?;
         let dims = composite::from_stored(&spec.dims)?;
+        let dims = (!dims.is_empty()).then_some(dims);
         Ok(RankingConfig {
             dims,
             min: spec.min,
@@ -276,8 +278,8 @@ impl RankingConfig {
             ),
             (
                 "dimensions",
-                format!("{:?}", self.dims),
-                format!("{:?}", expected.dims),
+                format!("{:?}", self.score_dimensions()),
+                format!("{:?}", expected.score_dimensions()),
             ),
         ];
         let differ: Vec<String> = fields
@@ -290,8 +292,8 @@ impl RankingConfig {
 
     /// The tree this configuration describes, or why it has none.
     pub(super) fn geometry(&self) -> Result<Geometry> {
-        if !self.dims.is_empty() {
-            composite::check_config(&self.dims, self.range(), self.policy, self.order)?;
+        if let Some(dims) = &self.dims {
+            composite::check_config(dims, self.range(), self.policy, self.order)?;
         }
         let geometry = Geometry::new(self.min, self.max, self.branching)?;
         let invalid = |reason: String| Err(Error::InvalidRanking { reason });

@@ -1,0 +1,608 @@
+//! Composite scores (issue 10, item 3) against a brute-force model that
+//! compares tuples dimension by dimension (`common/composite_oracle.rs`),
+//! written once and run on SQLite and PostgreSQL: 1 to 4 dimensions × each
+//! dimension's order × `Replace`/`Best`/`Worst`, every query under every
+//! tie rule, through direct writes, `submit_dims`, batches and the queue.
+//! Then seed 001's trophies / retries / time, the input a composite board
+//! must refuse with nothing written, and the stored shape.
+//!
+//! Control, reverted: with `Dim::digit` not mirroring a lower-is-better
+//! dimension (the encoder treating every dimension as higher-is-better),
+//! `composite_boards_agree_with_a_tuple_model` failed on SQLite in its
+//! first case with a lower-is-better dimension (`rank_of_dims` off), and
+//! `seed_001_trophies_then_retries_then_time` failed on its first top-5.
+//! `a_model_with_one_direction_swapped_disagrees` keeps the same check
+//! failing on purpose, so `verify` is shown able to fail on every run.
+
+use autoshard::ranking::{Dim, Order, Policy, Ranking, RankingConfig, Tie, MAX_DIMENSIONS};
+use autoshard::Error;
+use proptest::prelude::*;
+
+#[path = "common/boards.rs"]
+mod boards;
+#[path = "common/stores.rs"]
+mod stores;
+use boards::Boards;
+#[path = "common/composite_oracle.rs"]
+mod composite_oracle;
+use composite_oracle::{report, verify, Oracle, Tuple};
+
+store_tests!(
+    composite_boards_agree_with_a_tuple_model,
+    a_model_with_one_direction_swapped_disagrees,
+    seed_001_trophies_then_retries_then_time,
+    a_queued_composite_submission_goes_through_a_worker,
+    bad_tuples_and_shapes_are_refused_and_write_nothing,
+    dimensions_are_stored_and_checked_on_open,
+    boards_stored_before_dimensions_open_as_one_score,
+);
+
+// ------------------------------------------------------------ proptest
+
+/// A tuple as indices into each dimension's candidate values, 0..32: 30
+/// and 31 name the two values outside the range (so a 4-dimension tuple is
+/// refused about a quarter of the time), the rest the values inside.
+type Pick = Vec<usize>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set(usize, Pick),
+    Submit(usize, Pick),
+    Remove(usize),
+    Batch(Vec<(usize, Pick)>),
+    /// Enqueued (`None`: a removal), then drained by one worker batch.
+    Queue(Vec<(usize, Option<Pick>)>),
+}
+
+fn pick() -> impl Strategy<Value = Pick> {
+    prop::collection::vec(0..32usize, MAX_DIMENSIONS)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..8usize, pick()).prop_map(|(p, t)| Op::Set(p, t)),
+        3 => (0..8usize, pick()).prop_map(|(p, t)| Op::Submit(p, t)),
+        1 => (0..8usize).prop_map(Op::Remove),
+        2 => prop::collection::vec((0..8usize, pick()), 0..8).prop_map(Op::Batch),
+        2 => prop::collection::vec((0..8usize, prop::option::weighted(0.9, pick())), 1..8)
+            .prop_map(Op::Queue),
+    ]
+}
+
+/// A dimension and the values submitted in it: both ends of its range and
+/// a few inside (few, so tuples tie in it and the next dimension decides),
+/// and rarely one just outside.
+fn dim(width_bits: u32) -> impl Strategy<Value = (Dim, Vec<i64>)> {
+    let start = prop_oneof![
+        (-50i64..50).boxed(),
+        Just(i64::MIN).boxed(),
+        any::<i64>().boxed(),
+    ];
+    let order = prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)];
+    (
+        start,
+        0..=width_bits,
+        any::<u64>(),
+        order,
+        prop::collection::vec(any::<u64>(), 2),
+    )
+        .prop_map(|(start, bits, raw, order, inner)| {
+            let width = 1 + raw % (1u64 << bits);
+            // Shifted down where the range would pass i64::MAX.
+            let min = start.min(i64::MAX.wrapping_sub(width as i64));
+            let max = min.wrapping_add(width as i64);
+            let mut values = vec![min, max - 1];
+            values.extend(inner.iter().map(|r| min.wrapping_add((r % width) as i64)));
+            values.push(values[2]);
+            // Last, the two values just outside (see `tuple`).
+            values.extend([min.wrapping_sub(1), max]);
+            (Dim::new(min..max, order), values)
+        })
+}
+
+/// 1 to 4 dimensions whose widths' product fits (at most 2^60 here; the
+/// limit itself is checked by the unit tests in `composite.rs`).
+fn dims() -> impl Strategy<Value = Vec<(Dim, Vec<i64>)>> {
+    (1..=MAX_DIMENSIONS).prop_flat_map(|n| {
+        let bits = match n {
+            1 => 60,
+            2 => 30,
+            _ => 3,
+        };
+        prop::collection::vec(dim(bits), n)
+    })
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        Just(Policy::Replace),
+        Just(Policy::Best),
+        Just(Policy::Worst)
+    ]
+}
+
+/// The candidate tuple a pick names; a dimension's values end with the two
+/// outside its range.
+fn tuple(dims: &[(Dim, Vec<i64>)], pick: &[usize]) -> Tuple {
+    dims.iter()
+        .zip(pick)
+        .map(|((_, values), &i)| {
+            let inside = values.len() - 2;
+            match i % 32 {
+                30 | 31 => values[inside + i % 32 - 30],
+                i => values[i % inside],
+            }
+        })
+        .collect()
+}
+
+fn refused<T: std::fmt::Debug>(r: autoshard::Result<T>) -> Result<(), TestCaseError> {
+    match r {
+        Err(Error::DimensionOutOfRange { .. }) => Ok(()),
+        other => Err(TestCaseError::fail(format!("{other:?}"))),
+    }
+}
+
+/// Runs `ops` on `board` (of `dims`) and on `oracle` (of the same
+/// dimensions, except in the control), checking every query every
+/// `verify_every` operations and after the last.
+fn run_case(
+    board: &Ranking,
+    mut oracle: Oracle,
+    dims: &[(Dim, Vec<i64>)],
+    ops: Vec<Op>,
+    verify_every: usize,
+) -> Result<(), TestCaseError> {
+    let name = |p: usize| format!("player-{p}");
+    // Every accepted tuple of the first candidates, for `rank_of_dims`.
+    let probes: Vec<Tuple> = (0..6)
+        .map(|i| tuple(dims, &[i, (i + 1) % 6, (i + 2) % 6, i]))
+        .filter(|t| oracle.accepts(t))
+        .collect();
+    let last = ops.len() - 1;
+    for (i, op) in ops.into_iter().enumerate() {
+        match op {
+            Op::Set(p, pick) => {
+                let t = tuple(dims, &pick);
+                match oracle.accepts(&t) {
+                    true => {
+                        board.set_dims(&name(p), &t)?;
+                        oracle.batch(&[(&name(p), Some(t))]);
+                    }
+                    false => refused(board.set_dims(&name(p), &t))?,
+                }
+            }
+            Op::Submit(p, pick) => {
+                let t = tuple(dims, &pick);
+                match oracle.accepts(&t) {
+                    true => {
+                        let done = report(board, board.submit_dims(&name(p), &t)?)?;
+                        prop_assert_eq!(done, oracle.submit(&name(p), &t));
+                    }
+                    false => refused(board.submit_dims(&name(p), &t))?,
+                }
+            }
+            Op::Remove(p) => prop_assert_eq!(board.remove(&name(p))?, oracle.remove(&name(p))),
+            Op::Batch(sets) => {
+                let batch: Vec<(String, Tuple)> = sets
+                    .iter()
+                    .map(|(p, pick)| (name(*p), tuple(dims, pick)))
+                    .collect();
+                let refs: Vec<(&str, &[i64])> = batch
+                    .iter()
+                    .map(|(p, t)| (p.as_str(), t.as_slice()))
+                    .collect();
+                match batch.iter().all(|(_, t)| oracle.accepts(t)) {
+                    true => {
+                        board.set_dims_batch(&refs)?;
+                        let updates: Vec<_> = batch
+                            .iter()
+                            .map(|(p, t)| (p.as_str(), Some(t.clone())))
+                            .collect();
+                        oracle.batch(&updates);
+                    }
+                    false => refused(board.set_dims_batch(&refs))?,
+                }
+            }
+            Op::Queue(updates) => {
+                let mut queued = Vec::new();
+                for (p, pick) in updates {
+                    let t = pick.map(|pick| tuple(dims, &pick));
+                    let done = match &t {
+                        Some(t) => board.enqueue_dims(&name(p), t),
+                        None => board.enqueue_remove(&name(p)),
+                    };
+                    match &t {
+                        Some(t) if !oracle.accepts(t) => refused(done)?,
+                        _ => {
+                            done?;
+                            queued.push((name(p), t));
+                        }
+                    }
+                }
+                let stats = board.worker().batch_size(100).drain()?;
+                prop_assert_eq!(stats.updates, queued.len() as u64);
+                let refs: Vec<_> = queued
+                    .iter()
+                    .map(|(p, t)| (p.as_str(), t.clone()))
+                    .collect();
+                oracle.batch(&refs);
+            }
+        }
+        if i % verify_every == 0 || i == last {
+            verify(board, &oracle, &probes)?;
+        }
+    }
+    Ok(())
+}
+
+fn composite_boards_agree_with_a_tuple_model<S: Boards>() {
+    let store = S::fresh();
+    let mut runner = boards::runner::<S>(file!());
+    let case = std::cell::Cell::new(0);
+    let strategy = (
+        policy(),
+        dims(),
+        prop_oneof![2u32..=4, 5u32..=64],
+        1u32..=2,
+        prop::collection::vec(op(), 1..14),
+    );
+    let outcome = runner.run(&strategy, |(policy, dims, branching, shards, ops)| {
+        case.set(case.get() + 1);
+        // One queue shard: a drain batch then takes the rows in enqueue
+        // order, which the model replays.
+        let config = RankingConfig::dimensions(dims.iter().map(|(d, _)| d.clone()))
+            .branching(branching)
+            .shards(shards)
+            .policy(policy);
+        let board = Ranking::create(store.db(), &format!("prop-{}", case.get()), config)?;
+        let oracle = Oracle::new(policy, dims.iter().map(|(d, _)| d.clone()).collect());
+        run_case(&board, oracle, &dims, ops, S::VERIFY_EVERY)
+    });
+    if let Err(e) = outcome {
+        panic!("{}: {e}", S::NAME);
+    }
+}
+
+/// The control of the test above, kept running: the same check against a
+/// model whose second dimension ranks the other way must fail, on fixed
+/// operations where only that dimension separates two players.
+fn a_model_with_one_direction_swapped_disagrees<S: Boards>() {
+    let store = S::fresh();
+    let values = vec![0, 1, 2, -1, 3];
+    let dims = vec![
+        (Dim::higher(0..3), values.clone()),
+        (Dim::lower(0..3), values),
+    ];
+    let board_dims = dims.iter().map(|(d, _)| d.clone());
+    let board = Ranking::create(store.db(), "b", RankingConfig::dimensions(board_dims)).unwrap();
+    let swapped = vec![Dim::higher(0..3), Dim::higher(0..3)];
+    let ops = vec![Op::Set(0, vec![2, 0]), Op::Set(1, vec![2, 1])];
+    let outcome = run_case(&board, Oracle::new(Policy::Replace, swapped), &dims, ops, 1);
+    assert!(outcome.is_err(), "the swapped model agreed: {outcome:?}");
+    // The right model agrees on the same board.
+    let right = Oracle::new(
+        Policy::Replace,
+        dims.iter().map(|(d, _)| d.clone()).collect(),
+    );
+    let board = Ranking::create(store.db(), "c", board.config().clone()).unwrap();
+    let ops = vec![Op::Set(0, vec![2, 0]), Op::Set(1, vec![2, 1])];
+    run_case(&board, right, &dims, ops, 1).unwrap();
+}
+
+// --------------------------------------------------------- named tests
+
+fn seed_001_config() -> RankingConfig {
+    RankingConfig::dimensions([
+        Dim::higher(0..10_000),
+        Dim::lower(0..1_000),
+        Dim::lower(0..86_400_000),
+    ])
+}
+
+/// Seed 001: trophies (more first), then retries (fewer first), then time
+/// in milliseconds (less first), exactly; ties in one dimension broken by
+/// the next, a full tie shared under Standard and Dense and broken by
+/// arrival under Ordinal.
+fn seed_001_trophies_then_retries_then_time<S: Boards>() {
+    let store = S::fresh();
+    let board = Ranking::create(store.db(), "levels", seed_001_config().branching(16)).unwrap();
+    board
+        .set_dims_batch(&[
+            ("ann", [12, 3, 61_000]),
+            ("bo", [12, 1, 95_000]),
+            ("cy", [12, 1, 70_000]),
+            ("di", [15, 9, 86_399_999]),
+            ("ed", [12, 1, 70_000]),
+            ("fay", [0, 0, 0]),
+        ])
+        .unwrap();
+    let top: Vec<_> = board
+        .top(6)
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            (
+                e.player.clone(),
+                board.decode(e.score).unwrap(),
+                e.rank,
+                e.dense,
+                e.position,
+            )
+        })
+        .collect();
+    let want = [
+        ("di", [15, 9, 86_399_999], 1, 1, 1), // most trophies, whatever the rest
+        ("cy", [12, 1, 70_000], 2, 2, 2),     // 12 trophies, 1 retry, fastest
+        ("ed", [12, 1, 70_000], 2, 2, 3),     // the same tuple, reached later
+        ("bo", [12, 1, 95_000], 4, 3, 4),     // 1 retry, slower
+        ("ann", [12, 3, 61_000], 5, 4, 5),    // fastest of the 12s, but 3 retries
+        ("fay", [0, 0, 0], 6, 5, 6),
+    ];
+    let want: Vec<_> = want
+        .into_iter()
+        .map(|(p, t, r, d, o)| (p.to_string(), t.to_vec(), r, d, o))
+        .collect();
+    assert_eq!(top, want);
+    assert_eq!(board.rank("ed", Tie::Standard).unwrap(), Some(2));
+    assert_eq!(board.rank("ed", Tie::Dense).unwrap(), Some(2));
+    assert_eq!(board.rank("ed", Tie::Ordinal).unwrap(), Some(3));
+    assert_eq!(
+        board.rank_of_dims(&[12, 1, 80_000]).unwrap(),
+        4,
+        "behind di, cy, ed"
+    );
+    assert_eq!(board.rank_of_dims(&[12, 2, 0]).unwrap(), 5);
+    assert_eq!(board.dims_at_rank(4).unwrap(), Some(vec![12, 1, 95_000]));
+    let near: Vec<_> = board
+        .around("bo", 1)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.player)
+        .collect();
+    assert_eq!(near, ["ed", "bo", "ann"]);
+
+    // Fewer retries: ann passes every other 12, whatever the time.
+    let run = board.submit_dims("ann", &[12, 0, 99_000]).unwrap();
+    let (old, new) = (
+        board.decode(run.old_score.unwrap()).unwrap(),
+        board.decode(run.new_score).unwrap(),
+    );
+    assert_eq!((old, new), (vec![12, 3, 61_000], vec![12, 0, 99_000]));
+    assert_eq!(
+        (run.old_rank, run.new_rank, run.new_best),
+        (Some(5), 2, true),
+        "5th to 2nd"
+    );
+    // The single-score calls take and give the encoded score.
+    let encoded = board.encode(&[12, 0, 99_000]).unwrap();
+    assert_eq!(board.score("ann").unwrap(), Some(encoded));
+    assert_eq!(board.rank_of_score(encoded).unwrap(), 2);
+    board
+        .set_score("fay", board.encode(&[16, 0, 0]).unwrap())
+        .unwrap();
+    assert_eq!(board.top(1).unwrap()[0].player, "fay");
+    board.check_integrity().unwrap();
+}
+
+/// A `Best` composite board through the queue: a `Worker` applies queued
+/// tuples, keeping each player's lexicographic best, in one batch.
+fn a_queued_composite_submission_goes_through_a_worker<S: Boards>() {
+    let store = S::fresh();
+    let config = seed_001_config().policy(Policy::Best).queues(2);
+    let board = Ranking::create(store.db(), "levels", config).unwrap();
+    let worker = board.worker().spawn().unwrap();
+    board.enqueue_dims("ann", &[10, 2, 50_000]).unwrap();
+    board.enqueue_dims("ann", &[10, 2, 40_000]).unwrap(); // faster: better
+    board.enqueue_dims("ann", &[10, 3, 1_000]).unwrap(); // more retries: worse
+    board.enqueue_dims("bo", &[10, 2, 45_000]).unwrap();
+    board.enqueue_dims("cy", &[9, 0, 0]).unwrap();
+    board.flush().unwrap();
+    worker.stop().unwrap();
+    assert_eq!(board.dims("ann").unwrap(), Some(vec![10, 2, 40_000]));
+    let order: Vec<_> = board
+        .top(3)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.player)
+        .collect();
+    assert_eq!(order, ["ann", "bo", "cy"]);
+    assert_eq!(board.queued().unwrap(), 0);
+    board.check_integrity().unwrap();
+}
+
+/// A wrong number of values, a value outside its dimension (the error
+/// names it), 0 or more than 4 dimensions, an empty range, a product of
+/// widths over 2^64 - 1, `Increment`, a board-wide order: typed errors,
+/// nothing written and nothing queued.
+fn bad_tuples_and_shapes_are_refused_and_write_nothing<S: Boards>() {
+    let store = S::fresh();
+    let board = Ranking::create(store.db(), "levels", seed_001_config()).unwrap();
+    board.set_dims("ann", &[1, 2, 3]).unwrap();
+    let rows = store.rank_nodes("levels");
+    let count = |r: autoshard::Result<()>, n: usize| match r {
+        Err(Error::DimensionCount { expected: 3, got }) => assert_eq!(got, n),
+        other => panic!("{other:?}"),
+    };
+    count(board.set_dims("bo", &[1, 2]), 2);
+    count(board.set_dims("bo", &[1, 2, 3, 4]), 4);
+    count(board.set_dims("bo", &[]), 0);
+    count(board.enqueue_dims("bo", &[1]), 1);
+    count(board.submit_dims("bo", &[1]).map(drop), 1);
+    let range = |r: autoshard::Result<()>, dimension: usize, value: i64| match r {
+        Err(e @ Error::DimensionOutOfRange { .. }) => {
+            let Error::DimensionOutOfRange {
+                dimension: d,
+                value: v,
+                ..
+            } = e
+            else {
+                unreachable!()
+            };
+            assert_eq!((d, v), (dimension, value), "{e}");
+            assert!(
+                e.to_string().contains(&format!("dimension {dimension}")),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    };
+    range(board.set_dims("bo", &[10_000, 0, 0]), 0, 10_000);
+    range(board.set_dims("bo", &[5, -1, 0]), 1, -1);
+    range(board.set_dims("bo", &[5, 0, 86_400_000]), 2, 86_400_000);
+    range(board.enqueue_dims("bo", &[5, 1_000, 0]), 1, 1_000);
+    range(board.rank_of_dims(&[5, 0, -1]).map(drop), 2, -1);
+    // One bad entry refuses the whole batch.
+    range(
+        board.set_dims_batch(&[("bo", [1, 1, 1]), ("cy", [1, 1, i64::MAX])]),
+        2,
+        i64::MAX,
+    );
+    assert_eq!(store.rank_nodes("levels"), rows, "a refused write wrote");
+    assert_eq!((board.len().unwrap(), board.queued().unwrap()), (1, 0));
+    assert!(matches!(
+        board.decode(i64::MAX),
+        Err(Error::ScoreOutOfRange { .. })
+    ));
+
+    let too_many: Vec<Dim> = (0..5).map(|_| Dim::higher(0..2)).collect();
+    let shapes = [
+        (
+            RankingConfig::dimensions(Vec::new()),
+            "1 to 4 dimensions, not 0",
+        ),
+        (
+            RankingConfig::dimensions(too_many),
+            "1 to 4 dimensions, not 5",
+        ),
+        (
+            RankingConfig::dimensions([Dim::higher(0..2), Dim::lower(7..7)]),
+            "dimension 1 has an empty range",
+        ),
+        (
+            RankingConfig::dimensions([Dim::higher(0..1 << 32), Dim::lower(0..1 << 32)]),
+            "product of the dimensions' widths (4294967296 × 4294967296)",
+        ),
+        (
+            seed_001_config().policy(Policy::Increment),
+            "Policy::Increment",
+        ),
+        (
+            seed_001_config().order(Order::LowerIsBetter),
+            "order is per dimension",
+        ),
+    ];
+    for (config, why) in shapes {
+        match Ranking::create(store.db(), "bad", config.clone()) {
+            Err(Error::InvalidRanking { reason }) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        let again = Ranking::open_or_create(store.db(), "bad", config);
+        assert!(
+            matches!(again, Err(Error::InvalidRanking { .. })),
+            "{again:?}"
+        );
+    }
+    assert!(matches!(
+        Ranking::open(store.db(), "bad"),
+        Err(Error::RankingNotFound { .. })
+    ));
+    // A single-score board takes one-value tuples only.
+    let plain = Ranking::create(store.db(), "plain", RankingConfig::new(0..10)).unwrap();
+    count_one(plain.set_dims("ann", &[1, 2]));
+    assert!(matches!(
+        plain.set_dims("ann", &[10]),
+        Err(Error::ScoreOutOfRange { .. })
+    ));
+    plain.set_dims("ann", &[7]).unwrap();
+    assert_eq!(plain.dims("ann").unwrap(), Some(vec![7]));
+    board.check_integrity().unwrap();
+}
+
+fn count_one(r: autoshard::Result<()>) {
+    assert!(
+        matches!(
+            r,
+            Err(Error::DimensionCount {
+                expected: 1,
+                got: 2
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+/// The dimensions are stored with the board: `open` reads them back, and
+/// `open_or_create` with other dimensions (a direction, a range, one more)
+/// or a single score is refused with `RankingMismatch`.
+fn dimensions_are_stored_and_checked_on_open<S: Boards>() {
+    let store = S::fresh();
+    let config = seed_001_config().policy(Policy::Best);
+    let board = Ranking::open_or_create(store.db(), "levels", config.clone()).unwrap();
+    board.set_dims("ann", &[3, 2, 1]).unwrap();
+    let opened = Ranking::open(store.db(), "levels").unwrap();
+    assert_eq!(opened.config(), &config);
+    assert_eq!(
+        opened.config().score_dimensions(),
+        config.score_dimensions()
+    );
+    assert_eq!(opened.dims("ann").unwrap(), Some(vec![3, 2, 1]));
+    let others = [
+        RankingConfig::dimensions([
+            Dim::higher(0..10_000),
+            Dim::higher(0..1_000),
+            Dim::lower(0..86_400_000),
+        ]),
+        RankingConfig::dimensions([
+            Dim::higher(0..10_000),
+            Dim::lower(0..1_000),
+            Dim::lower(0..86_400_001),
+        ]),
+        RankingConfig::dimensions([Dim::higher(0..10_000), Dim::lower(0..1_000)]),
+        RankingConfig::new(0..864_000_000_000_000),
+    ];
+    for other in others {
+        match Ranking::open_or_create(store.db(), "levels", other.policy(Policy::Best)) {
+            Err(Error::RankingMismatch { reason, .. }) => {
+                assert!(reason.contains("dimensions"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        Ranking::open_or_create(store.db(), "levels", config)
+            .unwrap()
+            .dims("ann")
+            .unwrap(),
+        Some(vec![3, 2, 1])
+    );
+}
+
+/// A database whose board table predates composite scores (no `dims`
+/// column) opens its boards as single-score ones; creating the first
+/// composite board adds the column, the old boards staying single-score.
+fn boards_stored_before_dimensions_open_as_one_score<S: Boards>() {
+    let store = S::fresh();
+    let old = Ranking::create(store.db(), "old", RankingConfig::new(0..100)).unwrap();
+    old.set_score("ann", 5).unwrap();
+    // The first composite board added the column; drop it again to get the
+    // table as it was before.
+    Ranking::create(store.db(), "levels", seed_001_config()).unwrap();
+    store.execute("DELETE FROM autoshard_rank_boards WHERE name = 'levels'");
+    store.execute("ALTER TABLE autoshard_rank_boards DROP COLUMN dims");
+    let reopened = Ranking::open(store.db(), "old").unwrap();
+    assert_eq!(reopened.config(), &RankingConfig::new(0..100));
+    assert!(reopened.config().score_dimensions().is_empty());
+    assert_eq!(reopened.dims("ann").unwrap(), Some(vec![5]));
+
+    let levels = Ranking::create(store.db(), "levels2", seed_001_config()).unwrap();
+    levels.set_dims("bo", &[1, 1, 1]).unwrap();
+    assert_eq!(
+        Ranking::open(store.db(), "levels2").unwrap().config(),
+        &seed_001_config()
+    );
+    let old = Ranking::open(store.db(), "old").unwrap();
+    assert_eq!(old.config(), &RankingConfig::new(0..100));
+    old.set_score("ann", 6).unwrap();
+    assert_eq!(old.score("ann").unwrap(), Some(6));
+}
