@@ -209,7 +209,9 @@ pub enum Error {
 
     /// `Ranking::create` with a configuration that cannot make a tree (empty
     /// score range, branching outside 2..=1000, zero shards or queues, entry
-    /// data over `MAX_ENTRY_DATA` bytes), or a
+    /// data over `MAX_ENTRY_DATA` bytes; composite dimensions: not 1 to 4,
+    /// an empty one, a product of widths over `2^64 - 1`, `Increment`, a
+    /// board-wide order), or a
     /// query argument outside its domain (a page starting at rank 0 or
     /// ending before it starts). Nothing was written.
     #[error("invalid ranking argument: {reason}")]

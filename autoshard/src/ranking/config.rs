@@ -74,7 +74,8 @@ impl RankingConfig {
     /// one of `2^32` and one of `2^32 - 1`); [`Policy::Increment`] and
     /// [`order`](RankingConfig::order) do not apply (orders are per
     /// dimension). [`Ranking::create`](super::Ranking::create) refuses
-    /// anything else with [`Error::InvalidRanking`].
+    /// anything else with [`Error::InvalidRanking`]. The configuration's
+    /// [`range`](RankingConfig::range) is the encoded scores' range.
     ///
     /// ```
     /// use autoshard::ranking::{Dim, Ranking, RankingConfig, Tie};
@@ -343,7 +344,7 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::RankingMismatch`] if the stored board differs from `config`
-    /// (range, branching, shards, queues, policy or order); otherwise as
+    /// (range, branching, shards, queues, policy, order or dimensions); otherwise as
     /// [`create`](Ranking::create) and [`open`](Ranking::open). Nothing is
     /// written on error.
     pub fn open_or_create(
