@@ -116,17 +116,48 @@ fn dim(width_bits: u32) -> impl Strategy<Value = (Dim, Vec<i64>)> {
         })
 }
 
-/// 1 to 4 dimensions whose widths' product fits (at most 2^60 here; the
-/// limit itself is checked by the unit tests in `composite.rs`).
+/// 1 to 4 dimensions whose widths' product fits: mostly at most 2^60, and
+/// one case in five at the limit, where encoded scores start at `i64::MIN`
+/// (the whole of `i64` in one dimension, or 2^32 × (2^32 - 1)).
 fn dims() -> impl Strategy<Value = Vec<(Dim, Vec<i64>)>> {
-    (1..=MAX_DIMENSIONS).prop_flat_map(|n| {
+    let usual = (1..=MAX_DIMENSIONS).prop_flat_map(|n| {
         let bits = match n {
             1 => 60,
             2 => 30,
             _ => 3,
         };
         prop::collection::vec(dim(bits), n)
-    })
+    });
+    prop_oneof![4 => usual, 1 => widest()]
+}
+
+fn widest() -> impl Strategy<Value = Vec<(Dim, Vec<i64>)>> {
+    let order = || prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)];
+    let inside = || prop::collection::vec(any::<u64>(), 2);
+    let whole = (order(), inside()).prop_map(|(o, r)| {
+        let r: Vec<i64> = r.into_iter().map(|r| r as i64).collect();
+        vec![(
+            Dim::new(i64::MIN..i64::MAX, o),
+            // i64::MAX is outside, twice (`tuple` wants two).
+            vec![i64::MIN, i64::MAX - 1, r[0], r[1], r[0], i64::MAX, i64::MAX],
+        )]
+    });
+    let start = || -(1i64 << 40)..(1i64 << 40);
+    let two = (start(), start(), order(), order(), inside(), inside()).prop_map(
+        |(a, b, oa, ob, ra, rb)| {
+            [(a, 1u64 << 32, oa, ra), (b, (1u64 << 32) - 1, ob, rb)]
+                .into_iter()
+                .map(|(min, width, o, r)| {
+                    let max = min + width as i64;
+                    let mut values = vec![min, max - 1];
+                    values.extend(r.iter().map(|r| min + (r % width) as i64));
+                    values.extend([values[2], min - 1, max]);
+                    (Dim::new(min..max, o), values)
+                })
+                .collect()
+        },
+    );
+    prop_oneof![whole, two]
 }
 
 fn policy() -> impl Strategy<Value = Policy> {
