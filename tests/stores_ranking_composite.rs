@@ -19,6 +19,12 @@
 //! disagreeing). That last test also keeps a wrong model (one direction
 //! swapped) failing the same check on every run, so `verify` is shown able
 //! to fail.
+//!
+//! Control, reverted: with `RankingConfig::from_spec` dropping the stored
+//! dimensions (every board opening as one score over the encoded range),
+//! `dimensions_are_stored_and_checked_on_open` and
+//! `boards_stored_before_dimensions_open_as_one_score` failed on SQLite,
+//! the opened config showing `dims: None`.
 
 use autoshard::ranking::{Dim, Order, Policy, Ranking, RankingConfig, Tie, MAX_DIMENSIONS};
 use autoshard::Error;
