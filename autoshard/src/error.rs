@@ -182,9 +182,36 @@ pub enum Error {
         max: i64,
     },
 
+    /// A composite score (`Ranking::set_dims` and the other `*_dims` calls)
+    /// with another number of values than the board has dimensions.
+    /// Nothing was written.
+    #[error("a score of {got} values given to a board of {expected} dimensions")]
+    DimensionCount {
+        /// The board's dimensions.
+        expected: usize,
+        /// The values given.
+        got: usize,
+    },
+
+    /// A composite score's value outside its dimension's range `[min,
+    /// max)`; the first such value. Nothing was written.
+    #[error("value {value} of dimension {dimension} is outside its range {min}..{max}")]
+    DimensionOutOfRange {
+        /// The dimension, 0-based in the order of `RankingConfig::dimensions`.
+        dimension: usize,
+        /// The refused value.
+        value: i64,
+        /// The dimension's smallest value.
+        min: i64,
+        /// One past the dimension's largest value.
+        max: i64,
+    },
+
     /// `Ranking::create` with a configuration that cannot make a tree (empty
     /// score range, branching outside 2..=1000, zero shards or queues, entry
-    /// data over `MAX_ENTRY_DATA` bytes), or a
+    /// data over `MAX_ENTRY_DATA` bytes; composite dimensions: not 1 to 4,
+    /// an empty one, a product of widths over `2^64 - 1`, `Increment`, a
+    /// board-wide order), or a
     /// query argument outside its domain (a page starting at rank 0 or
     /// ending before it starts). Nothing was written.
     #[error("invalid ranking argument: {reason}")]

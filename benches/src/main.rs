@@ -8,6 +8,7 @@
 //! cargo run --release -p autoshard-benches -- query [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
+//! cargo run --release -p autoshard-benches -- composite [--quick]
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -18,6 +19,7 @@
 mod auto_contention;
 mod compaction;
 mod compactor;
+mod composite;
 mod contention;
 mod machine;
 mod mapper;
@@ -34,7 +36,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -43,7 +45,9 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite" => {
+                which.push(arg)
+            }
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -78,6 +82,7 @@ fn main() {
             "voting" => voting::run(dir.path(), quick).map_err(|e| e as _),
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
+            "composite" => composite::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),

@@ -1,6 +1,7 @@
 //! The shape of a board, and opening a board by the shape an application
 //! declares.
 
+use super::composite::{self, Dim};
 use super::policy::{Order, Policy, Rules};
 use super::tree::Geometry;
 use super::{Ranking, RankingStore, MAX_ENTRY_DATA, MAX_QUEUES, MAX_SHARDS};
@@ -39,6 +40,9 @@ pub struct RankingConfig {
     policy: Policy,
     order: Order,
     entry_data: u32,
+    /// `None` on a single-dimension board; `Some` (checked to hold 1 to 4
+    /// dimensions) on a composite one.
+    dims: Option<Vec<Dim>>,
 }
 
 impl RankingConfig {
@@ -54,7 +58,62 @@ impl RankingConfig {
             policy: Policy::Replace,
             order: Order::HigherIsBetter,
             entry_data: 0,
+            dims: None,
         }
+    }
+
+    /// A board of composite scores: 1 to [`MAX_DIMENSIONS`](super::MAX_DIMENSIONS)
+    /// dimensions, each with its own range and order, ranked
+    /// lexicographically (the first dimension decides, ties go to the next),
+    /// exactly: no floats, no padding. Otherwise as [`new`](RankingConfig::new).
+    ///
+    /// The board holds every tuple as one *encoded score* (see
+    /// [`Ranking::encode`](super::Ranking::encode)), so every query and tie
+    /// rule is defined on the tuple. The product of the dimensions' widths
+    /// must be at most `2^64 - 1` (four dimensions of 65,535 values, or
+    /// one of `2^32` and one of `2^32 - 1`); [`Policy::Increment`] and
+    /// [`order`](RankingConfig::order) do not apply (orders are per
+    /// dimension). [`Ranking::create`](super::Ranking::create) refuses
+    /// anything else with [`Error::InvalidRanking`]. The configuration's
+    /// [`range`](RankingConfig::range) is the encoded scores' range.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Dim, Ranking, RankingConfig, Tie};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// // Seed 001: trophies (more first), retries (fewer first), time in ms (less first).
+    /// let config = RankingConfig::dimensions([
+    ///     Dim::higher(0..10_000),
+    ///     Dim::lower(0..1_000),
+    ///     Dim::lower(0..86_400_000),
+    /// ]);
+    /// let board = Ranking::create(&db, "levels", config)?;
+    /// board.set_dims("ann", &[12, 3, 61_000])?;
+    /// board.set_dims("bo", &[12, 1, 95_000])?; // fewer retries beat ann
+    /// board.set_dims("cy", &[12, 1, 70_000])?; // same retries, faster beats bo
+    /// let top = board.top(3)?;
+    /// let names: Vec<_> = top.iter().map(|e| e.player.as_str()).collect();
+    /// assert_eq!(names, ["cy", "bo", "ann"]);
+    /// assert_eq!(board.decode(top[0].score)?, [12, 1, 70_000]);
+    /// assert_eq!(board.rank("ann", Tie::Standard)?, Some(3));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dimensions(dims: impl IntoIterator<Item = Dim>) -> Self {
+        let dims: Vec<Dim> = dims.into_iter().collect();
+        // A refused set of dimensions keeps an empty range here; `create`
+        // reports what is wrong with the dimensions themselves.
+        let range = composite::Codec::new(&dims).map_or(0..0, |c| c.range());
+        RankingConfig {
+            dims: Some(dims),
+            ..RankingConfig::new(range)
+        }
+    }
+
+    /// A composite board's dimensions; empty for a single-dimension board.
+    pub fn score_dimensions(&self) -> &[Dim] {
+        self.dims.as_deref().unwrap_or_default()
     }
 
     /// Most bytes of entry data a player's entry may carry, 0 to
@@ -152,6 +211,7 @@ impl RankingConfig {
             policy: self.policy.stored().into(),
             order: self.order.stored().into(),
             entry_data: self.entry_data,
+            dims: composite::stored(self.score_dimensions()),
         }
     }
 
@@ -163,7 +223,10 @@ impl RankingConfig {
             .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
         let order = Order::from_stored(&spec.order)
             .ok_or_else(|| format!("unknown score order {:?}", spec.order))?;
+        let dims = composite::from_stored(&spec.dims)?;
+        let dims = (!dims.is_empty()).then_some(dims);
         Ok(RankingConfig {
+            dims,
             min: spec.min,
             max: spec.max,
             branching: spec.branching,
@@ -214,6 +277,11 @@ impl RankingConfig {
                 self.entry_data.to_string(),
                 expected.entry_data.to_string(),
             ),
+            (
+                "dimensions",
+                format!("{:?}", self.score_dimensions()),
+                format!("{:?}", expected.score_dimensions()),
+            ),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -225,6 +293,9 @@ impl RankingConfig {
 
     /// The tree this configuration describes, or why it has none.
     pub(super) fn geometry(&self) -> Result<Geometry> {
+        if let Some(dims) = &self.dims {
+            composite::check_config(dims, self.range(), self.policy, self.order)?;
+        }
         let geometry = Geometry::new(self.min, self.max, self.branching)?;
         let invalid = |reason: String| Err(Error::InvalidRanking { reason });
         if !(1..=MAX_SHARDS).contains(&self.shards) {
@@ -273,7 +344,7 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::RankingMismatch`] if the stored board differs from `config`
-    /// (range, branching, shards, queues, policy or order); otherwise as
+    /// (range, branching, shards, queues, policy, order or dimensions); otherwise as
     /// [`create`](Ranking::create) and [`open`](Ranking::open). Nothing is
     /// written on error.
     pub fn open_or_create(

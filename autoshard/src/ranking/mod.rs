@@ -13,7 +13,9 @@
 //! Each board has a [`Policy`] (what a submitted score does: replace, keep
 //! the best or worst, add) and an [`Order`] (higher or lower is better),
 //! set in its [`RankingConfig`]; [`Ranking::submit`] reports what a
-//! submission changed.
+//! submission changed. A board's score may also be a tuple of up to
+//! [`MAX_DIMENSIONS`] integers, each with its own range and order, ranked
+//! lexicographically ([`RankingConfig::dimensions`], [`Ranking::set_dims`]).
 //!
 //! ```
 //! use autoshard::ranking::{Ranking, RankingConfig, Tie};
@@ -47,6 +49,7 @@
 mod among;
 mod apply;
 mod cache;
+mod composite;
 mod config;
 mod integrity;
 mod lifecycle;
@@ -59,6 +62,7 @@ mod storage;
 mod tree;
 
 pub use self::among::MAX_AMONG;
+pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
@@ -202,8 +206,9 @@ impl Ranking {
     ///
     /// [`Error::RankingExists`] if the name is taken,
     /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
-    /// an empty range, branching outside 2..=1000, zero shards or queues, or
-    /// entry data over [`MAX_ENTRY_DATA`] bytes.
+    /// an empty range, branching outside 2..=1000, zero shards or queues,
+    /// entry data over [`MAX_ENTRY_DATA`] bytes, or composite dimensions
+    /// that make no board ([`RankingConfig::dimensions`]).
     /// Nothing is written on error.
     pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
         check_board_name(name)?;

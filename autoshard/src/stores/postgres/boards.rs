@@ -19,7 +19,8 @@
 //! had) when the next board is created, and `open` reads a table without
 //! them as holding the defaults. The players' `data` is added when the first
 //! board that keeps entry data is created; boards that keep none never name
-//! it.
+//! it. The board table's `dims` (a composite board's dimensions, `''` for
+//! one score) is added when the first composite board is created.
 
 use super::lifecycle::{self, LifecycleSql};
 use super::queue::{self, QueueSql};
@@ -58,6 +59,12 @@ pub(super) struct Sql {
     add_data: String,
     put_player_data: String,
     players_data: String,
+    /// Whether the board table has the dimensions column; adding it, and
+    /// reading and writing it.
+    has_dims: String,
+    add_dims: String,
+    set_dims: String,
+    select_dims: String,
     insert_board: String,
     select_board: String,
     select_old_board: String,
@@ -161,6 +168,16 @@ impl Sql {
                 "SELECT player, data FROM {players} \
                  WHERE board = $1 AND player = ANY($2::text[]) AND data IS NOT NULL"
             ),
+            has_dims: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
+                 AND attname = 'dims' AND NOT attisdropped)",
+                boards.replace('\'', "''")
+            ),
+            add_dims: format!(
+                "ALTER TABLE {boards} ADD COLUMN IF NOT EXISTS dims text NOT NULL DEFAULT ''"
+            ),
+            set_dims: format!("UPDATE {boards} SET dims = $2 WHERE id = $1"),
+            select_dims: format!("SELECT dims FROM {boards} WHERE id = $1"),
             insert_board: format!(
                 "INSERT INTO {boards} \
                  (name, min, max, branching, shards, queues, policy, score_order, entry_data) \
@@ -301,6 +318,9 @@ impl BoardStore for Postgres {
             if spec.entry_data > 0 && !self.has_column(tx, &sql.has_data)? {
                 tx.batch(&format!("{}; {}", self.ddl_lock(), sql.add_data))?;
             }
+            if !spec.dims.is_empty() && !self.has_column(tx, &sql.has_dims)? {
+                tx.batch(&format!("{}; {}", self.ddl_lock(), sql.add_dims))?;
+            }
             let row = tx.query_opt(
                 &sql.insert_board,
                 &[
@@ -315,10 +335,14 @@ impl BoardStore for Postgres {
                     &small(spec.entry_data),
                 ],
             )?;
-            match row {
-                Some(row) => Ok(row.try_get::<_, i64>(0)?),
-                None => Err(Error::RankingExists { name: name.into() }),
+            let id = match row {
+                Some(row) => row.try_get::<_, i64>(0)?,
+                None => return Err(Error::RankingExists { name: name.into() }),
+            };
+            if !spec.dims.is_empty() {
+                tx.execute(&sql.set_dims, &[&id, &spec.dims])?;
             }
+            Ok(id)
         })?;
         Ok(id)
     }
@@ -350,8 +374,18 @@ impl BoardStore for Postgres {
                 policy: row.try_get(6)?,
                 order: row.try_get(7)?,
                 entry_data: count(8)?,
+                dims: String::new(),
             };
-            Ok(Some((row.try_get(0)?, spec)))
+            let id: i64 = row.try_get(0)?;
+            if !self.has_column(tx, &sql.has_dims)? {
+                return Ok(Some((id, spec)));
+            }
+            let dims = tx.query_opt(&sql.select_dims, &[&id])?;
+            let dims = match dims {
+                Some(row) => row.try_get(0)?,
+                None => String::new(),
+            };
+            Ok(Some((id, BoardSpec { dims, ..spec })))
         })
     }
 

@@ -22,7 +22,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P:{..}:boards` | hash | the registry: name -> `id|min|max|branching|shards|queues` |
+//! | `P:{..}:boards` | hash | the registry: name -> `id|min|max|branching|shards|queues` (then `|policy|order|entry_data`, and a composite board's `|dims`) |
 //! | `P:{t}:rk<id>:v` | string | the version: the operation id of the last commit |
 //! | `P:{t}:rk<id>:n` | hash | score-tree rows: `height:idx:part:shard` -> vector |
 //! | `P:{t}:rk<id>:a` | hash | arrival-tree rows: `score:height:idx` -> vector |
@@ -103,7 +103,7 @@ pub(super) fn registry(prefix: &str) -> String {
 }
 
 fn record(id: i64, spec: &BoardSpec) -> String {
-    format!(
+    let record = format!(
         "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
         spec.min,
         spec.max,
@@ -113,7 +113,13 @@ fn record(id: i64, spec: &BoardSpec) -> String {
         spec.policy,
         spec.order,
         spec.entry_data
-    )
+    );
+    // A composite board's dimensions are a tenth field (they hold no `|`),
+    // so every other board's record stays as it was.
+    match spec.dims.as_str() {
+        "" => record,
+        dims => format!("{record}|{dims}"),
+    }
 }
 
 pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
@@ -123,7 +129,11 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
         field: "configuration".into(),
         reason: format!("unreadable registry record {stored:?}"),
     };
-    let fields: Vec<&str> = stored.split('|').collect();
+    let mut fields: Vec<&str> = stored.split('|').collect();
+    let dims = match fields.len() {
+        10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
+        _ => "",
+    };
     // A record written before policies, orders and entry data existed has
     // six fields; it is a `Replace`, higher-is-better board without data.
     let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
@@ -155,6 +165,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
                 policy: policy.to_owned(),
                 order: order.to_owned(),
                 entry_data: entry_data.parse().ok()?,
+                dims: dims.to_owned(),
             },
         ))
     };
@@ -521,10 +532,19 @@ mod tests {
             policy: "best".into(),
             order: "lower_is_better".into(),
             entry_data: 0,
+            dims: String::new(),
         };
         assert_eq!(
             parse_record("b", &record(42, &spec)).unwrap(),
             (42, spec.clone())
+        );
+        let composite = BoardSpec {
+            dims: "h:0:10,l:-5:5".into(),
+            ..spec.clone()
+        };
+        assert_eq!(
+            parse_record("b", &record(7, &composite)).unwrap(),
+            (7, composite)
         );
         // A record from before policies and orders reads as the defaults.
         let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();

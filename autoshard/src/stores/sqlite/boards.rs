@@ -8,7 +8,9 @@
 //!   `score_order` and `entry_data` came later: a table made before them
 //!   gets the columns, with the defaults every board then had (`replace`,
 //!   `higher_is_better`, 0), when the next board is created, and `open`
-//!   reads a table without them as holding those defaults.
+//!   reads a table without them as holding those defaults. `dims` (a
+//!   composite board's dimensions, `''` for one score) came later still:
+//!   creating the first composite board adds it.
 //! - `autoshard_rank_nodes (board, height, idx, part, shard, v)`: score-tree
 //!   rows, one per vector (`part` 0 = players, 1 = distinct scores or
 //!   arrival counters) and shard, clustered (`WITHOUT ROWID`) so a node's
@@ -108,6 +110,27 @@ fn has_policy(tx: &Transaction<'_>) -> Result<bool> {
         .exists([])?)
 }
 
+/// Adds the column of composite boards' dimensions.
+const ADD_DIMS: &str =
+    "ALTER TABLE autoshard_rank_boards ADD COLUMN dims TEXT NOT NULL DEFAULT ''";
+
+/// Whether the board table has the dimensions column.
+fn has_dims(tx: &Transaction<'_>) -> Result<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('autoshard_rank_boards') WHERE name = 'dims'",
+        )?
+        .exists([])?)
+}
+
+/// `spec` with board `id`'s stored dimensions.
+fn with_dims(tx: &Transaction<'_>, id: i64, spec: BoardSpec) -> Result<BoardSpec> {
+    let dims = tx
+        .prepare_cached("SELECT dims FROM autoshard_rank_boards WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    Ok(BoardSpec { dims, ..spec })
+}
+
 impl BoardStore for Sqlite {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
         let (id, _) = self.write(|tx| {
@@ -117,6 +140,9 @@ impl BoardStore for Sqlite {
             }
             if spec.entry_data > 0 && !has_data(tx)? {
                 tx.execute_batch("ALTER TABLE autoshard_rank_players ADD COLUMN data BLOB")?;
+            }
+            if !spec.dims.is_empty() && !has_dims(tx)? {
+                tx.execute_batch(ADD_DIMS)?;
             }
             let taken = tx
                 .prepare_cached("SELECT 1 FROM autoshard_rank_boards WHERE name = ?1")?
@@ -140,7 +166,12 @@ impl BoardStore for Sqlite {
                 spec.order,
                 spec.entry_data,
             ])?;
-            Ok(tx.last_insert_rowid())
+            let id = tx.last_insert_rowid();
+            if !spec.dims.is_empty() {
+                tx.prepare_cached("UPDATE autoshard_rank_boards SET dims = ?2 WHERE id = ?1")?
+                    .execute(params![id, spec.dims])?;
+            }
+            Ok(id)
         })?;
         Ok(id)
     }
@@ -178,11 +209,15 @@ impl BoardStore for Sqlite {
                         policy: r.get(6)?,
                         order: r.get(7)?,
                         entry_data: r.get(8)?,
+                        dims: String::new(),
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
                 .optional()?;
-            Ok(row)
+            match row {
+                Some((id, spec)) if has_dims(tx)? => Ok(Some((id, with_dims(tx, id, spec)?))),
+                row => Ok(row),
+            }
         })
     }
 
