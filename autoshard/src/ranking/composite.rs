@@ -410,6 +410,22 @@ impl Ranking {
         self.submit(player, self.encode(values)?)
     }
 
+    /// [`submit_with`](Ranking::submit_with) of a tuple: entry data (the
+    /// run that set the record) stored with it by the same rule.
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Ranking::encode) and
+    /// [`submit_with`](Ranking::submit_with); nothing is written on error.
+    pub fn submit_dims_with(
+        &self,
+        player: &str,
+        values: &[i64],
+        data: &[u8],
+    ) -> Result<Submission> {
+        self.submit_with(player, self.encode(values)?, data)
+    }
+
     /// [`enqueue`](Ranking::enqueue) of a tuple: checked here, applied by a
     /// [`Worker`](super::Worker) under the board's policy.
     ///
