@@ -50,6 +50,7 @@ store_tests!(
     bad_tuples_and_shapes_are_refused_and_write_nothing,
     dimensions_are_stored_and_checked_on_open,
     boards_stored_before_dimensions_open_as_one_score,
+    entry_data_is_the_best_tuples,
 );
 // Composite scores live above the seam (a Redis board stores the
 // dimensions in its registry record), so they hold on Redis Cluster as
@@ -433,4 +434,36 @@ fn boards_stored_before_dimensions_open_as_one_score<S: Boards>() {
     assert_eq!(old.config(), &RankingConfig::new(0..100));
     old.set_score("ann", 6).unwrap();
     assert_eq!(old.score("ann").unwrap(), Some(6));
+}
+
+/// Entry data with a tuple on a `Best` board: the run that set the record
+/// keeps its data; a worse run (fewer trophies, or equal trophies and more
+/// retries) leaves it.
+fn entry_data_is_the_best_tuples<S: Boards>() {
+    let store = S::fresh();
+    let config = seed_001_config().policy(Policy::Best).entry_data(8);
+    let board = Ranking::create(store.db(), "levels", config).unwrap();
+    board
+        .submit_dims_with("ann", &[5, 2, 900], b"run-1")
+        .unwrap();
+    let worse = board
+        .submit_dims_with("ann", &[5, 3, 100], b"run-2")
+        .unwrap();
+    assert!(!worse.changed());
+    let better = board
+        .submit_dims_with("ann", &[5, 2, 800], b"run-3")
+        .unwrap();
+    assert!(better.new_best);
+    let top = board.top(1).unwrap();
+    assert_eq!(board.decode(top[0].score).unwrap(), [5, 2, 800]);
+    assert_eq!(top[0].data.as_deref(), Some(&b"run-3"[..]));
+    match board.submit_dims_with("ann", &[6, 0, 0], b"run-4-too-long") {
+        Err(Error::EntryDataTooLarge { len: 14, max: 8 }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        board.submit_dims_with("ann", &[6, 0], b"run-4"),
+        Err(Error::DimensionCount { .. })
+    ));
+    assert_eq!(board.dims("ann").unwrap(), Some(vec![5, 2, 800]));
 }

@@ -28,7 +28,7 @@ pub(crate) struct BoardSpec {
     /// entry data existed) keeps none, and such a board never reads or
     /// writes the players' `data` column, which its table may lack.
     pub entry_data: u32,
-    /// A composite board's dimensions (`ranking/composite.rs` reads and
+    /// A composite board's dimensions (`ranking/composite/codec.rs` reads and
     /// writes the text); empty for a single-dimension board, which every
     /// board stored before composite scores existed is.
     pub dims: String,
