@@ -222,6 +222,17 @@ impl Ranking {
         self.enqueue(player, self.encode(values)?)
     }
 
+    /// [`enqueue_dims`](Ranking::enqueue_dims) with entry data, stored by
+    /// the worker as [`enqueue_with`](Ranking::enqueue_with) stores it.
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Ranking::encode) and
+    /// [`enqueue_with`](Ranking::enqueue_with); nothing is queued on error.
+    pub fn enqueue_dims_with(&self, player: &str, values: &[i64], data: &[u8]) -> Result<()> {
+        self.enqueue_with(player, self.encode(values)?, data)
+    }
+
     /// 1 + the players whose tuple ranks strictly before `values`, whether
     /// or not anyone holds it.
     ///
