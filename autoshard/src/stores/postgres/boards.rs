@@ -255,9 +255,13 @@ impl Postgres {
     }
 
     /// [`Storage`] for `board` over `tx`.
-    fn board_tx<'t, 'c>(&'t self, tx: &'t mut Tx<'c>, board: Board<'t>) -> PgTx<'t, 'c> {
+    fn board_tx<'t, 'c>(
+        &'t self,
+        tx: &'t RefCell<&'t mut Tx<'c>>,
+        board: Board<'t>,
+    ) -> PgTx<'t, 'c> {
         PgTx {
-            tx: RefCell::new(tx),
+            tx,
             sql: self.boards_sql(),
             board: board.id,
             name: board.name,
@@ -358,7 +362,7 @@ impl BoardStore for Postgres {
         let sql = &self.boards_sql().lifecycle;
         self.read_snapshot(|tx| {
             lifecycle::check_alive(tx, sql, board)?;
-            f(&self.board_tx(tx, board))
+            f(&self.board_tx(&RefCell::new(tx), board))
         })
     }
 
@@ -369,8 +373,38 @@ impl BoardStore for Postgres {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.write_read_committed(|tx| f(&self.board_tx(tx, board)))
+        self.write_read_committed(|tx| f(&self.board_tx(&RefCell::new(tx), board)))
             .map(drop)
+    }
+
+    // Every board's lock first, shared, in ascending key order, in one
+    // statement: then each board's writes take only the locks of its own
+    // keys, board after board in the order given, as a lone write would.
+    fn write_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        self.write_read_committed(|tx| {
+            let cell = RefCell::new(tx);
+            let txs: Vec<PgTx<'_, '_>> = boards.iter().map(|&b| self.board_tx(&cell, b)).collect();
+            let mut keys: Vec<i64> = txs.iter().map(|t| t.key(b'b', &[])).collect();
+            keys.sort_unstable();
+            if !keys.is_empty() {
+                cell.borrow_mut().execute(
+                    "SELECT pg_advisory_xact_lock_shared(k) \
+                     FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n",
+                    &[&keys],
+                )?;
+            }
+            for t in &txs {
+                t.board_lock.set(BoardLock::Shared);
+                t.check_alive()?;
+            }
+            let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
+            f(&storages)
+        })
+        .map(drop)
     }
 
     fn prepare_queue(&self) -> Result<Option<String>> {
@@ -418,7 +452,8 @@ impl BoardStore for Postgres {
 
 /// [`Storage`] over one PostgreSQL transaction.
 pub(crate) struct PgTx<'t, 'c> {
-    tx: RefCell<&'t mut Tx<'c>>,
+    /// Shared by the boards of one multi-board write.
+    tx: &'t RefCell<&'t mut Tx<'c>>,
     sql: &'t Sql,
     board: i64,
     name: &'t str,

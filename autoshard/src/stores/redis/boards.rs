@@ -310,6 +310,18 @@ impl BoardStore for RedisCluster {
         Ok(None)
     }
 
+    fn write_boards(
+        &self,
+        _boards: &[Board<'_>],
+        _f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        // Each board lives in its own hash slot: no transaction spans two.
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "ranking families (one write to several boards)",
+        })
+    }
+
     fn list_boards(&self) -> Result<Vec<String>> {
         self.list()
     }

@@ -210,6 +210,26 @@ impl BoardStore for Sqlite {
         .map(drop)
     }
 
+    fn write_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        self.ensure_generations()?;
+        self.write(|tx| {
+            for &board in boards {
+                lifecycle::check_alive(tx, board)?;
+            }
+            let txs: Vec<SqliteTx<'_>> = boards
+                .iter()
+                .map(|&board| SqliteTx::new(self, tx, board))
+                .collect();
+            let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
+            f(&storages)
+        })
+        .map(drop)
+    }
+
     fn prepare_queue(&self) -> Result<Option<String>> {
         queue::prepare(self)
     }
