@@ -47,6 +47,7 @@
 mod apply;
 mod cache;
 mod config;
+mod family;
 mod integrity;
 mod lifecycle;
 #[cfg(test)]
@@ -58,6 +59,10 @@ mod storage;
 mod tree;
 
 pub use self::config::RankingConfig;
+pub use self::family::{
+    Family, FamilyConfig, FamilyEntry, FamilySubmission, Member, Period, Span, Weekday, Window,
+    MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
+};
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
