@@ -174,7 +174,12 @@ impl Family {
             return Err(Error::RankingExists { name: name.into() });
         }
         let registry = registry_name(name);
-        let id = boards.create_board(&registry, &hidden_config().spec())?;
+        let id = match boards.create_board(&registry, &hidden_config().spec()) {
+            Err(Error::RankingExists { .. }) => {
+                return Err(Error::RankingExists { name: name.into() })
+            }
+            id => id?,
+        };
         let registry = Ranking::with(
             boards.clone(),
             &registry,
