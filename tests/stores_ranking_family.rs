@@ -12,6 +12,12 @@
 //!   snapshot check then sees the half-written state;
 //! - `expired_periods_drop_while_a_writer_submits` drops the writer's
 //!   current period once and shows its check reports the lost writes.
+//!
+//! Control, reverted: with the members of a submission written in a random
+//! order (half the time reversed) instead of by ascending board id,
+//! `concurrent_submitters_add_up_exactly` failed on PostgreSQL (both modes)
+//! with `Conflict { attempts: 1 }`: deadlocks, which the canonical order
+//! prevents.
 
 use autoshard::ranking::{
     Family, FamilyConfig, Order, Period, Policy, Ranking, RankingConfig, Weekday, Window,
@@ -33,6 +39,7 @@ store_tests!(
     a_sum_out_of_range_on_one_member_writes_no_member,
     families_are_listed_deleted_and_hidden_from_boards,
     expired_periods_drop_while_a_writer_submits,
+    concurrent_submitters_add_up_exactly,
 );
 redis_cluster_tests!(families_are_unsupported_on_redis_cluster);
 
@@ -383,4 +390,60 @@ fn families_are_unsupported_on_redis_cluster<S: stores::TestStore>() {
     let err = Family::create(&*db, "daily", config).map(drop).unwrap_err();
     assert!(matches!(err, Error::Unsupported { store: "redis-cluster", .. }), "{err}");
     assert!(Ranking::list(&*db).unwrap().is_empty(), "nothing written");
+}
+
+/// Four threads (each its own handle) submit increments for the same
+/// players, values and boards at once: on PostgreSQL they lock the same
+/// boards, in one order; every member must end at the exact total. On
+/// PostgreSQL each transaction gets ONE attempt, so a deadlock (which the
+/// store would otherwise retry) fails the test.
+fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
+    const THREADS: i64 = 4;
+    const EACH: i64 = 15;
+    let one_attempt = stores::Options {
+        max_attempts: Some(1),
+        ..Default::default()
+    };
+    let db = S::fresh();
+    let handle = || match S::NAME {
+        // SQLite's busy waits count attempts too; it has one writer anyway.
+        "sqlite" => db.open_another(),
+        _ => db.open_with(one_attempt.clone()),
+    };
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000).policy(Policy::Increment).shards(4))
+        .window(Window::AllTime)
+        .window(Window::Week)
+        .window(Window::Day)
+        .filter("g", ["x", "y"])
+        .filter("h", ["u", "v"]);
+    Family::create(&*db, "busy", config).unwrap();
+    let players = ["ann", "bo", "cy"];
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let f = Family::open(&handle(), "busy").unwrap();
+            s.spawn(move || {
+                for i in 0..EACH {
+                    let p = ((t + i) % 3) as usize;
+                    let entry = f.entry(players[p], 1).at(NOV_24).filter("g", ["x", "y"][p % 2]);
+                    entry.filter("h", ["u", "v"][p / 2]).submit().unwrap();
+                }
+            });
+        }
+    });
+    let f = Family::open(&*db, "busy").unwrap();
+    let snap = snapshot(&f);
+    assert_eq!(snap.len(), 3 * 5);
+    let mut totals = std::collections::BTreeMap::new();
+    for t in 0..THREADS {
+        for i in 0..EACH {
+            *totals.entry(players[((t + i) % 3) as usize]).or_insert(0) += 1;
+        }
+    }
+    for ((window, _, filter), board) in &snap {
+        for (player, &(score, _)) in board {
+            assert_eq!(score, totals[player.as_str()], "{player} on {window:?} {filter:?}");
+        }
+    }
+    let overall = &snap[&(Window::AllTime, 0, None)];
+    assert_eq!(overall.len(), 3);
 }

@@ -247,7 +247,11 @@ impl<'a> FamilyEntry<'a> {
                         st.lock_players(&[self.player])?;
                         if read_values(st, self.player)? != stored {
                             stale = true;
-                            return Err(Error::Conflict { attempts: 1 });
+                            // Not a retryable error: the store must not run
+                            // this body again; `submit` looks again first.
+                            return Err(Error::InvalidRanking {
+                                reason: "the player's filter values changed".into(),
+                            });
                         }
                         if stored.as_deref() != Some(encoded.as_bytes()) {
                             let g = board.geometry();
