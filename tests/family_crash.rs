@@ -93,7 +93,10 @@ fn family_child() {
         let (player, age, weight) = submission(seq);
         if mode == "atomic" {
             let entry = family.entry(player, seq).at(AT).filter("age", age);
-            entry.filter("weight", weight).submit().expect("child: submit");
+            entry
+                .filter("weight", weight)
+                .submit()
+                .expect("child: submit");
         } else {
             member_by_member(&family, seq);
         }
@@ -106,7 +109,12 @@ fn family_child() {
 fn member_by_member(family: &Family, seq: i64) {
     let (player, age, weight) = submission(seq);
     for w in WINDOWS {
-        let board = |f| family.board(w, Period::At(AT), f).unwrap().expect("created by the parent");
+        let board = |f| {
+            family
+                .board(w, Period::At(AT), f)
+                .unwrap()
+                .expect("created by the parent")
+        };
         board(None).set_score(player, seq).unwrap();
         for (dim, values, value) in [("age", &AGES[..], age), ("weight", &WEIGHTS[..], weight)] {
             for &v in values {
@@ -149,7 +157,10 @@ fn check(db: &autoshard::AnyStore, acked: &[i64; 3]) -> Result<(), String> {
         }
     }
     for (i, player) in PLAYERS.iter().enumerate() {
-        let s = board(Window::AllTime, None).score(player).unwrap().expect("prepared");
+        let s = board(Window::AllTime, None)
+            .score(player)
+            .unwrap()
+            .expect("prepared");
         if s < acked[i] {
             return Err(format!("{player}: acknowledged {} but holds {s}", acked[i]));
         }

@@ -62,7 +62,9 @@ fn strava() -> FamilyConfig {
 
 fn standings(board: &Ranking) -> Vec<(String, i64, u64)> {
     let top = board.top(100).unwrap();
-    top.into_iter().map(|e| (e.player, e.score, e.rank)).collect()
+    top.into_iter()
+        .map(|e| (e.player, e.score, e.rank))
+        .collect()
 }
 
 fn owned(v: &[(&str, i64, u64)]) -> Vec<(String, i64, u64)> {
@@ -74,7 +76,11 @@ fn strava_best_time_by_age_group_and_weight_class<S: stores::TestStore>() {
     let hill = Family::create(&*db, "hawk-hill", strava()).unwrap();
     let ride = |who: &str, secs: i64, age: &str, weight: &str, at: i64, effort: &[u8]| {
         let f = hill.entry(who, secs).filter("age_group", age);
-        f.filter("weight_class", weight).at(at).data(effort).submit().unwrap()
+        f.filter("weight_class", weight)
+            .at(at)
+            .data(effort)
+            .submit()
+            .unwrap()
     };
     // October: ann's 300 s is the year's record for a while.
     let oct = NOV_24 - 30 * DAY;
@@ -107,22 +113,37 @@ fn strava_best_time_by_age_group_and_weight_class<S: stores::TestStore>() {
     let light = board(Window::Month, NOV_24, Some(("weight_class", "light")));
     assert_eq!(standings(&light), owned(&[("cy", 310, 1), ("ann", 330, 2)]));
     let october = board(Window::Month, oct, Some(("age_group", "35-44")));
-    assert_eq!(standings(&october), owned(&[("ann", 300, 1), ("bo", 320, 2)]));
+    assert_eq!(
+        standings(&october),
+        owned(&[("ann", 300, 1), ("bo", 320, 2)])
+    );
 
     // ann turns 45: she leaves the 35-44 boards of the current periods
     // (this month, this year, all time), not October's.
     let moved = ride("ann", 305, "45-54", "light", NOV_24 + 3600, b"e6");
     assert_eq!(moved.left.len(), 3);
     let group = |w, g| board(w, NOV_24, Some(("age_group", g)));
-    assert_eq!(standings(&group(Window::Month, "35-44")), owned(&[("bo", 290, 1)]));
-    assert_eq!(standings(&group(Window::AllTime, "35-44")), owned(&[("bo", 290, 1)]));
-    assert_eq!(standings(&group(Window::Year, "45-54")), owned(&[("ann", 305, 1)]));
+    assert_eq!(
+        standings(&group(Window::Month, "35-44")),
+        owned(&[("bo", 290, 1)])
+    );
+    assert_eq!(
+        standings(&group(Window::AllTime, "35-44")),
+        owned(&[("bo", 290, 1)])
+    );
+    assert_eq!(
+        standings(&group(Window::Year, "45-54")),
+        owned(&[("ann", 305, 1)])
+    );
     assert_eq!(standings(&october).len(), 2);
     // Overall, her all-time best stays 300.
     let all = board(Window::AllTime, NOV_24, None);
     assert_eq!(all.score("ann").unwrap(), Some(300));
     // A ride without a weight class leaves the weight boards too.
-    let unweighed = hill.entry("cy", 315).filter("age_group", "u35").at(NOV_24 + 7200);
+    let unweighed = hill
+        .entry("cy", 315)
+        .filter("age_group", "u35")
+        .at(NOV_24 + 7200);
     assert_eq!(unweighed.submit().unwrap().left.len(), 3);
     assert_eq!(standings(&light), owned(&[("ann", 305, 1)]));
     for board in snapshot(&hill).keys() {
@@ -163,9 +184,15 @@ fn daily_weekly_all_time_across_midnight_and_sunday<S: stores::TestStore>() {
         board(Window::Day, Period::At(saturday_late)).name()
     );
     let this_week = board(Window::Week, Period::At(sunday_early));
-    assert_eq!(standings(&this_week), owned(&[("bo", 20, 1), ("ann", 1, 2)]));
+    assert_eq!(
+        standings(&this_week),
+        owned(&[("bo", 20, 1), ("ann", 1, 2)])
+    );
     let last_week = board(Window::Week, Period::At(saturday_late));
-    assert_eq!(standings(&last_week), owned(&[("ann", 15, 1), ("bo", 7, 2)]));
+    assert_eq!(
+        standings(&last_week),
+        owned(&[("ann", 15, 1), ("bo", 7, 2)])
+    );
     let all = board(Window::AllTime, Period::Current);
     assert_eq!(standings(&all), owned(&[("bo", 27, 1), ("ann", 16, 2)]));
     // The week started at Sunday midnight local time: 05:00 UTC.
@@ -182,7 +209,11 @@ fn refused<T>(r: autoshard::Result<T>) -> Error {
 fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
     let db = S::fresh();
     let hill = Family::create(&*db, "hill", strava()).unwrap();
-    hill.entry("ann", 300).filter("age_group", "u35").at(NOV_24).submit().unwrap();
+    hill.entry("ann", 300)
+        .filter("age_group", "u35")
+        .at(NOV_24)
+        .submit()
+        .unwrap();
     let before = snapshot(&hill);
     let at = |p: i64| hill.entry("ann", p).at(NOV_24);
     assert!(matches!(
@@ -193,10 +224,21 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
         refused(at(200).filter("age_group", "99").submit()),
         Error::UnknownFilter { value: Some(v), .. } if v == "99"
     ));
-    let twice = at(200).filter("age_group", "u35").filter("age_group", "35-44");
-    assert!(matches!(refused(twice.submit()), Error::InvalidRanking { .. }));
-    assert!(matches!(refused(at(0).submit()), Error::ScoreOutOfRange { .. }));
-    assert!(matches!(refused(at(86_400).submit()), Error::ScoreOutOfRange { .. }));
+    let twice = at(200)
+        .filter("age_group", "u35")
+        .filter("age_group", "35-44");
+    assert!(matches!(
+        refused(twice.submit()),
+        Error::InvalidRanking { .. }
+    ));
+    assert!(matches!(
+        refused(at(0).submit()),
+        Error::ScoreOutOfRange { .. }
+    ));
+    assert!(matches!(
+        refused(at(86_400).submit()),
+        Error::ScoreOutOfRange { .. }
+    ));
     assert!(matches!(
         refused(at(200).data(&[0; 17]).submit()),
         Error::EntryDataTooLarge { .. }
@@ -227,7 +269,9 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
     assert!(matches!(exists("bad\u{2}name"), Error::InvalidName { .. }));
     let no_window = FamilyConfig::new(RankingConfig::new(0..10));
     assert!(matches!(
-        Family::create(&*db, "empty", no_window).map(drop).unwrap_err(),
+        Family::create(&*db, "empty", no_window)
+            .map(drop)
+            .unwrap_err(),
         Error::InvalidRanking { .. }
     ));
     let bad_filter = strava().filter("club", ["a", "a"]);
@@ -239,7 +283,10 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
         Error::RankingNotFound { .. }
     ));
     // A member board cannot be reached by an application's board name.
-    let member = hill.board(Window::Month, Period::At(NOV_24), None).unwrap().unwrap();
+    let member = hill
+        .board(Window::Month, Period::At(NOV_24), None)
+        .unwrap()
+        .unwrap();
     assert!(matches!(
         Ranking::delete(&*db, member.name()).unwrap_err(),
         Error::InvalidName { .. }
@@ -280,8 +327,14 @@ fn a_sum_out_of_range_on_one_member_writes_no_member<S: stores::TestStore>() {
     // Control: the same submission member by member, one transaction each,
     // as separate boards would take it: the check sees the day written and
     // all-time not.
-    let day = game.board(Window::Day, Period::At(tomorrow), None).unwrap().unwrap();
-    let all = game.board(Window::AllTime, Period::Current, None).unwrap().unwrap();
+    let day = game
+        .board(Window::Day, Period::At(tomorrow), None)
+        .unwrap()
+        .unwrap();
+    let all = game
+        .board(Window::AllTime, Period::Current, None)
+        .unwrap()
+        .unwrap();
     day.set_score("ann", 30).unwrap();
     assert!(all.set_score("ann", 30).is_err());
     assert_ne!(non_empty(snapshot(&game)), before, "the control must fail");
@@ -295,16 +348,31 @@ fn families_are_listed_deleted_and_hidden_from_boards<S: stores::TestStore>() {
     Ranking::create(&*db, "plain", RankingConfig::new(0..10)).unwrap();
     for d in 0..5 {
         a.entry("ann", d).at(d * DAY).submit().unwrap();
-        b.entry("bo", d).filter("g", "x").at(d * DAY).submit().unwrap();
+        b.entry("bo", d)
+            .filter("g", "x")
+            .at(d * DAY)
+            .submit()
+            .unwrap();
     }
     assert_eq!(Family::list(&*db).unwrap(), ["a", "b"]);
     assert_eq!(Ranking::list(&*db).unwrap(), ["plain"]);
     // Auto-drop kept the current day and two before it.
-    let days: Vec<i64> = a.periods(Window::Day).unwrap().iter().map(|s| s.key).collect();
+    let days: Vec<i64> = a
+        .periods(Window::Day)
+        .unwrap()
+        .iter()
+        .map(|s| s.key)
+        .collect();
     assert_eq!(days, [2, 3, 4]);
     // One period by hand: overall and filtered boards go.
-    assert_eq!(b.delete_period(Window::Day, Period::At(3 * DAY)).unwrap(), 2);
-    assert!(b.board(Window::Day, Period::At(3 * DAY), None).unwrap().is_none());
+    assert_eq!(
+        b.delete_period(Window::Day, Period::At(3 * DAY)).unwrap(),
+        2
+    );
+    assert!(b
+        .board(Window::Day, Period::At(3 * DAY), None)
+        .unwrap()
+        .is_none());
     // Another handle sees it all.
     let reopened = Family::open(&db.open_another(), "b").unwrap();
     assert_eq!(reopened.config(), b.config());
@@ -350,7 +418,9 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
         std::thread::spawn(move || {
             let mut dropped = 0;
             while !done.load(Ordering::SeqCst) {
-                dropped += f.drop_expired_at(today.load(Ordering::SeqCst) * DAY).unwrap();
+                dropped += f
+                    .drop_expired_at(today.load(Ordering::SeqCst) * DAY)
+                    .unwrap();
             }
             dropped
         })
@@ -359,16 +429,28 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
         today.store(day, Ordering::SeqCst);
         for p in 0..PLAYERS {
             let g = ["x", "y"][p as usize % 2];
-            f.entry(&format!("p{p}"), 1).filter("g", g).at(day * DAY + p as i64).submit().unwrap();
+            f.entry(&format!("p{p}"), 1)
+                .filter("g", g)
+                .at(day * DAY + p as i64)
+                .submit()
+                .unwrap();
         }
         day_complete(&f, day, PLAYERS).unwrap();
     }
     done.store(true, Ordering::SeqCst);
     dropper.join().unwrap();
     f.drop_expired_at((DAYS - 1) * DAY).unwrap();
-    let days: Vec<i64> = f.periods(Window::Day).unwrap().iter().map(|s| s.key).collect();
+    let days: Vec<i64> = f
+        .periods(Window::Day)
+        .unwrap()
+        .iter()
+        .map(|s| s.key)
+        .collect();
     assert_eq!(days, [DAYS - 2, DAYS - 1]);
-    let all = f.board(Window::AllTime, Period::Current, None).unwrap().unwrap();
+    let all = f
+        .board(Window::AllTime, Period::Current, None)
+        .unwrap()
+        .unwrap();
     assert_eq!(all.len().unwrap(), PLAYERS);
     assert!(all.top(100).unwrap().iter().all(|e| e.score == DAYS));
 
@@ -379,16 +461,33 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
         if p == PLAYERS / 2 {
             control.delete_period(Window::Day, Period::At(0)).unwrap();
         }
-        control.entry(&format!("p{p}"), 1).filter("g", "x").at(0).submit().unwrap();
+        control
+            .entry(&format!("p{p}"), 1)
+            .filter("g", "x")
+            .at(0)
+            .submit()
+            .unwrap();
     }
-    assert!(day_complete(&control, 0, PLAYERS).is_err(), "the control must fail");
+    assert!(
+        day_complete(&control, 0, PLAYERS).is_err(),
+        "the control must fail"
+    );
 }
 
 fn families_are_unsupported_on_redis_cluster<S: stores::TestStore>() {
     let db = S::fresh();
     let config = FamilyConfig::new(RankingConfig::new(0..10)).window(Window::Day);
     let err = Family::create(&*db, "daily", config).map(drop).unwrap_err();
-    assert!(matches!(err, Error::Unsupported { store: "redis-cluster", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                store: "redis-cluster",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(Ranking::list(&*db).unwrap().is_empty(), "nothing written");
 }
 
@@ -410,12 +509,16 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
         "sqlite" => db.open_another(),
         _ => db.open_with(one_attempt.clone()),
     };
-    let config = FamilyConfig::new(RankingConfig::new(0..1_000).policy(Policy::Increment).shards(4))
-        .window(Window::AllTime)
-        .window(Window::Week)
-        .window(Window::Day)
-        .filter("g", ["x", "y"])
-        .filter("h", ["u", "v"]);
+    let config = FamilyConfig::new(
+        RankingConfig::new(0..1_000)
+            .policy(Policy::Increment)
+            .shards(4),
+    )
+    .window(Window::AllTime)
+    .window(Window::Week)
+    .window(Window::Day)
+    .filter("g", ["x", "y"])
+    .filter("h", ["u", "v"]);
     Family::create(&*db, "busy", config).unwrap();
     let players = ["ann", "bo", "cy"];
     std::thread::scope(|s| {
@@ -424,7 +527,10 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
             s.spawn(move || {
                 for i in 0..EACH {
                     let p = ((t + i) % 3) as usize;
-                    let entry = f.entry(players[p], 1).at(NOV_24).filter("g", ["x", "y"][p % 2]);
+                    let entry = f
+                        .entry(players[p], 1)
+                        .at(NOV_24)
+                        .filter("g", ["x", "y"][p % 2]);
                     entry.filter("h", ["u", "v"][p / 2]).submit().unwrap();
                 }
             });
@@ -441,7 +547,11 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
     }
     for ((window, _, filter), board) in &snap {
         for (player, &(score, _)) in board {
-            assert_eq!(score, totals[player.as_str()], "{player} on {window:?} {filter:?}");
+            assert_eq!(
+                score,
+                totals[player.as_str()],
+                "{player} on {window:?} {filter:?}"
+            );
         }
     }
     let overall = &snap[&(Window::AllTime, 0, None)];

@@ -189,7 +189,11 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
     let outcome = runner.run(&strategy, |(shape, ops)| {
         let (policy, order, windows, offset, week, keep) = shape;
         case.set(case.get() + 1);
-        let range = if policy == Policy::Increment { (0, 25) } else { (-6, 20) };
+        let range = if policy == Policy::Increment {
+            (0, 25)
+        } else {
+            (-6, 20)
+        };
         let mut config = FamilyConfig::new(
             RankingConfig::new(range.0..range.1)
                 .branching(4)

@@ -16,11 +16,12 @@ pub type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (i64, u64)>>;
 /// [`Family::board`], each checked with `check_integrity`.
 pub fn snapshot(family: &Family) -> Snapshot {
     let mut out = Snapshot::new();
-    let filters: Vec<Option<(String, String)>> = std::iter::once(None)
-        .chain(family.config().filters().iter().flat_map(|(dim, values)| {
-            values.iter().map(move |v| Some((dim.clone(), v.clone())))
-        }))
-        .collect();
+    let filters: Vec<Option<(String, String)>> =
+        std::iter::once(None)
+            .chain(family.config().filters().iter().flat_map(|(dim, values)| {
+                values.iter().map(move |v| Some((dim.clone(), v.clone())))
+            }))
+            .collect();
     let windows: Vec<Window> = family.config().windows().collect();
     for window in windows {
         for span in family.periods(window).unwrap() {

@@ -366,7 +366,9 @@ mod tests {
     fn validation_refuses_bad_shapes() {
         let base = || FamilyConfig::new(RankingConfig::new(0..10)).window(Window::Day);
         assert!(base().validate().is_ok());
-        assert!(FamilyConfig::new(RankingConfig::new(0..10)).validate().is_err());
+        assert!(FamilyConfig::new(RankingConfig::new(0..10))
+            .validate()
+            .is_err());
         assert!(base().utc_offset_minutes(19 * 60).validate().is_err());
         assert!(base().filter("g", Vec::<String>::new()).validate().is_err());
         assert!(base().filter("g", ["a", "a"]).validate().is_err());

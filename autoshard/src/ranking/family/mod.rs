@@ -361,16 +361,25 @@ impl Family {
         window.span(period, c.offset_minutes(), c.first_weekday())
     }
 
-    fn check_filter<'a>(&self, filter: Option<(&'a str, &'a str)>) -> Result<Option<(&'a str, &'a str)>> {
+    fn check_filter<'a>(
+        &self,
+        filter: Option<(&'a str, &'a str)>,
+    ) -> Result<Option<(&'a str, &'a str)>> {
         if let Some((dim, value)) = filter {
-            self.inner.config.check_filter(&self.inner.name, dim, value)?;
+            self.inner
+                .config
+                .check_filter(&self.inner.name, dim, value)?;
         }
         Ok(filter)
     }
 
     /// The name of a member board.
     fn member_name(&self, window: Window, key: i64, filter: Option<(&str, &str)>) -> String {
-        let mut name = format!("{}{}{HIDDEN}{key}", member_prefix(self.inner.id), window.as_str());
+        let mut name = format!(
+            "{}{}{HIDDEN}{key}",
+            member_prefix(self.inner.id),
+            window.as_str()
+        );
         if let Some((dim, value)) = filter {
             name.push_str(&format!("{HIDDEN}{dim}{HIDDEN}{value}"));
         }
@@ -386,7 +395,9 @@ impl Family {
         filter: Option<(&str, &str)>,
         create: bool,
     ) -> Result<Option<Ranking>> {
-        Ok(self.member_created(window, key, filter, create)?.map(|(r, _)| r))
+        Ok(self
+            .member_created(window, key, filter, create)?
+            .map(|(r, _)| r))
     }
 
     /// [`member`](Family::member), and whether this call created it.

@@ -255,7 +255,14 @@ impl<'a> FamilyEntry<'a> {
                         }
                         if stored.as_deref() != Some(encoded.as_bytes()) {
                             let g = board.geometry();
-                            apply_updates(st, g, board.rules(), 0, &[(self.player, Some(0))], None)?;
+                            apply_updates(
+                                st,
+                                g,
+                                board.rules(),
+                                0,
+                                &[(self.player, Some(0))],
+                                None,
+                            )?;
                             st.put_player_data(self.player, encoded.as_bytes())?;
                         }
                     }

@@ -205,9 +205,11 @@ pub(crate) fn check_timestamp(ts: i64) -> Result<()> {
 impl Weekday {
     pub(crate) fn from_index(i: i64) -> Option<Self> {
         use Weekday::*;
-        [Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday]
-            .get(usize::try_from(i).ok()?)
-            .copied()
+        [
+            Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday,
+        ]
+        .get(usize::try_from(i).ok()?)
+        .copied()
     }
 }
 
@@ -251,7 +253,10 @@ mod tests {
         }
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(TUE.div_euclid(DAY)), (2026, 11, 24));
-        assert_eq!(days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 1), 29);
+        assert_eq!(
+            days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 1),
+            29
+        );
     }
 
     #[test]
@@ -274,17 +279,27 @@ mod tests {
 
     #[test]
     fn weeks_start_on_the_configured_day_and_offsets_move_midnight() {
-        let monday = Window::Week.span(Period::At(TUE), 0, Weekday::Monday).unwrap();
+        let monday = Window::Week
+            .span(Period::At(TUE), 0, Weekday::Monday)
+            .unwrap();
         assert_eq!(monday.start, 1_795_478_400 - DAY); // Mon 2026-11-23 00:00
-        let sunday = Window::Week.span(Period::At(TUE), 0, Weekday::Sunday).unwrap();
+        let sunday = Window::Week
+            .span(Period::At(TUE), 0, Weekday::Sunday)
+            .unwrap();
         assert_eq!(sunday.start, 1_795_478_400 - 2 * DAY);
         // 23:30 UTC on Tuesday is already Wednesday at UTC+1.
         let late = 1_795_478_400 + 23 * 3600 + 1800;
-        let utc = Window::Day.span(Period::At(late), 0, Weekday::Monday).unwrap();
-        let cet = Window::Day.span(Period::At(late), 60, Weekday::Monday).unwrap();
+        let utc = Window::Day
+            .span(Period::At(late), 0, Weekday::Monday)
+            .unwrap();
+        let cet = Window::Day
+            .span(Period::At(late), 60, Weekday::Monday)
+            .unwrap();
         assert_eq!(cet.key, utc.key + 1);
         assert_eq!(cet.start, 1_795_478_400 + DAY - 3600);
-        let month = Window::Month.span(Period::At(TUE), 0, Weekday::Monday).unwrap();
+        let month = Window::Month
+            .span(Period::At(TUE), 0, Weekday::Monday)
+            .unwrap();
         assert_eq!(month.end - month.start, 30 * DAY);
         assert!(check_timestamp(i64::MAX).is_err());
     }
