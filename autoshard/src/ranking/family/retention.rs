@@ -12,7 +12,9 @@ use crate::error::Result;
 
 /// A member board's name after the family's prefix, parsed:
 /// `(window, period key, filter)`.
-fn parse(rest: &str) -> Option<(Window, i64, Option<(&str, &str)>)> {
+type Parsed<'a> = (Window, i64, Option<(&'a str, &'a str)>);
+
+fn parse(rest: &str) -> Option<Parsed<'_>> {
     let mut parts = rest.split(HIDDEN);
     let window = Window::from_str(parts.next()?)?;
     let key = parts.next()?.parse().ok()?;
@@ -35,7 +37,7 @@ impl Family {
         let c = self.config();
         c.check_window(self.name(), window)?;
         let mut keys: Vec<i64> = self
-            .members_in_store()?
+            .member_names()?
             .into_iter()
             .filter(|(w, _, _)| *w == window)
             .map(|(_, key, _)| key)
@@ -136,17 +138,6 @@ impl Family {
             }
         }
         Ok(dropped)
-    }
-
-    /// `(window, key, filter)` of every member board in the store.
-    fn members_in_store(&self) -> Result<Vec<(Window, i64, Option<(String, String)>)>> {
-        let prefix = member_prefix(self.inner.id);
-        let names = self.inner.boards.list_boards()?;
-        Ok(names
-            .iter()
-            .filter_map(|n| parse(n.strip_prefix(&prefix)?))
-            .map(|(w, k, f)| (w, k, f.map(|(d, v)| (d.to_owned(), v.to_owned()))))
-            .collect())
     }
 
     /// `(window, key, board name)` of every member board in the store.
