@@ -40,6 +40,7 @@ store_tests!(
     families_are_listed_deleted_and_hidden_from_boards,
     expired_periods_drop_while_a_writer_submits,
     concurrent_submitters_add_up_exactly,
+    queued_submissions_end_where_direct_ones_do,
 );
 redis_cluster_tests!(families_are_unsupported_on_redis_cluster);
 
@@ -556,4 +557,50 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
     }
     let overall = &snap[&(Window::AllTime, 0, None)];
     assert_eq!(overall.len(), 3);
+}
+
+/// Seed 001's points through the queue: the same submissions queued to
+/// one family and submitted to another end at the same boards once the
+/// queue is drained; bad input queues nothing.
+fn queued_submissions_end_where_direct_ones_do<S: stores::TestStore>() {
+    let db = S::fresh();
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000).policy(Policy::Increment))
+        .window(Window::AllTime)
+        .window(Window::Week)
+        .window(Window::Day)
+        .week_starts(Weekday::Sunday)
+        .auto_drop(false); // `enqueue` drops nothing: compare like with like
+    let direct = Family::create(&*db, "direct", config.clone()).unwrap();
+    let queued = Family::create(&*db, "queued", config).unwrap();
+    let plays = [("ann", 10, 0), ("bo", 7, 3), ("ann", 5, 4), ("cy", 9, 8), ("bo", 1, 9)];
+    for (who, points, day) in plays {
+        let at = NOV_24 + day * DAY;
+        direct.entry(who, points).at(at).submit().unwrap();
+        queued.entry(who, points).at(at).enqueue().unwrap();
+    }
+    assert!(non_empty(snapshot(&queued)).is_empty(), "nothing applied yet");
+    assert_eq!(queued.drain_queued().unwrap(), 5 * 3);
+    assert_eq!(snapshot(&queued), snapshot(&direct));
+
+    let before = snapshot(&queued);
+    let refused = |e: autoshard::Result<()>| e.unwrap_err();
+    assert!(matches!(
+        refused(queued.entry("", 1).enqueue()),
+        Error::InvalidName { .. }
+    ));
+    assert!(matches!(
+        refused(queued.entry("ann", 1).at(i64::MAX).enqueue()),
+        Error::InvalidRanking { .. }
+    ));
+    assert!(matches!(
+        refused(queued.entry("ann", 1).data(b"x").enqueue()),
+        Error::InvalidRanking { .. }
+    ));
+    let hill = Family::create(&*db, "hill", strava()).unwrap();
+    assert!(matches!(
+        refused(hill.entry("ann", 300).enqueue()),
+        Error::InvalidRanking { .. }
+    ));
+    assert_eq!(queued.drain_queued().unwrap(), 0, "nothing was queued");
+    assert_eq!(snapshot(&queued), before);
 }

@@ -52,6 +52,7 @@
 //! ```
 
 mod config;
+mod queue;
 mod retention;
 mod submit;
 mod window;

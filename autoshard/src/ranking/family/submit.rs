@@ -58,12 +58,12 @@ impl FamilySubmission {
 #[derive(Debug, Clone)]
 #[must_use = "nothing is written until `submit`"]
 pub struct FamilyEntry<'a> {
-    family: &'a Family,
-    player: &'a str,
-    score: i64,
+    pub(super) family: &'a Family,
+    pub(super) player: &'a str,
+    pub(super) score: i64,
     filters: Vec<(&'a str, &'a str)>,
-    at: Option<i64>,
-    data: Option<&'a [u8]>,
+    pub(super) at: Option<i64>,
+    pub(super) data: Option<&'a [u8]>,
 }
 
 impl Family {

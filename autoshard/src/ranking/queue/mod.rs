@@ -156,6 +156,17 @@ impl Ranking {
         self.enqueue_update(player, None)
     }
 
+    /// The queue row of one update of this board: its shard is the
+    /// player's (what [`enqueue`](Ranking::enqueue) appends; a family
+    /// appends several boards' rows in one transaction).
+    pub(in crate::ranking) fn queued_update(&self, player: &str, score: Option<i64>) -> QueuedUpdate {
+        QueuedUpdate {
+            queue: queue_of(player, self.queues()),
+            player: player.to_owned(),
+            score,
+        }
+    }
+
     fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
         self.check_update(player, score)?;
         let item = QueuedUpdate {
