@@ -20,6 +20,14 @@
 //! Control (`control_member_by_member_writes_are_caught`): a child writing
 //! the same members one transaction each is caught half-done after some
 //! kill of 20 (the check is not vacuous).
+//!
+//! Queued submissions (`sqlite_family_enqueues_killed_20_times_are_all_or_nothing`):
+//! a child enqueueing to a 3-member family (no worker) is killed 20 times;
+//! every member's queue must hold the same number of updates, at least
+//! the acknowledged ones and at most one more. Control, reverted: with
+//! `enqueue` appending member by member (`Ranking::enqueue` on each), it
+//! failed within the first two kills with per-member counts differing by one
+//! (`queued per member [5, 4, 4], acknowledged 4`).
 #![cfg(unix)]
 
 use autoshard::ranking::{Family, FamilyConfig, Period, RankingConfig, Window};
@@ -84,6 +92,7 @@ fn family_child() {
     say("");
     let db = autoshard::open(&url).expect("child: open");
     let family = Family::open(&db, "crash").expect("child: family");
+    let queued = (mode == "queue").then(|| Family::open(&db, "crashq").expect("child: family"));
     let all = family.board(Window::AllTime, Period::At(AT), None).unwrap();
     // Go on after the highest committed submission.
     let mut seq = all.map_or(0, |b| b.top(1).unwrap().first().map_or(0, |e| e.score + 1));
@@ -91,7 +100,14 @@ fn family_child() {
     let started = Instant::now();
     while started.elapsed() < CHILD_LIFETIME {
         let (player, age, weight) = submission(seq);
-        if mode == "atomic" {
+        if mode == "queue" {
+            let entry = queued
+                .as_ref()
+                .expect("queued family")
+                .entry(player, 1)
+                .at(AT);
+            entry.enqueue().expect("child: enqueue");
+        } else if mode == "atomic" {
             let entry = family.entry(player, seq).at(AT).filter("age", age);
             entry
                 .filter("weight", weight)
@@ -221,6 +237,68 @@ fn kill_rounds(
         check(&db, &acked).map_err(|e| format!("after kill {round}: {e}"))?;
     }
     Ok(total)
+}
+
+/// Every member's queue holds the same number of updates, between the
+/// acknowledged count and one more (the one in flight at the kill).
+fn check_queued(db: &autoshard::AnyStore, acked: u64) -> Result<(), String> {
+    let family = Family::open(db, "crashq").map_err(|e| e.to_string())?;
+    let mut counts = Vec::new();
+    for w in WINDOWS {
+        let board = family
+            .board(w, Period::At(AT), None)
+            .unwrap()
+            .expect("member");
+        counts.push(board.queued().map_err(|e| e.to_string())?);
+    }
+    let n = counts[0];
+    if counts.iter().any(|&c| c != n) || n < acked || n > acked + 1 {
+        return Err(format!(
+            "queued per member {counts:?}, acknowledged {acked}"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn sqlite_family_enqueues_killed_20_times_are_all_or_nothing() {
+    let (_dir, url) = sqlite_url();
+    let db = autoshard::open(&url).unwrap();
+    prepare(&db);
+    let mut config = FamilyConfig::new(RankingConfig::new(0..1 << 40).queues(2));
+    for w in WINDOWS {
+        config = config.window(w);
+    }
+    let queued = Family::create(&db, "crashq", config).unwrap();
+    queued.entry("ann", 1).at(AT).enqueue().unwrap();
+    let mut acked = 1;
+    for round in 0..kills(KILLS) {
+        let child = Child::spawn(
+            Command::new(std::env::current_exe().expect("test binary"))
+                .args(["--exact", "family_child", "--ignored", "--nocapture"])
+                .arg("--test-threads=1")
+                .env(ENV_URL, &url)
+                .env(ENV_MODE, "queue"),
+        );
+        let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let micros = 1_000 + clock.unwrap().subsec_nanos() as u64 % 39_000;
+        let run = child.kill_after(Duration::from_micros(micros));
+        assert!(run.killed(), "the child ended by itself: {:?}", run.status);
+        acked += run.acks().count() as u64;
+        // What the killed child committed without an ack counts from now.
+        check_queued(&db, acked).unwrap_or_else(|e| panic!("after kill {round}: {e}"));
+        acked = family_queued(&db);
+    }
+    assert!(acked > 1, "the children queued nothing");
+}
+
+fn family_queued(db: &autoshard::AnyStore) -> u64 {
+    let family = Family::open(db, "crashq").unwrap();
+    let board = family
+        .board(Window::Day, Period::At(AT), None)
+        .unwrap()
+        .unwrap();
+    board.queued().unwrap()
 }
 
 fn sqlite_url() -> (tempfile::TempDir, String) {

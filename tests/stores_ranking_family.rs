@@ -572,13 +572,22 @@ fn queued_submissions_end_where_direct_ones_do<S: stores::TestStore>() {
         .auto_drop(false); // `enqueue` drops nothing: compare like with like
     let direct = Family::create(&*db, "direct", config.clone()).unwrap();
     let queued = Family::create(&*db, "queued", config).unwrap();
-    let plays = [("ann", 10, 0), ("bo", 7, 3), ("ann", 5, 4), ("cy", 9, 8), ("bo", 1, 9)];
+    let plays = [
+        ("ann", 10, 0),
+        ("bo", 7, 3),
+        ("ann", 5, 4),
+        ("cy", 9, 8),
+        ("bo", 1, 9),
+    ];
     for (who, points, day) in plays {
         let at = NOV_24 + day * DAY;
         direct.entry(who, points).at(at).submit().unwrap();
         queued.entry(who, points).at(at).enqueue().unwrap();
     }
-    assert!(non_empty(snapshot(&queued)).is_empty(), "nothing applied yet");
+    assert!(
+        non_empty(snapshot(&queued)).is_empty(),
+        "nothing applied yet"
+    );
     assert_eq!(queued.drain_queued().unwrap(), 5 * 3);
     assert_eq!(snapshot(&queued), snapshot(&direct));
 
