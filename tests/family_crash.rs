@@ -25,7 +25,7 @@
 //! a child enqueueing to a 3-member family (no worker) is killed 20 times;
 //! every member's queue must hold the same number of updates, at least
 //! the acknowledged ones and at most one more. Control, reverted: with
-//! `enqueue` appending member by member (`Ranking::enqueue` on each), it
+//! `enqueue` appending member by member (one `append_queues` per member), it
 //! failed within the first two kills with per-member counts differing by one
 //! (`queued per member [5, 4, 4], acknowledged 4`).
 #![cfg(unix)]
