@@ -19,6 +19,10 @@
 //! [`Ranking::create`] accepts may hold, so they never collide with an
 //! application's boards; [`Ranking::list`] leaves them out.
 //!
+//! [`FamilyEntry::enqueue`] queues a submission to every window's current
+//! member in one transaction of the queue's storage instead, applied by
+//! [`Family::drain_queued`] (without filters or entry data yet).
+//!
 //! Redis Cluster keeps each board in its own hash slot, so no transaction
 //! spans two: families fail there with [`Error::Unsupported`].
 //!
