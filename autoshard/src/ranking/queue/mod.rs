@@ -159,7 +159,11 @@ impl Ranking {
     /// The queue row of one update of this board: its shard is the
     /// player's (what [`enqueue`](Ranking::enqueue) appends; a family
     /// appends several boards' rows in one transaction).
-    pub(in crate::ranking) fn queued_update(&self, player: &str, score: Option<i64>) -> QueuedUpdate {
+    pub(in crate::ranking) fn queued_update(
+        &self,
+        player: &str,
+        score: Option<i64>,
+    ) -> QueuedUpdate {
         QueuedUpdate {
             queue: queue_of(player, self.queues()),
             player: player.to_owned(),
