@@ -257,6 +257,16 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
     let exists = |name: &str| Family::create(&*db, name, strava()).map(drop).unwrap_err();
     assert!(matches!(exists("season"), Error::RankingExists { .. }));
     assert!(matches!(exists("hill"), Error::RankingExists { .. }));
+    let declared = |name: &str, config| Family::open_or_create(&*db, name, config);
+    assert!(matches!(
+        refused(declared("season", strava())),
+        Error::RankingExists { .. }
+    ));
+    assert!(declared("hill", strava()).is_ok());
+    assert!(matches!(
+        refused(declared("hill", strava().window(Window::Day))),
+        Error::RankingMismatch { .. }
+    ));
     assert!(matches!(exists("bad\u{2}name"), Error::InvalidName { .. }));
     let no_window = FamilyConfig::new(RankingConfig::new(0..10));
     assert!(matches!(

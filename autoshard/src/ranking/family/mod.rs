@@ -262,6 +262,59 @@ impl Family {
         })
     }
 
+    /// Opens the family `name` if it exists, checking that it was created
+    /// with `config`, or creates it: for an application that declares its
+    /// families in code.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Family, FamilyConfig, RankingConfig, Window};
+    /// use autoshard::Error;
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let daily = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Day);
+    /// Family::open_or_create(&db, "arena", daily.clone())?; // created
+    /// Family::open_or_create(&db, "arena", daily.clone())?; // opened
+    /// let weekly = daily.window(Window::Week);
+    /// let other = Family::open_or_create(&db, "arena", weekly);
+    /// assert!(matches!(other, Err(Error::RankingMismatch { .. })));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingMismatch`] if the stored family differs from
+    /// `config` (nothing is written then); otherwise as
+    /// [`create`](Family::create) and [`open`](Family::open).
+    pub fn open_or_create(
+        db: &impl RankingStore,
+        name: &str,
+        config: FamilyConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let family = match Self::open(db, name) {
+            Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
+                // Created meanwhile by another handle: check that one;
+                // unless a board has the name.
+                Err(exists @ Error::RankingExists { .. }) => match Self::open(db, name) {
+                    Err(Error::RankingNotFound { .. }) => return Err(exists),
+                    opened => opened?,
+                },
+                created => return created,
+            },
+            opened => opened?,
+        };
+        if family.config() == &config {
+            return Ok(family);
+        }
+        Err(Error::RankingMismatch {
+            name: name.into(),
+            reason: format!(
+                "the family is stored as {:?}, not {config:?}",
+                family.config()
+            ),
+        })
+    }
+
     /// The names of the families in `db`, sorted.
     ///
     /// # Errors
