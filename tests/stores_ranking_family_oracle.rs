@@ -159,8 +159,8 @@ fn cases<S: stores::TestStore>() -> u32 {
     match std::env::var("AUTOSHARD_FAMILY_CASES") {
         Ok(n) => n.parse().expect("a number of cases"),
         // PostgreSQL round trips cost more: fewer cases there.
-        Err(_) if S::NAME == "sqlite" => 24,
-        Err(_) => 8,
+        Err(_) if S::NAME == "sqlite" => 16,
+        Err(_) => 6,
     }
 }
 

@@ -45,8 +45,8 @@ fn day_complete(f: &Family, day: i64, players: u64) -> Result<(), String> {
 }
 
 fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
-    const DAYS: i64 = 6;
-    const PLAYERS: u64 = 12;
+    const DAYS: i64 = 5;
+    const PLAYERS: u64 = 8;
     let db = S::fresh();
     let config = FamilyConfig::new(RankingConfig::new(0..1_000).policy(Policy::Increment))
         .window(Window::AllTime)
@@ -124,7 +124,7 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
 /// store would otherwise retry) fails the test.
 fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
     const THREADS: i64 = 4;
-    const EACH: i64 = 15;
+    const EACH: i64 = 10;
     let one_attempt = stores::Options {
         max_attempts: Some(1),
         ..Default::default()
