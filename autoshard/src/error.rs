@@ -247,6 +247,29 @@ pub enum Error {
         name: String,
     },
 
+    /// A [`Family`](crate::ranking::Family) submission or query named a
+    /// window the family does not keep. Nothing was written.
+    #[error("ranking family {family:?} keeps no {window} window")]
+    UnknownWindow {
+        /// The family.
+        family: String,
+        /// The window's name (`"day"`, `"week"`, ...).
+        window: &'static str,
+    },
+
+    /// A [`Family`](crate::ranking::Family) submission or query named a
+    /// filter dimension the family does not declare (`value` `None`), or a
+    /// value the dimension does not allow. Nothing was written.
+    #[error("ranking family {family:?} has no filter {filter:?}{}", value.as_ref().map(|v| format!(" with the value {v:?}")).unwrap_or_default())]
+    UnknownFilter {
+        /// The family.
+        family: String,
+        /// The filter dimension.
+        filter: String,
+        /// The value, when the dimension exists but does not allow it.
+        value: Option<String>,
+    },
+
     /// Entry data longer than the board keeps
     /// ([`RankingConfig::entry_data`](crate::ranking::RankingConfig::entry_data);
     /// `max` 0 for a board that keeps none). Nothing was written.

@@ -21,7 +21,8 @@ const RESET_TRIES: u32 = 200;
 const RESET_PAUSE: Duration = Duration::from_millis(10);
 
 impl Ranking {
-    /// The names of the boards in `db`, sorted.
+    /// The names of the boards in `db`, sorted; the member boards of
+    /// [families](super::Family) are not listed (see [`Family::list`](super::Family::list)).
     ///
     /// ```
     /// use autoshard::ranking::{Ranking, RankingConfig};
@@ -38,7 +39,9 @@ impl Ranking {
     ///
     /// A store error.
     pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
-        db.__boards().0.list_boards()
+        let mut names = db.__boards().0.list_boards()?;
+        names.retain(|name| !name.starts_with(super::family::HIDDEN));
+        Ok(names)
     }
 
     /// Deletes the board `name`: its players and entry data, its tree, its

@@ -51,6 +51,7 @@ mod apply;
 mod cache;
 mod composite;
 mod config;
+mod family;
 mod integrity;
 mod lifecycle;
 #[cfg(test)]
@@ -64,6 +65,10 @@ mod tree;
 pub use self::among::MAX_AMONG;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
+pub use self::family::{
+    Family, FamilyConfig, FamilyEntry, FamilySubmission, Member, Period, Span, Weekday, Window,
+    MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
+};
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;

@@ -303,8 +303,23 @@ impl Ranking {
 
     fn submission(&self, player: &str, score: i64, data: Option<&[u8]>) -> Result<Submission> {
         self.check_input(player, Some(score))?;
-        let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| {
+        let shard = self.random_shard();
+        self.write_with(|st| self.submit_in(st, shard, player, score, data))
+    }
+
+    /// The body of [`submit`](Ranking::submit) in a write transaction that
+    /// is already open (a family's multi-board write runs it once per
+    /// member); `player` and `score` are checked.
+    pub(crate) fn submit_in(
+        &self,
+        st: &dyn Storage,
+        shard: u32,
+        player: &str,
+        score: i64,
+        data: Option<&[u8]>,
+    ) -> Result<Submission> {
+        let rules = self.rules();
+        {
             let g = self.geometry();
             let step = apply_updates(st, g, rules, shard, &[(player, Some(score))], None)?[0];
             let new = step.after.expect("a score, not a removal");
@@ -331,7 +346,7 @@ impl Ranking {
                 new_rank,
                 new_best: step.before.is_none_or(|old| new > old),
             })
-        })
+        }
     }
 }
 

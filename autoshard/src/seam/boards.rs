@@ -145,6 +145,23 @@ pub(crate) trait BoardStore: Send + Sync {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()>;
 
+    /// Runs `f` in ONE write transaction on every board of `boards`
+    /// (distinct), passing one [`Storage`] per board in the same order;
+    /// committed if `f` returns `Ok`, so a reader of any of them sees all of
+    /// `f`'s writes or none. [`Error::RankingNotFound`] if any board was
+    /// deleted. A locking store takes every board's own lock first, in one
+    /// canonical order, before any other lock (so two multi-board writers
+    /// never wait for each other in a cycle); `f` then writes the boards in
+    /// the order given, which callers keep canonical too (ascending id).
+    /// [`Error::Unsupported`] on a store that cannot (Redis Cluster: the
+    /// boards live in different slots). Used by board families
+    /// (`ranking/family/`).
+    fn write_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()>;
+
     /// Creates the queue's storage if needed: the queue tables, in storage
     /// of their own where the store has such a thing (on SQLite a file next
     /// to the board's), and the board-side tables a worker writes in the
@@ -160,6 +177,14 @@ pub(crate) trait BoardStore: Send + Sync {
     /// never go back, also when it runs empty. It takes no lock a board
     /// transaction holds, so it never waits for a worker's apply.
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
+
+    /// [`append_queue`](BoardStore::append_queue) for several boards in
+    /// ONE transaction of the queue's storage: every board's items are
+    /// queued or none is. Boards are taken in ascending id (so two such
+    /// appends never wait for each other in a cycle); a board appears at
+    /// most once. [`Error::Unsupported`] where one transaction cannot span
+    /// boards (Redis Cluster).
+    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()>;
 
     /// Queued updates not applied yet: above their shard's applied-through
     /// mark ([`Storage::applied_through`]). The marks are read before the

@@ -198,6 +198,22 @@ impl Ranking {
         self.enqueue_item(player, Some(score), data)
     }
 
+    /// The queue row of one update of this board: its shard is the
+    /// player's (what [`enqueue`](Ranking::enqueue) appends; a family
+    /// appends several boards' rows in one transaction).
+    pub(in crate::ranking) fn queued_update(
+        &self,
+        player: &str,
+        score: Option<i64>,
+    ) -> QueuedUpdate {
+        QueuedUpdate {
+            queue: queue_of(player, self.queues()),
+            player: player.to_owned(),
+            score,
+            data: None,
+        }
+    }
+
     fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
         self.enqueue_item(player, score, None)
     }

@@ -277,9 +277,13 @@ impl Postgres {
     }
 
     /// [`Storage`] for `board` over `tx`.
-    fn board_tx<'t, 'c>(&'t self, tx: &'t mut Tx<'c>, board: Board<'t>) -> PgTx<'t, 'c> {
+    fn board_tx<'t, 'c>(
+        &'t self,
+        tx: &'t RefCell<&'t mut Tx<'c>>,
+        board: Board<'t>,
+    ) -> PgTx<'t, 'c> {
         PgTx {
-            tx: RefCell::new(tx),
+            tx,
             sql: self.boards_sql(),
             board: board.id,
             name: board.name,
@@ -397,7 +401,7 @@ impl BoardStore for Postgres {
         let sql = &self.boards_sql().lifecycle;
         self.read_snapshot(|tx| {
             lifecycle::check_alive(tx, sql, board)?;
-            f(&self.board_tx(tx, board))
+            f(&self.board_tx(&RefCell::new(tx), board))
         })
     }
 
@@ -408,8 +412,38 @@ impl BoardStore for Postgres {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.write_read_committed(|tx| f(&self.board_tx(tx, board)))
+        self.write_read_committed(|tx| f(&self.board_tx(&RefCell::new(tx), board)))
             .map(drop)
+    }
+
+    // Every board's lock first, shared, in ascending key order, in one
+    // statement: then each board's writes take only the locks of its own
+    // keys, board after board in the order given, as a lone write would.
+    fn write_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        self.write_read_committed(|tx| {
+            let cell = RefCell::new(tx);
+            let txs: Vec<PgTx<'_, '_>> = boards.iter().map(|&b| self.board_tx(&cell, b)).collect();
+            let mut keys: Vec<i64> = txs.iter().map(|t| t.key(b'b', &[])).collect();
+            keys.sort_unstable();
+            if !keys.is_empty() {
+                cell.borrow_mut().execute(
+                    "SELECT pg_advisory_xact_lock_shared(k) \
+                     FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n",
+                    &[&keys],
+                )?;
+            }
+            for t in &txs {
+                t.board_lock.set(BoardLock::Shared);
+                t.check_alive()?;
+            }
+            let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
+            f(&storages)
+        })
+        .map(drop)
     }
 
     fn prepare_queue(&self) -> Result<Option<String>> {
@@ -418,6 +452,10 @@ impl BoardStore for Postgres {
 
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
         queue::append(self, &self.boards_sql().queue, board, items)
+    }
+
+    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
+        queue::append_many(self, &self.boards_sql().queue, batches)
     }
 
     fn queued(&self, board: i64) -> Result<u64> {
@@ -457,7 +495,8 @@ impl BoardStore for Postgres {
 
 /// [`Storage`] over one PostgreSQL transaction.
 pub(crate) struct PgTx<'t, 'c> {
-    tx: RefCell<&'t mut Tx<'c>>,
+    /// Shared by the boards of one multi-board write.
+    tx: &'t RefCell<&'t mut Tx<'c>>,
     sql: &'t Sql,
     board: i64,
     name: &'t str,

@@ -317,6 +317,26 @@ impl BoardStore for RedisCluster {
         Ok(None)
     }
 
+    fn append_queues(&self, _batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
+        // Each board's queue streams live in its own hash slot.
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "ranking families (one append to several boards' queues)",
+        })
+    }
+
+    fn write_boards(
+        &self,
+        _boards: &[Board<'_>],
+        _f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        // Each board lives in its own hash slot: no transaction spans two.
+        Err(Error::Unsupported {
+            store: "redis-cluster",
+            operation: "ranking families (one write to several boards)",
+        })
+    }
+
     fn list_boards(&self) -> Result<Vec<String>> {
         self.list()
     }

@@ -245,12 +245,36 @@ impl BoardStore for Sqlite {
         .map(drop)
     }
 
+    fn write_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        self.ensure_generations()?;
+        self.write(|tx| {
+            for &board in boards {
+                lifecycle::check_alive(tx, board)?;
+            }
+            let txs: Vec<SqliteTx<'_>> = boards
+                .iter()
+                .map(|&board| SqliteTx::new(self, tx, board))
+                .collect();
+            let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
+            f(&storages)
+        })
+        .map(drop)
+    }
+
     fn prepare_queue(&self) -> Result<Option<String>> {
         queue::prepare(self)
     }
 
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
         queue::append(self, board, items)
+    }
+
+    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
+        queue::append_many(self, batches)
     }
 
     fn queued(&self, board: i64) -> Result<u64> {

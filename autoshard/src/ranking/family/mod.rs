@@ -1,0 +1,495 @@
+//! Board families: periodic and filtered leaderboards fed by one
+//! submission.
+//!
+//! A [`Family`] is one board shape ([`RankingConfig`]) kept per window
+//! (all-time, yearly, monthly, weekly, daily, hourly) and per period of
+//! each window, overall and per value of each filter dimension (age group,
+//! weight class, club): Strava's "this month, 35-44" board and seed 001's
+//! daily / weekly / all-time boards. One [`submit`](FamilyEntry::submit)
+//! updates the current period of every window, overall and per filter
+//! value the player has, in ONE write transaction: a reader of any member
+//! sees the submission in all of them or in none. Period boards are
+//! created on first use; old periods are dropped by
+//! [`Family::drop_expired`] (and, by default, by the submission that opens
+//! a new period). `docs/wip/family.md` has the data model and invariants.
+//!
+//! Members are ordinary boards: [`Family::board`] hands out a [`Ranking`]
+//! for a window, a period and optionally a filter value, and every query of
+//! a board works on it. Their names start with U+0002, which no board name
+//! [`Ranking::create`] accepts may hold, so they never collide with an
+//! application's boards; [`Ranking::list`] leaves them out.
+//!
+//! [`FamilyEntry::enqueue`] queues a submission to every window's current
+//! member in one transaction of the queue's storage instead, applied by
+//! [`Family::drain_queued`] (without filters or entry data yet).
+//!
+//! Redis Cluster keeps each board in its own hash slot, so no transaction
+//! spans two: families fail there with [`Error::Unsupported`].
+//!
+//! ```
+//! use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Window};
+//!
+//! # fn main() -> autoshard::Result<()> {
+//! let db = autoshard::Sqlite::memory()?;
+//! // Best elapsed seconds on a segment, this month and all time, by age group.
+//! let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+//! let config = FamilyConfig::new(segment)
+//!     .window(Window::AllTime)
+//!     .window(Window::Month)
+//!     .filter("age_group", ["u35", "35-44", "45+"]);
+//! let hawk_hill = Family::create(&db, "hawk-hill", config)?;
+//!
+//! let nov_24 = 1_795_516_200; // 2026-11-24 10:30 UTC
+//! hawk_hill.entry("ann", 301).filter("age_group", "35-44").at(nov_24).submit()?;
+//! hawk_hill.entry("bo", 290).filter("age_group", "u35").at(nov_24).submit()?;
+//! let pr = hawk_hill.entry("ann", 285).filter("age_group", "35-44").at(nov_24 + 60).submit()?;
+//! assert!(pr.get(Window::Month, None).unwrap().new_best);
+//!
+//! let month = hawk_hill.board(Window::Month, Period::At(nov_24), None)?.unwrap();
+//! assert_eq!(month.top(1)?[0].player, "ann");
+//! let group = hawk_hill.board(Window::Month, Period::At(nov_24), Some(("age_group", "35-44")))?;
+//! assert_eq!(group.unwrap().len()?, 1);
+//! // Nothing was submitted in October.
+//! assert!(hawk_hill.board(Window::Month, Period::Before(nov_24), None)?.is_none());
+//! # Ok(())
+//! # }
+//! ```
+
+mod config;
+mod queue;
+mod retention;
+mod submit;
+mod window;
+
+pub use self::config::{
+    FamilyConfig, MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
+};
+pub use self::submit::{FamilyEntry, FamilySubmission, Member};
+pub use self::window::{Period, Span, Weekday, Window};
+
+use self::config::check_label;
+use super::{Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};
+use crate::error::{Error, Result};
+use crate::seam::BoardStore;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The first character of every board name a family owns. Board names
+/// [`Ranking::create`] accepts hold no control character.
+pub(crate) const HIDDEN: char = '\u{2}';
+
+/// The registry board of family `name`: its configuration, as entry data.
+fn registry_name(name: &str) -> String {
+    format!("{HIDDEN}family{HIDDEN}{name}")
+}
+
+/// What every board of family `id` (the registry board's id) is named
+/// with first: ids are never handed out twice, so a family created again
+/// under the same name never meets an old one's boards.
+fn member_prefix(id: i64) -> String {
+    format!("{HIDDEN}{id}{HIDDEN}")
+}
+
+/// The board of family `id` holding each player's filter values.
+fn players_name(id: i64) -> String {
+    format!("{}players", member_prefix(id))
+}
+
+/// Registry and players boards: one score (0), room for the stored text.
+fn hidden_config() -> RankingConfig {
+    RankingConfig::new(0..1).entry_data(MAX_ENTRY_DATA)
+}
+
+/// A family of leaderboards: windows × periods × filter values, fed by one
+/// submission. See the [module docs](self).
+///
+/// Cloning is cheap and shares the handle (and its cache of open members).
+#[derive(Clone)]
+pub struct Family {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    boards: Arc<dyn BoardStore>,
+    name: String,
+    id: i64,
+    config: FamilyConfig,
+    /// Each player's filter values, as entry data.
+    players: Ranking,
+    /// Members opened so far, by board name.
+    members: Mutex<HashMap<String, Ranking>>,
+}
+
+impl std::fmt::Debug for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Family")
+            .field("name", &self.inner.name)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens (or with `create`, creates) a board no application name can
+/// reach; `None` if absent and not created. The boolean: whether this call
+/// created it.
+fn hidden_board(
+    boards: &Arc<dyn BoardStore>,
+    name: &str,
+    config: &RankingConfig,
+    create: bool,
+) -> Result<Option<(Ranking, bool)>> {
+    let geometry = config.geometry()?;
+    let found = match boards.open_board(name)? {
+        Some((id, _)) => Some((id, false)),
+        None if create => match boards.create_board(name, &config.spec()) {
+            Ok(id) => Some((id, true)),
+            // Created meanwhile by another handle.
+            Err(Error::RankingExists { .. }) => boards.open_board(name)?.map(|(id, _)| (id, false)),
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    Ok(found.map(|(id, created)| {
+        let board = Ranking::with(boards.clone(), name, id, config.clone(), geometry);
+        (board, created)
+    }))
+}
+
+impl Family {
+    /// Creates the family `name` (1 to [`MAX_FAMILY_NAME_LEN`] bytes, no
+    /// control characters) in `db`, with no member board yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingExists`] if a family or a board is called `name`;
+    /// [`Error::InvalidName`] for a bad name, filter dimension or value;
+    /// [`Error::InvalidRanking`] for a board shape [`Ranking::create`]
+    /// refuses, no window, an offset beyond ±18 hours, a filter without
+    /// values or with one twice; [`Error::Unsupported`] on Redis Cluster.
+    /// Nothing is written on error, except that a create interrupted by a
+    /// crash leaves a family [`open`](Family::open) reports as
+    /// [`Error::Corrupt`] until it is [deleted](Family::delete).
+    pub fn create(db: &impl RankingStore, name: &str, config: FamilyConfig) -> Result<Self> {
+        check_label("family name", name)?;
+        config.validate()?;
+        let boards = db.__boards().0;
+        // No transaction spans boards on this store: say so before writing.
+        boards.write_boards(&[], &mut |_| Ok(()))?;
+        if boards.open_board(name)?.is_some() {
+            return Err(Error::RankingExists { name: name.into() });
+        }
+        let registry = registry_name(name);
+        let id = match boards.create_board(&registry, &hidden_config().spec()) {
+            Err(Error::RankingExists { .. }) => {
+                return Err(Error::RankingExists { name: name.into() })
+            }
+            id => id?,
+        };
+        let registry = Ranking::with(
+            boards.clone(),
+            &registry,
+            id,
+            hidden_config(),
+            hidden_config().geometry()?,
+        );
+        hidden_board(&boards, &players_name(id), &hidden_config(), true)?;
+        // Written last: a family is complete once its configuration is.
+        let text = config.encode();
+        let chunks: Vec<(String, &[u8])> = text
+            .as_bytes()
+            .chunks(MAX_ENTRY_DATA as usize)
+            .enumerate()
+            .map(|(i, c)| (format!("{i:05}"), c))
+            .collect();
+        registry.write_with(|st| {
+            let updates: Vec<_> = chunks.iter().map(|(p, _)| (p.as_str(), Some(0))).collect();
+            let rules = registry.rules();
+            super::apply_updates(st, registry.geometry(), rules, 0, &updates, None)?;
+            for (player, data) in &chunks {
+                st.put_player_data(player, Some(data))?;
+            }
+            Ok(())
+        })?;
+        Self::open(db, name)
+    }
+
+    /// Opens the family `name`, created earlier by any handle or process.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingNotFound`] if there is none; [`Error::Corrupt`] if
+    /// its stored configuration is unreadable or missing (a create that did
+    /// not finish); [`Error::Unsupported`] on Redis Cluster.
+    pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
+        check_label("family name", name)?;
+        let boards = db.__boards().0;
+        boards.write_boards(&[], &mut |_| Ok(()))?;
+        let not_found = || Error::RankingNotFound { name: name.into() };
+        let (registry, _) = hidden_board(&boards, &registry_name(name), &hidden_config(), false)?
+            .ok_or_else(not_found)?;
+        let corrupt = |reason: String| Error::Corrupt {
+            kind: "ranking family",
+            id: name.into(),
+            field: "configuration".into(),
+            reason,
+        };
+        let mut chunks: Vec<(String, Vec<u8>)> = registry
+            .top(100_000)?
+            .into_iter()
+            .map(|e| (e.player, e.data.unwrap_or_default()))
+            .collect();
+        if chunks.is_empty() {
+            return Err(corrupt(
+                "missing: a create did not finish; delete the family and create it again".into(),
+            ));
+        }
+        chunks.sort();
+        let text: Vec<u8> = chunks.into_iter().flat_map(|(_, c)| c).collect();
+        let text = String::from_utf8(text).map_err(|e| corrupt(e.to_string()))?;
+        let config = FamilyConfig::decode(&text).map_err(corrupt)?;
+        let id = registry.inner.id;
+        let (players, _) = hidden_board(&boards, &players_name(id), &hidden_config(), false)?
+            .ok_or_else(|| corrupt("its players board is missing".into()))?;
+        Ok(Family {
+            inner: Arc::new(Inner {
+                boards,
+                name: name.into(),
+                id,
+                config,
+                players,
+                members: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// Opens the family `name` if it exists, checking that it was created
+    /// with `config`, or creates it: for an application that declares its
+    /// families in code.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Family, FamilyConfig, RankingConfig, Window};
+    /// use autoshard::Error;
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let daily = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Day);
+    /// Family::open_or_create(&db, "arena", daily.clone())?; // created
+    /// Family::open_or_create(&db, "arena", daily.clone())?; // opened
+    /// let weekly = daily.window(Window::Week);
+    /// let other = Family::open_or_create(&db, "arena", weekly);
+    /// assert!(matches!(other, Err(Error::RankingMismatch { .. })));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingMismatch`] if the stored family differs from
+    /// `config` (nothing is written then); otherwise as
+    /// [`create`](Family::create) and [`open`](Family::open).
+    pub fn open_or_create(
+        db: &impl RankingStore,
+        name: &str,
+        config: FamilyConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let family = match Self::open(db, name) {
+            Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
+                // Created meanwhile by another handle: check that one;
+                // unless a board has the name.
+                Err(exists @ Error::RankingExists { .. }) => match Self::open(db, name) {
+                    Err(Error::RankingNotFound { .. }) => return Err(exists),
+                    opened => opened?,
+                },
+                created => return created,
+            },
+            opened => opened?,
+        };
+        if family.config() == &config {
+            return Ok(family);
+        }
+        Err(Error::RankingMismatch {
+            name: name.into(),
+            reason: format!(
+                "the family is stored as {:?}, not {config:?}",
+                family.config()
+            ),
+        })
+    }
+
+    /// The names of the families in `db`, sorted.
+    ///
+    /// # Errors
+    ///
+    /// A store error.
+    pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
+        let prefix = registry_name("");
+        let mut names: Vec<String> = db
+            .__boards()
+            .0
+            .list_boards()?
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(&prefix).map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Deletes the family `name` and every member board, board by board
+    /// ([`Ranking::delete`]'s guarantees each), so other boards' writers
+    /// never wait for more than one of them; whether there was one.
+    /// Handles of the family fail with [`Error::RankingNotFound`] from the
+    /// first delete on (its players board, which every submission writes).
+    ///
+    /// ```
+    /// use autoshard::ranking::{Family, FamilyConfig, RankingConfig, Window};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let config = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Day);
+    /// let daily = Family::create(&db, "daily", config)?;
+    /// daily.entry("ann", 5).submit()?;
+    /// assert_eq!(Family::list(&db)?, ["daily"]);
+    /// assert!(Family::delete(&db, "daily")?);
+    /// assert!(Family::list(&db)?.is_empty());
+    /// assert!(daily.entry("ann", 6).submit().is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a name `create` refuses, or a store
+    /// error. An interrupted delete leaves the family listed (or, past the
+    /// last step, unlisted boards nothing reads); deleting it again
+    /// finishes, and so does any [`drop_expired`](Family::drop_expired).
+    pub fn delete(db: &impl RankingStore, name: &str) -> Result<bool> {
+        check_label("family name", name)?;
+        let boards = db.__boards().0;
+        let Some((id, _)) = boards.open_board(&registry_name(name))? else {
+            return Ok(false);
+        };
+        // The players board first: from then on no submission commits, so
+        // no member board is written behind the deletes below.
+        boards.delete_board(&players_name(id))?;
+        let prefix = member_prefix(id);
+        for board in boards.list_boards()? {
+            if board.starts_with(&prefix) {
+                boards.delete_board(&board)?;
+            }
+        }
+        boards.delete_board(&registry_name(name))
+    }
+
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The family's configuration.
+    pub fn config(&self) -> &FamilyConfig {
+        &self.inner.config
+    }
+
+    /// The member board of `window`'s `period`, overall (`filter` `None`)
+    /// or for one filter value (`Some((dimension, value))`); `None` if
+    /// nobody submitted in that period (or it was dropped).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownWindow`], [`Error::UnknownFilter`], a timestamp
+    /// beyond a million years ([`Error::InvalidRanking`]), or a store
+    /// error.
+    pub fn board(
+        &self,
+        window: Window,
+        period: Period,
+        filter: Option<(&str, &str)>,
+    ) -> Result<Option<Ranking>> {
+        let span = self.span(window, period)?;
+        let filter = self.check_filter(filter)?;
+        self.member(window, span.key, filter, false)
+    }
+
+    /// The period `period` of `window` means, with the family's offset and
+    /// first weekday.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownWindow`], or a timestamp beyond a million years.
+    pub fn span(&self, window: Window, period: Period) -> Result<Span> {
+        let c = &self.inner.config;
+        c.check_window(&self.inner.name, window)?;
+        window.span(period, c.offset_minutes(), c.first_weekday())
+    }
+
+    fn check_filter<'a>(
+        &self,
+        filter: Option<(&'a str, &'a str)>,
+    ) -> Result<Option<(&'a str, &'a str)>> {
+        if let Some((dim, value)) = filter {
+            self.inner
+                .config
+                .check_filter(&self.inner.name, dim, value)?;
+        }
+        Ok(filter)
+    }
+
+    /// The name of a member board.
+    fn member_name(&self, window: Window, key: i64, filter: Option<(&str, &str)>) -> String {
+        let mut name = format!(
+            "{}{}{HIDDEN}{key}",
+            member_prefix(self.inner.id),
+            window.as_str()
+        );
+        if let Some((dim, value)) = filter {
+            name.push_str(&format!("{HIDDEN}{dim}{HIDDEN}{value}"));
+        }
+        name
+    }
+
+    /// A member board, from the cache or the store; created if absent and
+    /// `create`. The boolean of [`member_created`](Family::member_created).
+    fn member(
+        &self,
+        window: Window,
+        key: i64,
+        filter: Option<(&str, &str)>,
+        create: bool,
+    ) -> Result<Option<Ranking>> {
+        Ok(self
+            .member_created(window, key, filter, create)?
+            .map(|(r, _)| r))
+    }
+
+    /// [`member`](Family::member), and whether this call created it.
+    fn member_created(
+        &self,
+        window: Window,
+        key: i64,
+        filter: Option<(&str, &str)>,
+        create: bool,
+    ) -> Result<Option<(Ranking, bool)>> {
+        let name = self.member_name(window, key, filter);
+        if let Some(board) = self.cache().get(&name) {
+            return Ok(Some((board.clone(), false)));
+        }
+        let config = self.inner.config.board();
+        let found = hidden_board(&self.inner.boards, &name, config, create)?;
+        if let Some((board, _)) = &found {
+            self.cache().insert(name, board.clone());
+        }
+        Ok(found)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Ranking>> {
+        self.inner
+            .members
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Forgets cached member handles (after a delete made them stale).
+    fn forget(&self, name: Option<&str>) {
+        match name {
+            Some(name) => drop(self.cache().remove(name)),
+            None => self.cache().clear(),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! One submission to a family: every member of the current periods, the
+//! boards of filter values the player leaves, and the player's stored
+//! filter values, in one write transaction.
+
+use super::window::{check_timestamp, now, Span, Window};
+use super::Family;
+use crate::error::{Error, Result};
+use crate::ranking::{apply_updates, check_player, Ranking, Submission};
+use crate::seam::{Board, Storage};
+
+/// How often a submission starts over because the player's filter values
+/// changed between its look and its transaction, or a member board it
+/// meant to write was dropped meanwhile.
+const TRIES: u32 = 8;
+
+/// One member board of a family: a window's period, overall or for one
+/// filter value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Member {
+    /// The period.
+    pub span: Span,
+    /// `(dimension, value)`, or `None` for the overall board.
+    pub filter: Option<(String, String)>,
+}
+
+/// What one family submission did, per member board.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct FamilySubmission {
+    /// Every member written, with what the submission did there (ranks
+    /// are on that member board).
+    pub members: Vec<(Member, Submission)>,
+    /// Filtered boards of the current periods the player left, because
+    /// the submission carried another value for the dimension, or none.
+    pub left: Vec<Member>,
+    /// Member boards of expired periods this submission dropped after it
+    /// committed (it opened a new period and the family drops
+    /// automatically).
+    pub dropped: usize,
+    /// Why dropping expired periods failed, if it did: the submission
+    /// itself committed all the same, and the next drop finishes.
+    pub drop_error: Option<Error>,
+}
+
+impl FamilySubmission {
+    /// What the submission did on `window`'s current member, overall
+    /// (`filter` `None`) or for the `(dimension, value)` it carried.
+    pub fn get(&self, window: Window, filter: Option<(&str, &str)>) -> Option<&Submission> {
+        self.members.iter().find_map(|(m, s)| {
+            let same = m.filter.as_ref().map(|(d, v)| (d.as_str(), v.as_str())) == filter;
+            (m.span.window == window && same).then_some(s)
+        })
+    }
+}
+
+/// A submission being put together: see [`Family::entry`].
+#[derive(Debug, Clone)]
+#[must_use = "nothing is written until `submit`"]
+pub struct FamilyEntry<'a> {
+    pub(super) family: &'a Family,
+    pub(super) player: &'a str,
+    pub(super) score: i64,
+    filters: Vec<(&'a str, &'a str)>,
+    pub(super) at: Option<i64>,
+    pub(super) data: Option<&'a [u8]>,
+}
+
+impl Family {
+    /// Starts a submission of `score` for `player`; add the player's filter
+    /// values, a timestamp and entry data, then
+    /// [`submit`](FamilyEntry::submit).
+    pub fn entry<'a>(&'a self, player: &'a str, score: i64) -> FamilyEntry<'a> {
+        FamilyEntry {
+            family: self,
+            player,
+            score,
+            filters: Vec::new(),
+            at: None,
+            data: None,
+        }
+    }
+}
+
+/// A member a submission writes, and why.
+enum Role {
+    /// The family's players board: the filter values.
+    Players,
+    /// A member of a current period, with its filter if any.
+    Write(Member),
+    /// A filtered member of a current period the player leaves.
+    Leave(Member),
+}
+
+impl<'a> FamilyEntry<'a> {
+    /// The player's value for filter `dimension`. A dimension the
+    /// submission leaves out is one the player has no value for: they
+    /// leave its boards of the current periods if they were on one.
+    pub fn filter(mut self, dimension: &'a str, value: &'a str) -> Self {
+        self.filters.push((dimension, value));
+        self
+    }
+
+    /// When the effort happened (Unix seconds): which period of each window
+    /// it counts for. Default: the system clock at `submit`.
+    pub fn at(mut self, unix_seconds: i64) -> Self {
+        self.at = Some(unix_seconds);
+        self
+    }
+
+    /// Entry data, stored with the score on every member as
+    /// [`Ranking::submit_with`] stores it.
+    pub fn data(mut self, data: &'a [u8]) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// Writes the submission: the current period of every window, overall
+    /// and for each filter value given, in one transaction, under the
+    /// members' [`Policy`](crate::ranking::Policy); the player leaves the
+    /// current periods' boards of filter values they no longer have.
+    /// Member boards of new periods are created first (empty, visible
+    /// before the transaction commits).
+    ///
+    /// # Errors
+    ///
+    /// Checked before anything is written: [`Error::InvalidName`] for a bad
+    /// player name, [`Error::ScoreOutOfRange`], [`Error::UnknownFilter`],
+    /// [`Error::InvalidRanking`] for a dimension given twice or a timestamp
+    /// beyond a million years, [`Error::EntryDataTooLarge`]. In the
+    /// transaction: [`Error::ScoreOutOfRange`] for an increment whose sum
+    /// leaves the range on any member (then no member is written), a
+    /// store error, or [`Error::RankingNotFound`] once the family is
+    /// deleted.
+    pub fn submit(self) -> Result<FamilySubmission> {
+        let f = self.family;
+        let config = f.config();
+        check_player(self.player)?;
+        config
+            .board()
+            .rules()
+            .check_value(&config.board().geometry()?, self.score)?;
+        let max = config.board().entry_data_limit() as usize;
+        let data = match self.data {
+            Some(d) if d.len() > max => {
+                return Err(Error::EntryDataTooLarge { len: d.len(), max });
+            }
+            // A board that keeps none has no column to write.
+            d => d.filter(|_| max > 0),
+        };
+        let mut values: Vec<Option<&str>> = vec![None; config.filters().len()];
+        for &(dim, value) in &self.filters {
+            let i = config.check_filter(f.name(), dim, value)?;
+            if values[i].replace(value).is_some() {
+                return Err(Error::InvalidRanking {
+                    reason: format!("filter {dim:?} given twice"),
+                });
+            }
+        }
+        let ts = self.at.unwrap_or_else(now);
+        check_timestamp(ts)?;
+        let mut last = None;
+        for _ in 0..TRIES {
+            match self.attempt(ts, &values, data) {
+                Ok(Some(mut done)) => {
+                    if done.dropped > 0 {
+                        done.dropped = 0;
+                        match f.drop_expired_at(ts) {
+                            Ok(n) => done.dropped = n,
+                            Err(e) => done.drop_error = Some(e),
+                        }
+                    }
+                    return Ok(done);
+                }
+                Ok(None) => {}
+                // A member dropped meanwhile (a late submission to an
+                // expired period): open it again, created anew.
+                Err(Error::RankingNotFound { name }) if name != f.inner.players.name() => {
+                    f.forget(Some(&name));
+                    last = Some(Error::RankingNotFound { name });
+                }
+                Err(Error::RankingNotFound { .. }) => {
+                    return Err(Error::RankingNotFound {
+                        name: f.name().into(),
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Conflict { attempts: TRIES }))
+    }
+
+    /// One try: `None` if the player's filter values changed since they
+    /// were looked up (the boards to leave are then others). `dropped` of
+    /// the result is 1 if a member was created (a new period opened).
+    fn attempt(
+        &self,
+        ts: i64,
+        values: &[Option<&str>],
+        data: Option<&[u8]>,
+    ) -> Result<Option<FamilySubmission>> {
+        let f = self.family;
+        let config = f.config();
+        let players = &f.inner.players;
+        let stored = stored_values(players, self.player)?;
+        let old = decode_values(config, stored.as_deref());
+        let mut targets: Vec<(Ranking, Role)> = vec![(players.clone(), Role::Players)];
+        let mut opened = false;
+        for window in config.windows() {
+            let span = f.span(window, super::Period::At(ts))?;
+            let mut filters: Vec<Option<(&str, &str)>> = vec![None];
+            for (i, (dim, _)) in config.filters().iter().enumerate() {
+                filters.extend(values[i].map(|v| Some((dim.as_str(), v))));
+            }
+            for filter in filters {
+                let (board, created) = f
+                    .member_created(window, span.key, filter, true)?
+                    .expect("created");
+                opened |= created;
+                targets.push((board, Role::Write(member(span, filter))));
+            }
+            for (i, (dim, _)) in config.filters().iter().enumerate() {
+                let Some(was) = old[i].as_deref().filter(|&was| Some(was) != values[i]) else {
+                    continue;
+                };
+                // Not on a board that does not exist.
+                let filter = Some((dim.as_str(), was));
+                if let Some(board) = f.member(window, span.key, filter, false)? {
+                    targets.push((board, Role::Leave(member(span, filter))));
+                }
+            }
+        }
+        // Ascending board id: the order every multi-board writer takes.
+        targets.sort_by_key(|(board, _)| board.inner.id);
+        let boards: Vec<Board<'_>> = targets.iter().map(|(b, _)| b.board()).collect();
+        let encoded = encode_values(config, values);
+        let mut stale = false;
+        let mut out = None;
+        let shard = crate::random::range(0..config.board().shard_count());
+        let result = f.inner.boards.write_boards(&boards, &mut |sts| {
+            let (mut members, mut left) = (Vec::new(), Vec::new());
+            for ((board, role), &st) in targets.iter().zip(sts) {
+                // A queue worker's cache relies on every write moving it.
+                st.bump_generation()?;
+                match role {
+                    Role::Players => {
+                        st.lock_players(&[self.player])?;
+                        if read_values(st, self.player)? != stored {
+                            stale = true;
+                            // Not a retryable error: the store must not run
+                            // this body again; `submit` looks again first.
+                            return Err(Error::InvalidRanking {
+                                reason: "the player's filter values changed".into(),
+                            });
+                        }
+                        if stored.as_deref() != Some(encoded.as_bytes()) {
+                            let g = board.geometry();
+                            apply_updates(
+                                st,
+                                g,
+                                board.rules(),
+                                0,
+                                &[(self.player, Some(0))],
+                                None,
+                            )?;
+                            st.put_player_data(self.player, Some(encoded.as_bytes()))?;
+                        }
+                    }
+                    Role::Write(m) => {
+                        let s = board.submit_in(st, shard, self.player, self.score, data)?;
+                        members.push((m.clone(), s));
+                    }
+                    Role::Leave(m) => {
+                        let g = board.geometry();
+                        apply_updates(st, g, board.rules(), shard, &[(self.player, None)], None)?;
+                        left.push(m.clone());
+                    }
+                }
+            }
+            out = Some(FamilySubmission {
+                members,
+                left,
+                dropped: usize::from(opened && config.drops_automatically()),
+                drop_error: None,
+            });
+            Ok(())
+        });
+        match result {
+            Err(_) if stale => Ok(None),
+            Err(e) => Err(e),
+            Ok(()) => Ok(out),
+        }
+    }
+}
+
+fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
+    Member {
+        span,
+        filter: filter.map(|(d, v)| (d.into(), v.into())),
+    }
+}
+
+/// The player's filter values as stored (entry data of the players board).
+fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
+    players.read(|st, _| read_values(st, player))
+}
+
+fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
+    let mut found = None;
+    st.players_data(&[player], &mut |_, data| {
+        found = Some(data.to_vec());
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// One line per dimension the player has a value for: `dimension U+0001
+/// value` (neither holds a control character).
+fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> String {
+    let lines: Vec<String> = config
+        .filters()
+        .iter()
+        .zip(values)
+        .filter_map(|((dim, _), v)| v.map(|v| format!("{dim}\u{1}{v}")))
+        .collect();
+    lines.join("\n")
+}
+
+/// The stored values by dimension index; a dimension the family does not
+/// declare (it cannot change, but data can be damaged) is ignored.
+fn decode_values(config: &super::FamilyConfig, stored: Option<&[u8]>) -> Vec<Option<String>> {
+    let mut out = vec![None; config.filters().len()];
+    let text = stored.map(String::from_utf8_lossy).unwrap_or_default();
+    for line in text.lines() {
+        if let Some((dim, value)) = line.split_once('\u{1}') {
+            if let Some(i) = config.filters().iter().position(|(d, _)| d == dim) {
+                out[i] = Some(value.to_owned());
+            }
+        }
+    }
+    out
+}
