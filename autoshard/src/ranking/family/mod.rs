@@ -202,11 +202,9 @@ impl Family {
             .map(|(i, c)| (format!("{i:05}"), c))
             .collect();
         registry.write_with(|st| {
-            let updates: Vec<_> = chunks.iter().map(|(p, _)| (p.as_str(), Some(0))).collect();
-            let rules = registry.rules();
-            super::apply_updates(st, registry.geometry(), rules, 0, &updates, None)?;
+            // Replace: each chunk's data is written with its score.
             for (player, data) in &chunks {
-                st.put_player_data(player, Some(data))?;
+                registry.submit_in(st, 0, player, 0, Some(data))?;
             }
             Ok(())
         })?;

@@ -254,16 +254,10 @@ impl<'a> FamilyEntry<'a> {
                             });
                         }
                         if stored.as_deref() != Some(encoded.as_bytes()) {
-                            let g = board.geometry();
-                            apply_updates(
-                                st,
-                                g,
-                                board.rules(),
-                                0,
-                                &[(self.player, Some(0))],
-                                None,
-                            )?;
-                            st.put_player_data(self.player, Some(encoded.as_bytes()))?;
+                            // Replace: the data is written even when the
+                            // score (always 0) stays.
+                            let data = Some(encoded.as_bytes());
+                            board.submit_in(st, 0, self.player, 0, data)?;
                         }
                     }
                     Role::Write(m) => {
