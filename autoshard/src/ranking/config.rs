@@ -39,6 +39,8 @@ pub struct RankingConfig {
     policy: Policy,
     order: Order,
     entry_data: u32,
+    /// `Some(b)`: an approximate board of `b` buckets (`approx/`).
+    buckets: Option<u32>,
 }
 
 impl RankingConfig {
@@ -54,6 +56,7 @@ impl RankingConfig {
             policy: Policy::Replace,
             order: Order::HigherIsBetter,
             entry_data: 0,
+            buckets: None,
         }
     }
 
@@ -99,6 +102,7 @@ impl RankingConfig {
         Rules {
             policy: self.policy,
             order: self.order,
+            approx: self.buckets.is_some(),
         }
     }
 
@@ -120,6 +124,33 @@ impl RankingConfig {
     pub fn queues(mut self, queues: u32) -> Self {
         self.queues = queues;
         self
+    }
+
+    /// An approximate board of `buckets` buckets (1 to
+    /// [`MAX_BUCKETS`](super::MAX_BUCKETS)): an update writes only the
+    /// player's row, and ranks come from
+    /// [`Ranking::approx_rank`](super::Ranking::approx_rank), interpolated
+    /// in the bucket snapshot the last [`Ranking::refresh`](super::Ranking::refresh)
+    /// published. Exact ranks are refused there
+    /// ([`Error::ApproximateBoard`](crate::Error::ApproximateBoard)); see
+    /// the [`approx_rank`](super::Ranking::approx_rank) docs for the error
+    /// bound and what else such a board answers. Not with entry data.
+    ///
+    /// ```
+    /// use autoshard::ranking::RankingConfig;
+    ///
+    /// let config = RankingConfig::new(0..1_000_000).approximate(100);
+    /// assert_eq!(config.approximate_buckets(), Some(100));
+    /// assert_eq!(RankingConfig::new(0..10).approximate_buckets(), None);
+    /// ```
+    pub fn approximate(mut self, buckets: u32) -> Self {
+        self.buckets = Some(buckets);
+        self
+    }
+
+    /// The bucket count of an approximate board; `None` for an exact one.
+    pub fn approximate_buckets(&self) -> Option<u32> {
+        self.buckets
     }
 
     /// The score range `[min, max)`.
@@ -152,6 +183,7 @@ impl RankingConfig {
             policy: self.policy.stored().into(),
             order: self.order.stored().into(),
             entry_data: self.entry_data,
+            buckets: self.buckets.unwrap_or(0),
         }
     }
 
@@ -172,6 +204,7 @@ impl RankingConfig {
             policy,
             order,
             entry_data: spec.entry_data,
+            buckets: (spec.buckets > 0).then_some(spec.buckets),
         })
     }
 
@@ -214,6 +247,11 @@ impl RankingConfig {
                 self.entry_data.to_string(),
                 expected.entry_data.to_string(),
             ),
+            (
+                "approximate buckets",
+                format!("{:?}", self.buckets),
+                format!("{:?}", expected.buckets),
+            ),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -238,6 +276,9 @@ impl RankingConfig {
                 "entry data {} is over {MAX_ENTRY_DATA} bytes",
                 self.entry_data
             ));
+        }
+        if let Some(reason) = super::approx::check_config(self.buckets, self.entry_data) {
+            return invalid(reason);
         }
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return invalid(format!(

@@ -45,6 +45,7 @@
 //! ```
 
 mod apply;
+mod approx;
 mod cache;
 mod config;
 mod integrity;
@@ -57,11 +58,13 @@ mod queue;
 mod storage;
 mod tree;
 
+pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle};
 pub use self::config::RankingConfig;
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
 
+pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::policy::apply_updates;
 use self::policy::{Rules, Step};
 use self::query::Want;
@@ -84,6 +87,8 @@ pub const MAX_QUEUES: u32 = 1024;
 /// Most bytes of entry data a board may keep per player
 /// ([`RankingConfig::entry_data`]).
 pub const MAX_ENTRY_DATA: u32 = 1024;
+/// Most buckets of an approximate board ([`RankingConfig::approximate`]).
+pub const MAX_BUCKETS: u32 = 65_536;
 
 /// How players with equal scores are ranked.
 ///
@@ -152,6 +157,8 @@ struct Inner {
     /// This process's queue coordination for the board (group commit,
     /// worker wake-ups), made on the first queue call: see `queue.rs`.
     queue: OnceLock<Arc<QueueState>>,
+    /// This process's copy of an approximate board's published snapshot.
+    approx: approx::Cache,
 }
 
 impl std::fmt::Debug for Ranking {
@@ -250,6 +257,7 @@ impl Ranking {
                 config,
                 geometry,
                 queue: OnceLock::new(),
+                approx: approx::Cache::default(),
             }),
         }
     }
@@ -390,6 +398,7 @@ impl Ranking {
     ///
     /// [`Error::ScoreOutOfRange`].
     pub fn rank_of_score(&self, score: i64) -> Result<u64> {
+        self.exact_only("rank_of_score")?;
         let tree = self.rules().tree_score(self.geometry(), score)?;
         let offset = self.geometry().checked_offset(tree)?;
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
@@ -404,6 +413,7 @@ impl Ranking {
     /// store error.
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         check_player(player)?;
+        self.exact_only("rank")?;
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(None);
@@ -449,6 +459,7 @@ impl Ranking {
     /// [`Error::Corrupt`] when the stored counts contradict each other, or
     /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
+        self.exact_only("score_at_rank")?;
         let rules = self.rules();
         self.read(|st, g| match query::locate(st, g, rank)? {
             Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
@@ -481,6 +492,9 @@ impl Ranking {
                     "page {from}..={to}: ranks start at 1 and a page must not end before it starts"
                 ),
             });
+        }
+        if self.rules().approx {
+            return approx::page(self, from, to);
         }
         self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
     }
@@ -519,6 +533,7 @@ impl Ranking {
     /// store error.
     pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
         check_player(player)?;
+        self.exact_only("around")?;
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
@@ -544,6 +559,9 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] for a negative stored count, or a store error.
     pub fn len(&self) -> Result<u64> {
+        if self.rules().approx {
+            return approx::len(self);
+        }
         self.read(|st, g| query::len(st, g))
     }
 
@@ -565,6 +583,7 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] naming the first mismatch, or a store error.
     pub fn check_integrity(&self) -> Result<()> {
+        self.exact_only("check_integrity")?;
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
     }

@@ -28,6 +28,11 @@ pub(crate) struct BoardSpec {
     /// entry data existed) keeps none, and such a board never reads or
     /// writes the players' `data` column, which its table may lack.
     pub entry_data: u32,
+    /// Buckets of an approximate board (`ranking/approx/`); 0 for an exact
+    /// board (every board stored before approximate boards existed). A
+    /// store keeps it out of the board table, with the board's snapshot
+    /// pointer ([`ApproxStore`](super::ApproxStore)).
+    pub buckets: u32,
 }
 
 /// The stored names of a board made before policies and orders existed.
@@ -198,6 +203,16 @@ pub(crate) trait BoardStore: Send + Sync {
     /// deleted board finds its id gone ([`BoardStore::read_board`] and
     /// [`BoardStore::write_board`] fail with [`Error::RankingNotFound`]).
     fn delete_board(&self, name: &str) -> Result<bool>;
+
+    /// The store's snapshot operations for approximate boards; the default
+    /// is for a store without them, which also refuses to create an
+    /// approximate board.
+    fn approx(&self) -> Result<&dyn super::ApproxStore> {
+        Err(Error::Unsupported {
+            store: "this",
+            operation: "an approximate board",
+        })
+    }
 }
 
 /// Which vector of a score-tree node a row holds.

@@ -310,10 +310,14 @@ impl BoardStore for Postgres {
                     &small(spec.entry_data),
                 ],
             )?;
-            match row {
-                Some(row) => Ok(row.try_get::<_, i64>(0)?),
-                None => Err(Error::RankingExists { name: name.into() }),
+            let id = match row {
+                Some(row) => row.try_get::<_, i64>(0)?,
+                None => return Err(Error::RankingExists { name: name.into() }),
+            };
+            if spec.buckets > 0 {
+                super::approx::init(self, tx, id, spec.buckets)?;
             }
+            Ok(id)
         })?;
         Ok(id)
     }
@@ -345,8 +349,11 @@ impl BoardStore for Postgres {
                 policy: row.try_get(6)?,
                 order: row.try_get(7)?,
                 entry_data: count(8)?,
+                buckets: 0,
             };
-            Ok(Some((row.try_get(0)?, spec)))
+            let id = row.try_get(0)?;
+            let buckets = super::approx::mode(self, tx, id)?;
+            Ok(Some((id, BoardSpec { buckets, ..spec })))
         })
     }
 
@@ -413,6 +420,10 @@ impl BoardStore for Postgres {
     fn delete_board(&self, name: &str) -> Result<bool> {
         let sql = self.boards_sql();
         self.delete(&sql.lifecycle, sql.lock_seed, &sql.probe, name)
+    }
+
+    fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
+        Ok(self)
     }
 }
 

@@ -152,6 +152,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
                 policy: policy.to_owned(),
                 order: order.to_owned(),
                 entry_data: entry_data.parse().ok()?,
+                buckets: 0,
             },
         ))
     };
@@ -249,6 +250,12 @@ impl BoardStore for RedisCluster {
             return Err(Error::Unsupported {
                 store: "redis-cluster",
                 operation: "ranking boards with entry data",
+            });
+        }
+        if spec.buckets > 0 {
+            return Err(Error::Unsupported {
+                store: "redis-cluster",
+                operation: "approximate ranking boards",
             });
         }
         // Random, like a writer id: an id is never reused, also not after a
@@ -514,6 +521,7 @@ mod tests {
             policy: "best".into(),
             order: "lower_is_better".into(),
             entry_data: 0,
+            buckets: 0,
         };
         assert_eq!(
             parse_record("b", &record(42, &spec)).unwrap(),

@@ -29,7 +29,7 @@
 //! players' places, and no order of single-row writes would then keep a
 //! unique index satisfied in between. `check_integrity` checks uniqueness.
 
-use super::{lifecycle, queue, Sqlite};
+use super::{approx, lifecycle, queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
@@ -140,7 +140,11 @@ impl BoardStore for Sqlite {
                 spec.order,
                 spec.entry_data,
             ])?;
-            Ok(tx.last_insert_rowid())
+            let id = tx.last_insert_rowid();
+            if spec.buckets > 0 {
+                approx::init(tx, id, spec.buckets)?;
+            }
+            Ok(id)
         })?;
         Ok(id)
     }
@@ -178,11 +182,15 @@ impl BoardStore for Sqlite {
                         policy: r.get(6)?,
                         order: r.get(7)?,
                         entry_data: r.get(8)?,
+                        buckets: 0,
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
                 .optional()?;
-            Ok(row)
+            match row {
+                Some((id, spec)) => Ok(Some((id, BoardSpec { buckets: approx::mode(tx, id)?, ..spec }))),
+                None => Ok(None),
+            }
         })
     }
 
@@ -248,6 +256,10 @@ impl BoardStore for Sqlite {
 
     fn delete_board(&self, name: &str) -> Result<bool> {
         lifecycle::delete(self, name)
+    }
+
+    fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
+        Ok(self)
     }
 }
 
