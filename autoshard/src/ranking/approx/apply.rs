@@ -33,16 +33,18 @@ pub(crate) fn apply_updates(
     st.lock_players(&players)?;
     // Per player: (stored tree score, index of the last change, final).
     let mut net: HashMap<&str, (Option<i64>, usize, Option<i64>)> = HashMap::new();
+    // Read (and below, write) in key order: neighbouring keys share b-tree
+    // pages, which a big random batch then reads and dirties once each.
+    let mut sorted = players.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    for player in sorted {
+        let stored = st.player(player)?.map(|(score, _)| score);
+        net.insert(player, (stored, usize::MAX, stored));
+    }
     let mut steps = Vec::with_capacity(updates.len());
     for (i, &(player, value)) in updates.iter().enumerate() {
-        let current = match net.get(player) {
-            Some(&(_, _, current)) => current,
-            None => {
-                let stored = st.player(player)?.map(|(score, _)| score);
-                net.insert(player, (stored, i, stored));
-                stored
-            }
-        };
+        let current = net.get(player).expect("read above").2;
         let next = match value {
             None => Ok(None),
             Some(value) => {
@@ -70,7 +72,9 @@ pub(crate) fn apply_updates(
         }
     }
     let base = clock();
-    for (player, (stored, i, score)) in net {
+    let mut moves: Vec<_> = net.into_iter().collect();
+    moves.sort_unstable_by_key(|&(player, _)| player);
+    for (player, (stored, i, score)) in moves {
         match score {
             _ if score == stored => {}
             Some(score) => st.put_player(player, score, base + i as u64)?,
