@@ -10,7 +10,9 @@
 //! the snapshot-consistency check is the one `approx_crash.rs`'s control
 //! (refreshes writing over the published rows) fails.
 
-use autoshard::ranking::{ApproxBucket, Order, Policy, Ranking, RankingConfig, Tie, MAX_BUCKETS};
+use autoshard::ranking::{
+    ApproxBucket, Order, Policy, Ranking, RankingConfig, Tie, MAX_BUCKETS, MAX_EXACT_TOP,
+};
 use autoshard::Error;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -57,6 +59,7 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
             rng.random_range(0..300usize),
             rng.random_range(1..40u32),
         );
+        let top = [0u32, 0, 5, 20][rng.random_range(0..4usize)];
         // Skewed and clustered scores, with ties.
         let scores: Vec<i64> = (0..n)
             .map(|_| {
@@ -64,7 +67,10 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
                 ((u * u * width as f64) as i64).min(width - 1)
             })
             .collect();
-        let config = RankingConfig::new(0..width).order(order).approximate(b);
+        let config = RankingConfig::new(0..width)
+            .order(order)
+            .approximate(b)
+            .exact_top(top);
         let board = Ranking::create(store.db(), &format!("b{case}"), config).unwrap();
         let named: Vec<(String, i64)> = scores
             .iter()
@@ -76,12 +82,14 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
         assert!(refreshed.published && refreshed.players == n as u64);
         let snapshot = board.approx_snapshot().unwrap();
         let bound = snapshot.error_bound();
-        let why = format!("seed {seed}, case {case}: n {n}, b {b}, width {width}, {order:?}");
+        let why =
+            format!("seed {seed}, case {case}: n {n}, b {b}, top {top}, width {width}, {order:?}");
+        let rest = (n as u64).saturating_sub(u64::from(top));
         assert!(
-            bound <= (n as u64).div_ceil(u64::from(b)).saturating_sub(2),
+            bound <= rest.div_ceil(u64::from(b)).saturating_sub(2),
             "{why}"
         );
-        assert!(snapshot.buckets().len() <= b as usize, "{why}");
+        assert!(snapshot.buckets().len() <= (b + top) as usize, "{why}");
         let buckets = snapshot.buckets();
         let edges: Vec<i64> = buckets.iter().flat_map(|k| [k.best, k.worst]).collect();
         let inside = |s: i64| {
@@ -98,7 +106,8 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
         for s in all {
             let approx = board.approx_rank(s).unwrap();
             let exact = exact_rank(&scores, order, s);
-            if edges.contains(&s) || !inside(s) {
+            // The exact top: every score whose rank is within the top.
+            if edges.contains(&s) || !inside(s) || exact <= u64::from(top) {
                 assert_eq!(approx, exact, "{why}: score {s} at an edge");
             }
             assert!(
@@ -170,6 +179,22 @@ fn updates_write_only_player_rows_under_the_boards_policy_and_order<S: Boards>()
     let again = Ranking::open(&store.open_another(), "segment").unwrap();
     assert_eq!(again.config(), &config);
     assert_eq!(again.approx_rank(300).unwrap(), 1);
+    // Deleting a board deletes its snapshot pointer and buckets too
+    // (counted by updates that change nothing).
+    let orphans = |table: &str| {
+        store.execute(&format!(
+            "UPDATE {table} SET board = board WHERE board NOT IN \
+             (SELECT id FROM autoshard_rank_boards)"
+        ))
+    };
+    let rows = |table: &str| store.execute(&format!("UPDATE {table} SET board = board"));
+    assert!(rows("autoshard_rank_approx_buckets") > 0);
+    assert!(Ranking::delete(store.db(), "segment").unwrap());
+    assert!(Ranking::delete(store.db(), "points").unwrap());
+    for table in ["autoshard_rank_approx", "autoshard_rank_approx_buckets"] {
+        assert_eq!(orphans(table), 0, "{table}");
+        assert_eq!(rows(table), 0, "{table}");
+    }
 }
 
 fn exact_calls_and_bad_input_are_typed_errors_and_write_nothing<S: Boards>() {
@@ -180,6 +205,8 @@ fn exact_calls_and_bad_input_are_typed_errors_and_write_nothing<S: Boards>() {
         range().approximate(0),
         range().approximate(MAX_BUCKETS + 1),
         range().approximate(10).entry_data(8),
+        range().exact_top(10),
+        range().approximate(10).exact_top(MAX_EXACT_TOP + 1),
     ] {
         let made = Ranking::create(db, "bad", bad.clone());
         assert!(
@@ -229,6 +256,7 @@ fn exact_calls_and_bad_input_are_typed_errors_and_write_nothing<S: Boards>() {
         ("approx", range()),
         ("approx", range().approximate(20)),
         ("exact", range().approximate(10)),
+        ("approx", range().approximate(10).exact_top(5)),
     ] {
         let opened = Ranking::open_or_create(db, name, other);
         assert!(

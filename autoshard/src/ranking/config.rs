@@ -41,6 +41,8 @@ pub struct RankingConfig {
     entry_data: u32,
     /// `Some(b)`: an approximate board of `b` buckets (`approx/`).
     buckets: Option<u32>,
+    /// Players an approximate board's snapshot ranks exactly at the top.
+    exact_top: u32,
 }
 
 impl RankingConfig {
@@ -57,6 +59,7 @@ impl RankingConfig {
             order: Order::HigherIsBetter,
             entry_data: 0,
             buckets: None,
+            exact_top: 0,
         }
     }
 
@@ -148,6 +151,32 @@ impl RankingConfig {
         self
     }
 
+    /// On an approximate board, the best `players` (up to
+    /// [`MAX_EXACT_TOP`](super::MAX_EXACT_TOP); default 0) are ranked
+    /// exactly as of each snapshot, the Code Jam article's advice: a refresh
+    /// gives each distinct score among them a bucket of its own, on top of
+    /// the board's buckets, so [`approx_rank`](super::Ranking::approx_rank)
+    /// is exact for any score at or above the `players`-th best and still
+    /// reads O(1) rows. Equal-count buckets put a sparse tail of top scores
+    /// into one wide bucket, where linear interpolation is worst in
+    /// relative terms (`docs/wip/approx.md` has the measurements).
+    ///
+    /// ```
+    /// use autoshard::ranking::RankingConfig;
+    ///
+    /// let config = RankingConfig::new(0..1_000_000).approximate(100).exact_top(1_000);
+    /// assert_eq!(config.exact_top_players(), 1_000);
+    /// ```
+    pub fn exact_top(mut self, players: u32) -> Self {
+        self.exact_top = players;
+        self
+    }
+
+    /// Players an approximate board ranks exactly at the top (0: none).
+    pub fn exact_top_players(&self) -> u32 {
+        self.exact_top
+    }
+
     /// The bucket count of an approximate board; `None` for an exact one.
     pub fn approximate_buckets(&self) -> Option<u32> {
         self.buckets
@@ -184,6 +213,7 @@ impl RankingConfig {
             order: self.order.stored().into(),
             entry_data: self.entry_data,
             buckets: self.buckets.unwrap_or(0),
+            exact_top: self.exact_top,
         }
     }
 
@@ -205,6 +235,7 @@ impl RankingConfig {
             order,
             entry_data: spec.entry_data,
             buckets: (spec.buckets > 0).then_some(spec.buckets),
+            exact_top: spec.exact_top,
         })
     }
 
@@ -252,6 +283,11 @@ impl RankingConfig {
                 format!("{:?}", self.buckets),
                 format!("{:?}", expected.buckets),
             ),
+            (
+                "exact top",
+                self.exact_top.to_string(),
+                expected.exact_top.to_string(),
+            ),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -277,7 +313,9 @@ impl RankingConfig {
                 self.entry_data
             ));
         }
-        if let Some(reason) = super::approx::check_config(self.buckets, self.entry_data) {
+        if let Some(reason) =
+            super::approx::check_config(self.buckets, self.exact_top, self.entry_data)
+        {
             return invalid(reason);
         }
         if !(1..=MAX_QUEUES).contains(&self.queues) {

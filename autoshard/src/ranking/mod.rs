@@ -89,6 +89,9 @@ pub const MAX_QUEUES: u32 = 1024;
 pub const MAX_ENTRY_DATA: u32 = 1024;
 /// Most buckets of an approximate board ([`RankingConfig::approximate`]).
 pub const MAX_BUCKETS: u32 = 65_536;
+/// Most players an approximate board ranks exactly at the top
+/// ([`RankingConfig::exact_top`]).
+pub const MAX_EXACT_TOP: u32 = 100_000;
 
 /// How players with equal scores are ranked.
 ///

@@ -33,6 +33,9 @@ pub(crate) struct BoardSpec {
     /// store keeps it out of the board table, with the board's snapshot
     /// pointer ([`ApproxStore`](super::ApproxStore)).
     pub buckets: u32,
+    /// Players an approximate board ranks exactly at the top of each
+    /// snapshot (0: none); kept with `buckets`.
+    pub exact_top: u32,
 }
 
 /// The stored names of a board made before policies and orders existed.

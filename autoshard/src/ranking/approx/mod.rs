@@ -14,13 +14,19 @@ pub(crate) use self::refresh::hooks;
 pub use self::refresh::{Refresh, Refresher, RefresherHandle};
 pub use self::snapshot::{ApproxBucket, ApproxSnapshot};
 
-use super::{Entry, Ranking, MAX_BUCKETS};
+use super::{Entry, Ranking, MAX_BUCKETS, MAX_EXACT_TOP};
 use crate::error::{Error, Result};
 use crate::seam::ApproxStore;
 use std::sync::{Arc, RwLock};
 
 /// Why an approximate configuration is invalid, if it is.
-pub(super) fn check_config(buckets: Option<u32>, entry_data: u32) -> Option<String> {
+pub(super) fn check_config(buckets: Option<u32>, top: u32, entry_data: u32) -> Option<String> {
+    if buckets.is_none() && top > 0 {
+        return Some("exact_top needs an approximate board".into());
+    }
+    if top > MAX_EXACT_TOP {
+        return Some(format!("exact_top {top} is over {MAX_EXACT_TOP}"));
+    }
     match buckets? {
         0 => Some("an approximate board needs at least 1 bucket".into()),
         b if b > MAX_BUCKETS => Some(format!("buckets {b} is over {MAX_BUCKETS}")),

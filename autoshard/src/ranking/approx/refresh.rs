@@ -27,13 +27,21 @@ pub(crate) mod hooks {
     pub(crate) static IN_PLACE: AtomicBool = AtomicBool::new(false);
 }
 
-/// Equal-count buckets over runs of equal scores, best first: a bucket
-/// closes at the first run boundary where it holds at least `ceil(n / b)`
-/// players, so a score is never split, at most `b` buckets come out, and a
-/// bucket's interior (players neither at its best nor its worst score) is
-/// below `ceil(n / b) - 1`.
+/// Buckets over runs of equal scores, best first. With an exact top of
+/// `t` players, each run until `t` players are covered is a bucket of its
+/// own (exact ranks there). Then equal-count buckets: a bucket closes at
+/// the first run boundary where it holds at least `ceil((n - t) / b)`
+/// players, so a score is never split, at most `b` such buckets come out,
+/// and a bucket's interior (players neither at its best nor its worst
+/// score) is below `ceil((n - t) / b) - 1`.
 pub(crate) struct Builder {
     buckets: u32,
+    /// Players ranked exactly at the top: each of their runs is a bucket.
+    top: u64,
+    /// Players in the exact top buckets so far.
+    in_top: u64,
+    /// Buckets of the exact top (one run each), which never grow.
+    exact_buckets: usize,
     target: u64,
     total: u64,
     out: Vec<Bucket>,
@@ -41,9 +49,12 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    pub(crate) fn new(buckets: u32) -> Self {
+    pub(crate) fn new(buckets: u32, top: u32) -> Self {
         Builder {
             buckets,
+            top: u64::from(top),
+            in_top: 0,
+            exact_buckets: 0,
             target: 1,
             total: 0,
             out: Vec::new(),
@@ -55,7 +66,8 @@ impl Builder {
 impl ScoreSink for Builder {
     fn total(&mut self, players: u64) -> Result<()> {
         self.total = players;
-        self.target = players.div_ceil(u64::from(self.buckets)).max(1);
+        let rest = players.saturating_sub(self.top);
+        self.target = rest.div_ceil(u64::from(self.buckets)).max(1);
         Ok(())
     }
 
@@ -69,8 +81,10 @@ impl ScoreSink for Builder {
             });
         }
         self.last = Some(score);
+        let exact = self.in_top < self.top;
+        let open = self.out.len() > self.exact_buckets;
         match self.out.last_mut() {
-            Some(b) if b.count < self.target => {
+            Some(b) if !exact && open && b.count < self.target => {
                 b.lo = score;
                 b.at_lo = players;
                 b.count += players;
@@ -83,14 +97,18 @@ impl ScoreSink for Builder {
                 at_lo: players,
             }),
         }
+        if exact {
+            self.in_top += players;
+            self.exact_buckets = self.out.len();
+        }
         Ok(())
     }
 }
 
 /// The buckets of `sorted` (tree scores, best first): `(players, buckets)`.
 #[cfg(test)]
-pub(crate) fn build(sorted: &[i64], buckets: u32) -> (u64, Vec<Bucket>) {
-    let mut builder = Builder::new(buckets);
+pub(crate) fn build(sorted: &[i64], buckets: u32, top: u32) -> (u64, Vec<Bucket>) {
+    let mut builder = Builder::new(buckets, top);
     builder.total(sorted.len() as u64).unwrap();
     for run in sorted.chunk_by(|a, b| a == b) {
         builder.run(run[0], run.len() as u64).unwrap();
@@ -158,7 +176,11 @@ impl Ranking {
             Some(current) if in_place => current,
             _ => store.approx_begin(board)?,
         };
-        let mut builder = Builder::new(self.inner.config.approximate_buckets().unwrap_or(1));
+        let config = &self.inner.config;
+        let mut builder = Builder::new(
+            config.approximate_buckets().unwrap_or(1),
+            config.exact_top_players(),
+        );
         store.approx_scores(board, &mut builder)?;
         let chunk = match hooks::CHUNK.load(Ordering::Relaxed) {
             0 => CHUNK,

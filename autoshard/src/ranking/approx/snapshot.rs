@@ -104,8 +104,8 @@ impl ApproxSnapshot {
     /// The most [`rank`](ApproxSnapshot::rank) can be off by, against the
     /// exact standard rank among the players the snapshot counted: the
     /// largest number of interior players (neither at its best nor at its
-    /// worst score) of a bucket. A refresh of `b` buckets keeps it at most
-    /// `ceil(players / b) - 2`.
+    /// worst score) of a bucket. A refresh of `b` buckets and an exact top
+    /// of `t` keeps it at most `ceil((players - t) / b) - 2`.
     pub fn error_bound(&self) -> u64 {
         self.buckets
             .iter()
@@ -170,12 +170,13 @@ mod tests {
     fn check(
         scores: &[i64],
         buckets: u32,
+        top: u32,
         width: i64,
         inside: fn(&Bucket, i64) -> u64,
     ) -> Result<(), String> {
         let mut sorted = scores.to_vec();
         sorted.sort_unstable_by(|a, b| b.cmp(a));
-        let (total, rows) = build(&sorted, buckets);
+        let (total, rows) = build(&sorted, buckets, top);
         let g = Geometry::new(0, width, 10).unwrap();
         let snap = ApproxSnapshot::new(
             StoredSnapshot {
@@ -187,8 +188,10 @@ mod tests {
             g,
         );
         let bound = snap.error_bound();
-        let target = total.div_ceil(u64::from(buckets));
-        if rows.len() > buckets as usize || bound > target.saturating_sub(2) {
+        let target = total
+            .saturating_sub(u64::from(top))
+            .div_ceil(u64::from(buckets));
+        if rows.len() > buckets as usize + top as usize || bound > target.saturating_sub(2) {
             return Err(format!("{} buckets, bound {bound}", rows.len()));
         }
         let edges: Vec<i64> = rows.iter().flat_map(|b| [b.hi, b.lo, b.hi - 1]).collect();
@@ -197,7 +200,8 @@ mod tests {
             let exact = 1 + scores.iter().filter(|&&s| s > t).count() as u64;
             let approx = snap.rank_of_tree(t, inside);
             let at_edge = edges.contains(&t) || !rows.iter().any(|b| b.lo < t && t < b.hi);
-            if (at_edge && approx != exact) || approx.abs_diff(exact) > bound {
+            let in_top = exact <= u64::from(top);
+            if ((at_edge || in_top) && approx != exact) || approx.abs_diff(exact) > bound {
                 return Err(format!(
                     "score {t}: approx {approx}, exact {exact}, bound {bound}"
                 ));
@@ -227,8 +231,9 @@ mod tests {
         fn within_the_bound_and_exact_at_edges(
             scores in prop::collection::vec(0i64..300, 0..400),
             buckets in 1u32..40,
+            top in prop::sample::select(vec![0u32, 0, 1, 5, 50]),
         ) {
-            let checked = check(&scores, buckets, 300, interpolate);
+            let checked = check(&scores, buckets, top, 300, interpolate);
             prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
         }
     }
@@ -238,7 +243,7 @@ mod tests {
         // Skewed scores: the backwards interpolation misses by more than
         // the interior count somewhere, and the check says so.
         let scores: Vec<i64> = (0..200).map(|i| (i * i) % 300).collect();
-        assert!(check(&scores, 4, 300, interpolate).is_ok());
-        assert!(check(&scores, 4, 300, backwards).is_err());
+        assert!(check(&scores, 4, 0, 300, interpolate).is_ok());
+        assert!(check(&scores, 4, 0, 300, backwards).is_err());
     }
 }

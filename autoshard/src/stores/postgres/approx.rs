@@ -5,7 +5,7 @@
 use super::tx::Tx;
 use super::Postgres;
 use crate::error::{Error, Result};
-use crate::seam::{ApproxStore, Bucket, ScoreSink, StoredSnapshot};
+use crate::seam::{ApproxStore, BoardSpec, Bucket, ScoreSink, StoredSnapshot};
 
 /// The statements, for one schema.
 struct Sql {
@@ -32,6 +32,7 @@ impl Sql {
             "CREATE TABLE IF NOT EXISTS {pointer} (
                  board bigint PRIMARY KEY,
                  buckets integer NOT NULL,
+                 exact_top integer NOT NULL DEFAULT 0,
                  current bigint,
                  total bigint NOT NULL DEFAULT 0,
                  next bigint NOT NULL DEFAULT 1
@@ -56,36 +57,52 @@ fn exists(tx: &mut Tx<'_>, table: &str) -> Result<bool> {
     Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).is_some())
 }
 
-/// Makes board `board` approximate with `buckets` buckets, in the
-/// transaction that creates it.
-pub(super) fn init(db: &Postgres, tx: &mut Tx<'_>, board: i64, buckets: u32) -> Result<()> {
+/// Makes board `board` approximate as `spec` says, in the transaction that
+/// creates it.
+pub(super) fn init(db: &Postgres, tx: &mut Tx<'_>, board: i64, spec: &BoardSpec) -> Result<()> {
     let sql = Sql::new(db);
     if !exists(tx, &sql.buckets)? {
         tx.batch(&format!("{}; {}", db.ddl_lock(), sql.create()))?;
     }
-    let buckets = i32::try_from(buckets).unwrap_or(i32::MAX);
+    let small = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
     tx.execute(
         &format!(
-            "INSERT INTO {} (board, buckets) VALUES ($1, $2)",
+            "INSERT INTO {} (board, buckets, exact_top) VALUES ($1, $2, $3)",
             sql.pointer
         ),
-        &[&board, &buckets],
+        &[&board, &small(spec.buckets), &small(spec.exact_top)],
     )?;
     Ok(())
 }
 
-/// Board `board`'s bucket count; 0 for an exact board.
-pub(super) fn mode(db: &Postgres, tx: &mut Tx<'_>, board: i64) -> Result<u32> {
+/// Board `board`'s `(buckets, exact top)`; buckets 0 for an exact board.
+pub(super) fn mode(db: &Postgres, tx: &mut Tx<'_>, board: i64) -> Result<(u32, u32)> {
     let sql = Sql::new(db);
     if !exists(tx, &sql.pointer)? {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let row = tx.query_opt(
-        &format!("SELECT buckets FROM {} WHERE board = $1", sql.pointer),
+        &format!(
+            "SELECT buckets, exact_top FROM {} WHERE board = $1",
+            sql.pointer
+        ),
         &[&board],
     )?;
     // Out of range becomes a count the ranking layer refuses as corrupt.
-    Ok(row.map_or(0, |r| u32::try_from(r.get::<_, i32>(0)).unwrap_or(u32::MAX)))
+    let count = |v: i32| u32::try_from(v).unwrap_or(u32::MAX);
+    Ok(row.map_or((0, 0), |r| (count(r.get(0)), count(r.get(1)))))
+}
+
+/// Deletes board `board`'s pointer row and snapshots, in the transaction
+/// that deletes the board.
+pub(super) fn purge(db: &Postgres, tx: &mut Tx<'_>, board: i64) -> Result<()> {
+    let sql = Sql::new(db);
+    if exists(tx, &sql.pointer)? {
+        for table in [&sql.buckets, &sql.pointer] {
+            tx.execute(&format!("DELETE FROM {table} WHERE board = $1"), &[&board])?;
+        }
+    }
+    Ok(())
 }
 
 fn unsigned(value: i64, what: &str) -> Result<u64> {

@@ -315,7 +315,7 @@ impl BoardStore for Postgres {
                 None => return Err(Error::RankingExists { name: name.into() }),
             };
             if spec.buckets > 0 {
-                super::approx::init(self, tx, id, spec.buckets)?;
+                super::approx::init(self, tx, id, spec)?;
             }
             Ok(id)
         })?;
@@ -350,10 +350,16 @@ impl BoardStore for Postgres {
                 order: row.try_get(7)?,
                 entry_data: count(8)?,
                 buckets: 0,
+                exact_top: 0,
             };
             let id = row.try_get(0)?;
-            let buckets = super::approx::mode(self, tx, id)?;
-            Ok(Some((id, BoardSpec { buckets, ..spec })))
+            let (buckets, exact_top) = super::approx::mode(self, tx, id)?;
+            let spec = BoardSpec {
+                buckets,
+                exact_top,
+                ..spec
+            };
+            Ok(Some((id, spec)))
         })
     }
 

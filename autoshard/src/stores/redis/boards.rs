@@ -153,6 +153,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
                 order: order.to_owned(),
                 entry_data: entry_data.parse().ok()?,
                 buckets: 0,
+                exact_top: 0,
             },
         ))
     };
@@ -522,6 +523,7 @@ mod tests {
             order: "lower_is_better".into(),
             entry_data: 0,
             buckets: 0,
+            exact_top: 0,
         };
         assert_eq!(
             parse_record("b", &record(42, &spec)).unwrap(),

@@ -13,13 +13,14 @@
 
 use super::Sqlite;
 use crate::error::{Error, Result};
-use crate::seam::{ApproxStore, Bucket, ScoreSink, StoredSnapshot};
+use crate::seam::{ApproxStore, BoardSpec, Bucket, ScoreSink, StoredSnapshot};
 use rusqlite::{params, OptionalExtension, Transaction};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS autoshard_rank_approx (
     board INTEGER PRIMARY KEY,
     buckets INTEGER NOT NULL,
+    exact_top INTEGER NOT NULL DEFAULT 0,
     current INTEGER,
     total INTEGER NOT NULL DEFAULT 0,
     next INTEGER NOT NULL DEFAULT 1
@@ -37,31 +38,46 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_approx_buckets (
 ) STRICT, WITHOUT ROWID;
 ";
 
-/// Makes board `board` approximate with `buckets` buckets, in the
-/// transaction that creates it.
-pub(super) fn init(tx: &Transaction<'_>, board: i64, buckets: u32) -> Result<()> {
+/// Makes board `board` approximate as `spec` says, in the transaction that
+/// creates it.
+pub(super) fn init(tx: &Transaction<'_>, board: i64, spec: &BoardSpec) -> Result<()> {
     tx.execute_batch(SCHEMA)?;
-    tx.prepare_cached("INSERT INTO autoshard_rank_approx (board, buckets) VALUES (?1, ?2)")?
-        .execute(params![board, buckets])?;
+    tx.prepare_cached(
+        "INSERT INTO autoshard_rank_approx (board, buckets, exact_top) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![board, spec.buckets, spec.exact_top])?;
     Ok(())
 }
 
-/// Board `board`'s bucket count; 0 for an exact board.
-pub(super) fn mode(tx: &Transaction<'_>, board: i64) -> Result<u32> {
+/// Board `board`'s `(buckets, exact top)`; buckets 0 for an exact board.
+pub(super) fn mode(tx: &Transaction<'_>, board: i64) -> Result<(u32, u32)> {
     let exists = tx
         .prepare_cached(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_approx'",
         )?
         .exists([])?;
     if !exists {
-        return Ok(0);
+        return Ok((0, 0));
     }
-    let buckets = tx
-        .prepare_cached("SELECT buckets FROM autoshard_rank_approx WHERE board = ?1")?
-        .query_row([board], |r| r.get::<_, i64>(0))
+    let row = tx
+        .prepare_cached("SELECT buckets, exact_top FROM autoshard_rank_approx WHERE board = ?1")?
+        .query_row([board], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
         .optional()?;
     // Out of range becomes a count the ranking layer refuses as corrupt.
-    Ok(buckets.map_or(0, |b| u32::try_from(b).unwrap_or(u32::MAX)))
+    let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+    Ok(row.map_or((0, 0), |(b, t)| (count(b), count(t))))
+}
+
+/// Deletes board `board`'s pointer row and snapshots, in the transaction
+/// that deletes the board (a snapshot is a few thousand rows at most).
+pub(super) fn purge(tx: &Transaction<'_>, board: i64) -> Result<()> {
+    if mode(tx, board)?.0 > 0 {
+        for table in ["autoshard_rank_approx_buckets", "autoshard_rank_approx"] {
+            tx.prepare_cached(&format!("DELETE FROM {table} WHERE board = ?1"))?
+                .execute([board])?;
+        }
+    }
+    Ok(())
 }
 
 fn unsigned(value: i64, what: &str) -> Result<u64> {

@@ -142,7 +142,7 @@ impl BoardStore for Sqlite {
             ])?;
             let id = tx.last_insert_rowid();
             if spec.buckets > 0 {
-                approx::init(tx, id, spec.buckets)?;
+                approx::init(tx, id, spec)?;
             }
             Ok(id)
         })?;
@@ -183,12 +183,21 @@ impl BoardStore for Sqlite {
                         order: r.get(7)?,
                         entry_data: r.get(8)?,
                         buckets: 0,
+                        exact_top: 0,
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
                 .optional()?;
             match row {
-                Some((id, spec)) => Ok(Some((id, BoardSpec { buckets: approx::mode(tx, id)?, ..spec }))),
+                Some((id, spec)) => {
+                    let (buckets, exact_top) = approx::mode(tx, id)?;
+                    let spec = BoardSpec {
+                        buckets,
+                        exact_top,
+                        ..spec
+                    };
+                    Ok(Some((id, spec)))
+                }
                 None => Ok(None),
             }
         })
