@@ -135,6 +135,14 @@ fn updates_write_only_player_rows_under_the_boards_policy_and_order<S: Boards>()
     assert_eq!(board.score("ann").unwrap(), Some(300));
     assert_eq!(board.score("cy").unwrap(), Some(340));
     assert_eq!(board.score("bo").unwrap(), Some(290));
+    // Queued updates go the same way, through a worker.
+    board.enqueue("dan", 500).unwrap();
+    board.enqueue("dan", 450).unwrap();
+    board.enqueue("ann", 305).unwrap(); // slower: Best keeps 300
+    board.worker().drain().unwrap();
+    assert_eq!(board.score("dan").unwrap(), Some(450));
+    assert_eq!(board.score("ann").unwrap(), Some(300));
+    assert!(board.remove("dan").unwrap());
     // No tree: the board's only rows are its players.
     assert!(store.rank_nodes("segment").is_empty());
     // `top` and `page` are exact, from the score index.
