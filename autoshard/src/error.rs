@@ -293,6 +293,31 @@ pub enum Error {
         reason: String,
     },
 
+    /// An exact query on an approximate board
+    /// ([`RankingConfig::approximate`](crate::ranking::RankingConfig::approximate)),
+    /// which keeps no tree to answer it from: use
+    /// [`Ranking::approx_rank`](crate::ranking::Ranking::approx_rank); or an
+    /// approximate query (`approx_rank`, `refresh`) on an exact board.
+    /// Nothing was read or written.
+    #[error("ranking board {name:?}: {call} {reason}")]
+    ApproximateBoard {
+        /// The board name.
+        name: String,
+        /// The call refused (`"rank"`, `"approx_rank"`, ...).
+        call: &'static str,
+        /// Why, and what to call instead.
+        reason: &'static str,
+    },
+
+    /// [`Ranking::approx_rank`](crate::ranking::Ranking::approx_rank) on an
+    /// approximate board no [`Ranking::refresh`](crate::ranking::Ranking::refresh)
+    /// has published a snapshot for yet.
+    #[error("approximate board {name:?} has no bucket snapshot yet: run refresh first")]
+    NoSnapshot {
+        /// The board name.
+        name: String,
+    },
+
     /// `Ranking::flush` waited its whole time limit and updates enqueued
     /// before it are still queued: no worker is running, or it cannot keep
     /// up. Nothing was written or lost; the updates stay queued for a

@@ -36,6 +36,27 @@ pub mod queue_hooks {
     }
 }
 
+/// Hooks of the approximate boards' refresh tests
+/// (`tests/approx_crash.rs`), process-wide.
+pub mod approx_hooks {
+    use crate::ranking::approx_hooks as hooks;
+    use std::sync::atomic::Ordering;
+
+    /// Buckets a refresh writes per transaction (0: the default), and how
+    /// long it sleeps between two of them: a test stretches a refresh so a
+    /// kill or a reader lands in the middle of it.
+    pub fn refresh_chunks(buckets: u32, pause: std::time::Duration) {
+        hooks::CHUNK.store(buckets, Ordering::Relaxed);
+        hooks::PAUSE_MICROS.store(pause.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Refreshes write over the published snapshot's rows: the bug the
+    /// snapshot protocol guards against, for the crash test's control.
+    pub fn refresh_in_place(on: bool) {
+        hooks::IN_PLACE.store(on, Ordering::Relaxed);
+    }
+}
+
 /// One sharded field as declared: its name and `shards = N` or
 /// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

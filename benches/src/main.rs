@@ -9,6 +9,7 @@
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
 //! cargo run --release -p autoshard-benches -- composite [--quick]
+//! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -16,6 +17,7 @@
 //! files go to a temporary directory under `$TMPDIR` (default `/tmp`); the
 //! report names the file system, since tmpfs would hide every fsync.
 
+mod approx;
 mod auto_contention;
 mod compaction;
 mod compactor;
@@ -36,7 +38,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|redis|approx|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -45,9 +47,8 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite" => {
-                which.push(arg)
-            }
+            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite"
+            | "approx" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -90,6 +91,7 @@ fn main() {
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
+            "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

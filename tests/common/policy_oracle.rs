@@ -117,6 +117,13 @@ impl Oracle {
         if !refused.is_empty() && !skip {
             return refused;
         }
+        // A removal drops the player's entry data, also when a later update
+        // of the batch brings them back (`policy::store_entry_data`).
+        for &(player, value) in updates {
+            if value.is_none() {
+                self.data.remove(player);
+            }
+        }
         let mut moves: Vec<_> = net.into_iter().collect();
         moves.sort_by_key(|m| m.1 .0);
         for (player, (_, score)) in moves {

@@ -43,6 +43,10 @@ pub struct RankingConfig {
     /// `None` on a single-dimension board; `Some` (checked to hold 1 to 4
     /// dimensions) on a composite one.
     dims: Option<Vec<Dim>>,
+    /// `Some(b)`: an approximate board of `b` buckets (`approx/`).
+    buckets: Option<u32>,
+    /// Players an approximate board's snapshot ranks exactly at the top.
+    exact_top: u32,
 }
 
 impl RankingConfig {
@@ -59,6 +63,8 @@ impl RankingConfig {
             order: Order::HigherIsBetter,
             entry_data: 0,
             dims: None,
+            buckets: None,
+            exact_top: 0,
         }
     }
 
@@ -158,6 +164,7 @@ impl RankingConfig {
         Rules {
             policy: self.policy,
             order: self.order,
+            approx: self.buckets.is_some(),
         }
     }
 
@@ -179,6 +186,59 @@ impl RankingConfig {
     pub fn queues(mut self, queues: u32) -> Self {
         self.queues = queues;
         self
+    }
+
+    /// An approximate board of `buckets` buckets (1 to
+    /// [`MAX_BUCKETS`](super::MAX_BUCKETS)): an update writes only the
+    /// player's row, and ranks come from
+    /// [`Ranking::approx_rank`](super::Ranking::approx_rank), interpolated
+    /// in the bucket snapshot the last [`Ranking::refresh`](super::Ranking::refresh)
+    /// published. Exact ranks are refused there
+    /// ([`Error::ApproximateBoard`](crate::Error::ApproximateBoard)); see
+    /// the [`approx_rank`](super::Ranking::approx_rank) docs for the error
+    /// bound and what else such a board answers. Not with entry data.
+    ///
+    /// ```
+    /// use autoshard::ranking::RankingConfig;
+    ///
+    /// let config = RankingConfig::new(0..1_000_000).approximate(100);
+    /// assert_eq!(config.approximate_buckets(), Some(100));
+    /// assert_eq!(RankingConfig::new(0..10).approximate_buckets(), None);
+    /// ```
+    pub fn approximate(mut self, buckets: u32) -> Self {
+        self.buckets = Some(buckets);
+        self
+    }
+
+    /// On an approximate board, the best `players` (up to
+    /// [`MAX_EXACT_TOP`](super::MAX_EXACT_TOP); default 0) are ranked
+    /// exactly as of each snapshot, the Code Jam article's advice: a refresh
+    /// gives each distinct score among them a bucket of its own, on top of
+    /// the board's buckets, so [`approx_rank`](super::Ranking::approx_rank)
+    /// is exact for any score at or above the `players`-th best and still
+    /// reads O(1) rows. Equal-count buckets put a sparse tail of top scores
+    /// into one wide bucket, where linear interpolation is worst in
+    /// relative terms (`docs/wip/approx.md` has the measurements).
+    ///
+    /// ```
+    /// use autoshard::ranking::RankingConfig;
+    ///
+    /// let config = RankingConfig::new(0..1_000_000).approximate(100).exact_top(1_000);
+    /// assert_eq!(config.exact_top_players(), 1_000);
+    /// ```
+    pub fn exact_top(mut self, players: u32) -> Self {
+        self.exact_top = players;
+        self
+    }
+
+    /// Players an approximate board ranks exactly at the top (0: none).
+    pub fn exact_top_players(&self) -> u32 {
+        self.exact_top
+    }
+
+    /// The bucket count of an approximate board; `None` for an exact one.
+    pub fn approximate_buckets(&self) -> Option<u32> {
+        self.buckets
     }
 
     /// The score range `[min, max)`.
@@ -212,6 +272,8 @@ impl RankingConfig {
             order: self.order.stored().into(),
             entry_data: self.entry_data,
             dims: composite::stored(self.score_dimensions()),
+            buckets: self.buckets.unwrap_or(0),
+            exact_top: self.exact_top,
         }
     }
 
@@ -235,6 +297,8 @@ impl RankingConfig {
             policy,
             order,
             entry_data: spec.entry_data,
+            buckets: (spec.buckets > 0).then_some(spec.buckets),
+            exact_top: spec.exact_top,
         })
     }
 
@@ -282,6 +346,16 @@ impl RankingConfig {
                 format!("{:?}", self.score_dimensions()),
                 format!("{:?}", expected.score_dimensions()),
             ),
+            (
+                "approximate buckets",
+                format!("{:?}", self.buckets),
+                format!("{:?}", expected.buckets),
+            ),
+            (
+                "exact top",
+                self.exact_top.to_string(),
+                expected.exact_top.to_string(),
+            ),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -309,6 +383,11 @@ impl RankingConfig {
                 "entry data {} is over {MAX_ENTRY_DATA} bytes",
                 self.entry_data
             ));
+        }
+        if let Some(reason) =
+            super::approx::check_config(self.buckets, self.exact_top, self.entry_data)
+        {
+            return invalid(reason);
         }
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return invalid(format!(

@@ -48,6 +48,7 @@
 
 mod among;
 mod apply;
+mod approx;
 mod cache;
 mod composite;
 mod config;
@@ -63,6 +64,7 @@ mod storage;
 mod tree;
 
 pub use self::among::MAX_AMONG;
+pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle};
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::family::{
@@ -73,6 +75,7 @@ pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
 
+pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::policy::apply_updates;
 use self::policy::{Rules, Step};
 use self::query::Want;
@@ -95,6 +98,11 @@ pub const MAX_QUEUES: u32 = 1024;
 /// Most bytes of entry data a board may keep per player
 /// ([`RankingConfig::entry_data`]).
 pub const MAX_ENTRY_DATA: u32 = 1024;
+/// Most buckets of an approximate board ([`RankingConfig::approximate`]).
+pub const MAX_BUCKETS: u32 = 65_536;
+/// Most players an approximate board ranks exactly at the top
+/// ([`RankingConfig::exact_top`]).
+pub const MAX_EXACT_TOP: u32 = 100_000;
 
 /// How players with equal scores are ranked.
 ///
@@ -163,6 +171,8 @@ struct Inner {
     /// This process's queue coordination for the board (group commit,
     /// worker wake-ups), made on the first queue call: see `queue.rs`.
     queue: OnceLock<Arc<QueueState>>,
+    /// This process's copy of an approximate board's published snapshot.
+    approx: approx::Cache,
 }
 
 impl std::fmt::Debug for Ranking {
@@ -262,6 +272,7 @@ impl Ranking {
                 config,
                 geometry,
                 queue: OnceLock::new(),
+                approx: approx::Cache::default(),
             }),
         }
     }
@@ -402,6 +413,7 @@ impl Ranking {
     ///
     /// [`Error::ScoreOutOfRange`].
     pub fn rank_of_score(&self, score: i64) -> Result<u64> {
+        self.exact_only("rank_of_score")?;
         let tree = self.rules().tree_score(self.geometry(), score)?;
         let offset = self.geometry().checked_offset(tree)?;
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
@@ -416,6 +428,7 @@ impl Ranking {
     /// store error.
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         check_player(player)?;
+        self.exact_only("rank")?;
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(None);
@@ -461,6 +474,7 @@ impl Ranking {
     /// [`Error::Corrupt`] when the stored counts contradict each other, or
     /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
+        self.exact_only("score_at_rank")?;
         let rules = self.rules();
         self.read(|st, g| match query::locate(st, g, rank)? {
             Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
@@ -493,6 +507,9 @@ impl Ranking {
                     "page {from}..={to}: ranks start at 1 and a page must not end before it starts"
                 ),
             });
+        }
+        if self.rules().approx {
+            return approx::page(self, from, to);
         }
         self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
     }
@@ -531,6 +548,7 @@ impl Ranking {
     /// store error.
     pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
         check_player(player)?;
+        self.exact_only("around")?;
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
@@ -556,6 +574,9 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] for a negative stored count, or a store error.
     pub fn len(&self) -> Result<u64> {
+        if self.rules().approx {
+            return approx::len(self);
+        }
         self.read(|st, g| query::len(st, g))
     }
 
@@ -577,6 +598,7 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] naming the first mismatch, or a store error.
     pub fn check_integrity(&self) -> Result<()> {
+        self.exact_only("check_integrity")?;
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
     }

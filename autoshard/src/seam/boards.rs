@@ -32,6 +32,14 @@ pub(crate) struct BoardSpec {
     /// writes the text); empty for a single-dimension board, which every
     /// board stored before composite scores existed is.
     pub dims: String,
+    /// Buckets of an approximate board (`ranking/approx/`); 0 for an exact
+    /// board (every board stored before approximate boards existed). A
+    /// store keeps it out of the board table, with the board's snapshot
+    /// pointer ([`ApproxStore`](super::ApproxStore)).
+    pub buckets: u32,
+    /// Players an approximate board ranks exactly at the top of each
+    /// snapshot (0: none); kept with `buckets`.
+    pub exact_top: u32,
 }
 
 /// The stored names of a board made before policies and orders existed.
@@ -232,6 +240,16 @@ pub(crate) trait BoardStore: Send + Sync {
     /// deleted board finds its id gone ([`BoardStore::read_board`] and
     /// [`BoardStore::write_board`] fail with [`Error::RankingNotFound`]).
     fn delete_board(&self, name: &str) -> Result<bool>;
+
+    /// The store's snapshot operations for approximate boards; the default
+    /// is for a store without them, which also refuses to create an
+    /// approximate board.
+    fn approx(&self) -> Result<&dyn super::ApproxStore> {
+        Err(Error::Unsupported {
+            store: "this",
+            operation: "an approximate board",
+        })
+    }
 }
 
 /// Which vector of a score-tree node a row holds.

@@ -16,11 +16,13 @@
 //! top, for every [`Backend`]; `docs/design.md` ("Adding a store") lists
 //! exactly what a new store writes.
 
+mod approx;
 mod boards;
 mod entities;
 pub(crate) mod query;
 mod sums;
 
+pub(crate) use self::approx::{ApproxStore, Bucket, ScoreSink, StoredSnapshot};
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,

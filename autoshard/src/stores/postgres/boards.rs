@@ -346,6 +346,9 @@ impl BoardStore for Postgres {
             if !spec.dims.is_empty() {
                 tx.execute(&sql.set_dims, &[&id, &spec.dims])?;
             }
+            if spec.buckets > 0 {
+                super::approx::init(self, tx, id, spec)?;
+            }
             Ok(id)
         })?;
         Ok(id)
@@ -379,8 +382,16 @@ impl BoardStore for Postgres {
                 order: row.try_get(7)?,
                 entry_data: count(8)?,
                 dims: String::new(),
+                buckets: 0,
+                exact_top: 0,
             };
             let id: i64 = row.try_get(0)?;
+            let (buckets, exact_top) = super::approx::mode(self, tx, id)?;
+            let spec = BoardSpec {
+                buckets,
+                exact_top,
+                ..spec
+            };
             if !self.has_column(tx, &sql.has_dims)? {
                 return Ok(Some((id, spec)));
             }
@@ -490,6 +501,10 @@ impl BoardStore for Postgres {
     fn delete_board(&self, name: &str) -> Result<bool> {
         let sql = self.boards_sql();
         self.delete(&sql.lifecycle, sql.lock_seed, &sql.probe, name)
+    }
+
+    fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
+        Ok(self)
     }
 }
 

@@ -143,6 +143,7 @@ impl Postgres {
                 tx.execute(delete, &[&id])?;
             }
             delete_queue_rows(tx, sql, id)?;
+            super::approx::purge(self, tx, id)?;
             tx.execute(&sql.delete_board, &[&id])?;
             Ok(true)
         })?;

@@ -15,6 +15,7 @@
 //! whose `COMMIT` got no answer can find out whether it was applied instead
 //! of guessing: see `docs/design.md`, "Exactly once on PostgreSQL".
 
+mod approx;
 mod boards;
 mod counts;
 mod entities;

@@ -166,6 +166,8 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
                 order: order.to_owned(),
                 entry_data: entry_data.parse().ok()?,
                 dims: dims.to_owned(),
+                buckets: 0,
+                exact_top: 0,
             },
         ))
     };
@@ -258,6 +260,12 @@ impl RedisCluster {
 
 impl BoardStore for RedisCluster {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+        if spec.buckets > 0 {
+            return Err(Error::Unsupported {
+                store: "redis-cluster",
+                operation: "approximate ranking boards",
+            });
+        }
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
         // old one's keys.
@@ -553,6 +561,8 @@ mod tests {
             order: "lower_is_better".into(),
             entry_data: 0,
             dims: String::new(),
+            buckets: 0,
+            exact_top: 0,
         };
         assert_eq!(
             parse_record("b", &record(42, &spec)).unwrap(),

@@ -31,7 +31,7 @@
 //! players' places, and no order of single-row writes would then keep a
 //! unique index satisfied in between. `check_integrity` checks uniqueness.
 
-use super::{lifecycle, queue, Sqlite};
+use super::{approx, lifecycle, queue, Sqlite};
 use crate::error::{Error, Result};
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, NodeRow, Part, QueuedRow, QueuedUpdate,
@@ -111,8 +111,7 @@ fn has_policy(tx: &Transaction<'_>) -> Result<bool> {
 }
 
 /// Adds the column of composite boards' dimensions.
-const ADD_DIMS: &str =
-    "ALTER TABLE autoshard_rank_boards ADD COLUMN dims TEXT NOT NULL DEFAULT ''";
+const ADD_DIMS: &str = "ALTER TABLE autoshard_rank_boards ADD COLUMN dims TEXT NOT NULL DEFAULT ''";
 
 /// Whether the board table has the dimensions column.
 fn has_dims(tx: &Transaction<'_>) -> Result<bool> {
@@ -171,6 +170,9 @@ impl BoardStore for Sqlite {
                 tx.prepare_cached("UPDATE autoshard_rank_boards SET dims = ?2 WHERE id = ?1")?
                     .execute(params![id, spec.dims])?;
             }
+            if spec.buckets > 0 {
+                approx::init(tx, id, spec)?;
+            }
             Ok(id)
         })?;
         Ok(id)
@@ -210,13 +212,26 @@ impl BoardStore for Sqlite {
                         order: r.get(7)?,
                         entry_data: r.get(8)?,
                         dims: String::new(),
+                        buckets: 0,
+                        exact_top: 0,
                     };
                     Ok((r.get::<_, i64>(0)?, spec))
                 })
                 .optional()?;
             match row {
-                Some((id, spec)) if has_dims(tx)? => Ok(Some((id, with_dims(tx, id, spec)?))),
-                row => Ok(row),
+                Some((id, spec)) => {
+                    let (buckets, exact_top) = approx::mode(tx, id)?;
+                    let spec = BoardSpec {
+                        buckets,
+                        exact_top,
+                        ..spec
+                    };
+                    match has_dims(tx)? {
+                        true => Ok(Some((id, with_dims(tx, id, spec)?))),
+                        false => Ok(Some((id, spec))),
+                    }
+                }
+                None => Ok(None),
             }
         })
     }
@@ -307,6 +322,10 @@ impl BoardStore for Sqlite {
 
     fn delete_board(&self, name: &str) -> Result<bool> {
         lifecycle::delete(self, name)
+    }
+
+    fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
+        Ok(self)
     }
 }
 

@@ -136,6 +136,7 @@ fn delete_batch(db: &Sqlite, id: i64) -> Result<bool> {
             tx.prepare_cached("DELETE FROM autoshard_rank_generations WHERE board = ?1")?
                 .execute([id])?;
         }
+        super::approx::purge(tx, id)?;
         Ok(more)
     })?;
     Ok(more)

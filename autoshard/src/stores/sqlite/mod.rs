@@ -8,6 +8,7 @@
 //! whole transaction that still meets `BUSY` is retried a bounded number of
 //! times.
 
+mod approx;
 mod boards;
 mod counts;
 mod entities;

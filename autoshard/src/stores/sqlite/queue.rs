@@ -190,7 +190,14 @@ pub(super) fn append_many(db: &Sqlite, batches: &[(i64, &[QueuedUpdate])]) -> Re
                 let n = mine().count() as i64;
                 let first: i64 = head.query_row(params![board, queue, n], |r| r.get(0))?;
                 for (seq, item) in (first..).zip(mine()) {
-                    insert.execute(params![board, queue, seq, item.player, item.score, item.data])?;
+                    insert.execute(params![
+                        board,
+                        queue,
+                        seq,
+                        item.player,
+                        item.score,
+                        item.data
+                    ])?;
                 }
             }
         }

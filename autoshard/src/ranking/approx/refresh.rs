@@ -1,0 +1,342 @@
+//! The refresh: summarizing the score index into buckets and publishing
+//! them as a new snapshot; and a thread that refreshes periodically.
+
+use super::super::Ranking;
+use crate::error::{Error, Result};
+use crate::seam::{Bucket, ScoreSink};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Buckets written per transaction: a refresh of many buckets does not hold
+/// the write lock for all of them at once.
+const CHUNK: u32 = 256;
+
+/// Test hooks (`__private::approx_hooks`), process-wide.
+pub(crate) mod hooks {
+    use super::*;
+
+    /// Buckets per transaction (0: [`CHUNK`]).
+    pub(crate) static CHUNK: AtomicU32 = AtomicU32::new(0);
+    /// Sleep between two chunk transactions, in microseconds.
+    pub(crate) static PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);
+    /// Write the buckets over the published snapshot's rows instead of a
+    /// new snapshot's: the bug the snapshot protocol guards against, for the
+    /// crash test's control.
+    pub(crate) static IN_PLACE: AtomicBool = AtomicBool::new(false);
+}
+
+/// Buckets over runs of equal scores, best first. With an exact top of
+/// `t` players, each run until `t` players are covered is a bucket of its
+/// own (exact ranks there). Then equal-count buckets: a bucket closes at
+/// the first run boundary where it holds at least `ceil((n - t) / b)`
+/// players, so a score is never split, at most `b` such buckets come out,
+/// and a bucket's interior (players neither at its best nor its worst
+/// score) is below `ceil((n - t) / b) - 1`.
+pub(crate) struct Builder {
+    buckets: u32,
+    /// Players ranked exactly at the top: each of their runs is a bucket.
+    top: u64,
+    /// Players in the exact top buckets so far.
+    in_top: u64,
+    /// Buckets of the exact top (one run each), which never grow.
+    exact_buckets: usize,
+    target: u64,
+    total: u64,
+    out: Vec<Bucket>,
+    last: Option<i64>,
+}
+
+impl Builder {
+    pub(crate) fn new(buckets: u32, top: u32) -> Self {
+        Builder {
+            buckets,
+            top: u64::from(top),
+            in_top: 0,
+            exact_buckets: 0,
+            target: 1,
+            total: 0,
+            out: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+impl ScoreSink for Builder {
+    fn total(&mut self, players: u64) -> Result<()> {
+        self.total = players;
+        let rest = players.saturating_sub(self.top);
+        self.target = rest.div_ceil(u64::from(self.buckets)).max(1);
+        Ok(())
+    }
+
+    fn run(&mut self, score: i64, players: u64) -> Result<()> {
+        if self.last.is_some_and(|last| last <= score) || players == 0 {
+            return Err(Error::Corrupt {
+                kind: "ranking",
+                id: "approximate board".into(),
+                field: format!("score index at {score}"),
+                reason: "runs out of order".into(),
+            });
+        }
+        self.last = Some(score);
+        let exact = self.in_top < self.top;
+        let open = self.out.len() > self.exact_buckets;
+        match self.out.last_mut() {
+            Some(b) if !exact && open && b.count < self.target => {
+                b.lo = score;
+                b.at_lo = players;
+                b.count += players;
+            }
+            _ => self.out.push(Bucket {
+                hi: score,
+                lo: score,
+                count: players,
+                at_hi: players,
+                at_lo: players,
+            }),
+        }
+        if exact {
+            self.in_top += players;
+            self.exact_buckets = self.out.len();
+        }
+        Ok(())
+    }
+}
+
+/// The buckets of `sorted` (tree scores, best first): `(players, buckets)`.
+#[cfg(test)]
+pub(crate) fn build(sorted: &[i64], buckets: u32, top: u32) -> (u64, Vec<Bucket>) {
+    let mut builder = Builder::new(buckets, top);
+    builder.total(sorted.len() as u64).unwrap();
+    for run in sorted.chunk_by(|a, b| a == b) {
+        builder.run(run[0], run.len() as u64).unwrap();
+    }
+    (builder.total, builder.out)
+}
+
+/// What a [`Ranking::refresh`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Refresh {
+    /// The snapshot's number.
+    pub snapshot: i64,
+    /// Players it counted.
+    pub players: u64,
+    /// Buckets it made (at most the board's bucket count; fewer when there
+    /// are fewer distinct scores or players).
+    pub buckets: u32,
+    /// Whether it is now the published snapshot: `false` when a refresh
+    /// that started later published first (its snapshot is newer).
+    pub published: bool,
+}
+
+impl Ranking {
+    /// Recomputes an approximate board's buckets from its score index and
+    /// publishes them as a new snapshot, which
+    /// [`approx_rank`](Ranking::approx_rank) answers from from then on.
+    ///
+    /// The protocol (`docs/wip/approx.md`): reserve a new snapshot number;
+    /// read the score index in one read transaction (writers go on
+    /// meanwhile); write the buckets under the new number, a chunk per
+    /// transaction, where no reader looks; then, in one transaction, check
+    /// that every row is there, flip the board's pointer to the new number
+    /// and delete the older snapshots. A reader reads the pointer and the
+    /// rows it names in one transaction, so it always sees one complete
+    /// snapshot: the previous one until the flip commits, also while a
+    /// refresh runs or after one was killed (whose rows the next publish
+    /// deletes). Refreshes may run concurrently, from any process.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..1000).approximate(10))?;
+    /// let scores: Vec<(String, i64)> = (0..100).map(|i| (format!("p{i}"), i * 7)).collect();
+    /// let scores: Vec<(&str, i64)> = scores.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    /// board.set_scores(&scores)?;
+    /// let refresh = board.refresh()?;
+    /// assert_eq!((refresh.players, refresh.buckets, refresh.published), (100, 10, true));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ApproximateBoard`] on an exact board, a store error, or
+    /// [`Error::Corrupt`] for a score index or snapshot rows that
+    /// contradict themselves; nothing is published on error.
+    pub fn refresh(&self) -> Result<Refresh> {
+        let store = self.approx_store("refresh")?;
+        let board = self.inner.id;
+        let in_place = hooks::IN_PLACE.load(Ordering::Relaxed);
+        let snapshot = match store.approx_current(board)? {
+            Some(current) if in_place => current,
+            _ => store.approx_begin(board)?,
+        };
+        let config = &self.inner.config;
+        let mut builder = Builder::new(
+            config.approximate_buckets().unwrap_or(1),
+            config.exact_top_players(),
+        );
+        store.approx_scores(board, &mut builder)?;
+        let chunk = match hooks::CHUNK.load(Ordering::Relaxed) {
+            0 => CHUNK,
+            n => n,
+        };
+        let pause = Duration::from_micros(hooks::PAUSE_MICROS.load(Ordering::Relaxed));
+        for (i, rows) in builder.out.chunks(chunk as usize).enumerate() {
+            if i > 0 && !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+            store.approx_put(board, snapshot, i as u32 * chunk, rows)?;
+        }
+        let buckets = builder.out.len() as u32;
+        if in_place {
+            // The bug: stale rows past the new count stay published too.
+            return Ok(Refresh {
+                snapshot,
+                players: builder.total,
+                buckets,
+                published: true,
+            });
+        }
+        let published = store.approx_publish(board, snapshot, builder.total, buckets)?;
+        Ok(Refresh {
+            snapshot,
+            players: builder.total,
+            buckets,
+            published,
+        })
+    }
+
+    /// A thread that [`refresh`](Ranking::refresh)es this board every
+    /// `interval` (at least 1 ms) until its handle is stopped or dropped:
+    /// the background job of an approximate board.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// use std::time::Duration;
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..1000).approximate(10))?;
+    /// board.set_score("ann", 500)?;
+    /// let refresher = board.refresher(Duration::from_millis(10)).spawn()?;
+    /// while board.approx_snapshot().is_err() {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// assert_eq!(board.approx_rank(400)?, 2);
+    /// assert!(refresher.stop()? >= 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn refresher(&self, interval: Duration) -> Refresher {
+        Refresher {
+            ranking: self.clone(),
+            interval: interval.max(Duration::from_millis(1)),
+        }
+    }
+}
+
+/// Refreshes an approximate board periodically; made by
+/// [`Ranking::refresher`].
+#[derive(Debug, Clone)]
+pub struct Refresher {
+    ranking: Ranking,
+    interval: Duration,
+}
+
+/// A running [`Refresher`]. Dropping it stops the thread after its current
+/// refresh and waits for it; [`stop`](RefresherHandle::stop) does the same
+/// and reports how it ended.
+#[derive(Debug)]
+#[must_use = "dropping the handle stops the refresher"]
+pub struct RefresherHandle {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<Result<u64>>>,
+}
+
+impl Refresher {
+    /// Starts the thread: a refresh right away, then one every interval.
+    /// A retryable store error ([`Error::is_retryable`]) is tried again at
+    /// the next interval; any other error ends the thread, and
+    /// [`stop`](RefresherHandle::stop) returns it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ApproximateBoard`] on an exact board (checked before the
+    /// thread starts).
+    pub fn spawn(self) -> Result<RefresherHandle> {
+        self.ranking.approx_store("refresher")?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("autoshard-refresher".into())
+            .spawn(move || self.run(&flag))
+            .map_err(|e| Error::InvalidRanking {
+                reason: format!("cannot start the refresher thread: {e}"),
+            })?;
+        Ok(RefresherHandle {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn run(&self, stop: &(Mutex<bool>, Condvar)) -> Result<u64> {
+        let mut published = 0;
+        loop {
+            match self.ranking.refresh() {
+                Ok(r) => published += u64::from(r.published),
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e),
+            }
+            let stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
+            let (stopped, _) = stop
+                .1
+                .wait_timeout_while(stopped, self.interval, |s| !*s)
+                .unwrap_or_else(|p| p.into_inner());
+            if *stopped {
+                return Ok(published);
+            }
+        }
+    }
+}
+
+impl RefresherHandle {
+    /// Stops the thread after its current refresh; the number of snapshots
+    /// it published, or the error that had already ended it.
+    ///
+    /// # Errors
+    ///
+    /// The error that ended the thread; a panic in it is resumed here.
+    pub fn stop(mut self) -> Result<u64> {
+        self.finish()
+    }
+
+    /// Whether the thread has ended (after an error).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    fn finish(&mut self) -> Result<u64> {
+        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.1.notify_all();
+        match self.thread.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Ok(0),
+        }
+    }
+}
+
+impl Drop for RefresherHandle {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = self.finish();
+        }
+    }
+}
