@@ -36,6 +36,16 @@ pub mod queue_hooks {
     }
 }
 
+/// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
+pub mod tree_hooks {
+    /// On this thread, queries of split boards order tied players tree
+    /// after tree instead of by who reached the score first: the wrong
+    /// merge the oracle tests' control shows they catch.
+    pub fn concatenate_ties(on: bool) {
+        crate::ranking::trees_hooks::CONCATENATE_TIES.set(on);
+    }
+}
+
 /// One sharded field as declared: its name and `shards = N` or
 /// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,7 +38,9 @@ impl Ranking {
     ///
     /// A store error.
     pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
-        db.__boards().0.list_boards()
+        let mut names = db.__boards().0.list_boards()?;
+        names.retain(|name| !super::trees::is_tree_name(name));
+        Ok(names)
     }
 
     /// Deletes the board `name`: its players and entry data, its tree, its
@@ -81,7 +83,13 @@ impl Ranking {
     /// and left its name registered: deleting it again finishes.
     pub fn delete(db: &impl RankingStore, name: &str) -> Result<bool> {
         check_board_name(name)?;
-        db.__boards().0.delete_board(name)
+        let boards = db.__boards().0;
+        let trees = super::trees::trees_of(&boards, name)?;
+        let deleted = boards.delete_board(name)?;
+        if trees > 1 {
+            super::trees::delete(&boards, name, trees)?;
+        }
+        Ok(deleted)
     }
 
     /// Empties the board and keeps its configuration. Updates queued
@@ -115,6 +123,9 @@ impl Ranking {
     /// shard for two seconds; [`Error::Unsupported`] on Redis Cluster (not
     /// yet).
     pub fn reset(&self) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.reset();
+        }
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was
         // queued before it, and is dropped.

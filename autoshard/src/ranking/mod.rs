@@ -56,16 +56,20 @@ mod query;
 mod queue;
 mod storage;
 mod tree;
+mod trees;
 
 pub use self::config::RankingConfig;
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
 
+#[cfg(test)]
 pub(crate) use self::policy::apply_updates;
+use self::policy::apply_updates_from;
 use self::policy::{Rules, Step};
 use self::query::Want;
 pub(crate) use self::queue::hooks as queue_hooks;
+pub(crate) use self::trees::hooks as trees_hooks;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
@@ -84,6 +88,8 @@ pub const MAX_QUEUES: u32 = 1024;
 /// Most bytes of entry data a board may keep per player
 /// ([`RankingConfig::entry_data`]).
 pub const MAX_ENTRY_DATA: u32 = 1024;
+/// Most trees a board may be split into ([`RankingConfig::trees`]).
+pub const MAX_TREES: u32 = 64;
 
 /// How players with equal scores are ranked.
 ///
@@ -152,6 +158,11 @@ struct Inner {
     /// This process's queue coordination for the board (group commit,
     /// worker wake-ups), made on the first queue call: see `queue.rs`.
     queue: OnceLock<Arc<QueueState>>,
+    /// A split board's trees (`trees/mod.rs`); empty for a board of one.
+    trees: Vec<Ranking>,
+    /// Whether this board is a tree of a split board: its arrival numbers
+    /// are board-wide (`trees/arrival.rs`).
+    tree_member: bool,
 }
 
 impl std::fmt::Debug for Ranking {
@@ -208,7 +219,29 @@ impl Ranking {
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
         let id = boards.create_board(name, &config.spec())?;
-        Ok(Self::with(boards, name, id, config, geometry))
+        let mut board = Self::with(boards, name, id, config, geometry);
+        if board.config().tree_count() > 1 {
+            let trees = trees::create(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner).expect("not shared yet").trees = trees;
+        }
+        Ok(board)
+    }
+
+    /// Creates a tree of a split board (`trees/mod.rs`) under its stored
+    /// name, which `create` would refuse.
+    fn create_tree(boards: Arc<dyn BoardStore>, name: &str, config: RankingConfig) -> Result<Self> {
+        let geometry = config.geometry()?;
+        let id = boards.create_board(name, &config.spec())?;
+        let mut board = Self::with(boards, name, id, config, geometry);
+        Arc::get_mut(&mut board.inner).expect("not shared yet").tree_member = true;
+        Ok(board)
+    }
+
+    /// Opens a tree of a split board.
+    fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
+        let mut board = Self::open_in(boards, name)?;
+        Arc::get_mut(&mut board.inner).expect("not shared yet").tree_member = true;
+        Ok(board)
     }
 
     /// Opens the board `name`, created earlier by any handle or process.
@@ -220,7 +253,15 @@ impl Ranking {
     /// configuration that makes no tree.
     pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
         check_board_name(name)?;
-        let boards = db.__boards().0;
+        let mut board = Self::open_in(db.__boards().0, name)?;
+        if board.config().tree_count() > 1 {
+            let trees = trees::open(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner).expect("not shared yet").trees = trees;
+        }
+        Ok(board)
+    }
+
+    fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
         let (id, spec) = boards
             .open_board(name)?
             .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
@@ -250,6 +291,8 @@ impl Ranking {
                 config,
                 geometry,
                 queue: OnceLock::new(),
+                trees: Vec::new(),
+                tree_member: false,
             }),
         }
     }
@@ -320,8 +363,28 @@ impl Ranking {
     /// board's policy, inner-node deltas going to one random shard; each
     /// update's tree scores before and after it.
     fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
+        self.write_at(updates, None)
+    }
+
+    /// [`write`](Ranking::write); `at`, on a tree of a split board, is a
+    /// block of arrival numbers reserved for a batch of the whole board and
+    /// each update's index in that batch, so that players arriving in
+    /// different trees are ordered as the batch orders them.
+    fn write_at(
+        &self,
+        updates: &[(&str, Option<i64>)],
+        at: Option<(u64, &[usize])>,
+    ) -> Result<Vec<Step>> {
         let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| apply_updates(st, self.geometry(), rules, shard, updates, None))
+        self.write_with(|st| {
+            let base = at.map_or_else(|| self.arrival_floor(updates.len()), |(base, _)| base);
+            let floor = |i: usize| match at {
+                _ if base == 0 => 0,
+                Some((_, index)) => base + index[i] as u64,
+                None => base + i as u64,
+            };
+            apply_updates_from(st, self.geometry(), rules, shard, updates, None, &floor)
+        })
     }
 
     /// Submits `score` for `player` under the board's [`Policy`]: with the
@@ -341,6 +404,9 @@ impl Ranking {
     /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
+        if let Some(split) = self.split() {
+            return split.set_score(player, score);
+        }
         self.write(&[(player, Some(score))]).map(drop)
     }
 
@@ -352,6 +418,9 @@ impl Ranking {
     /// or a store error; nothing is written on error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.remove(player);
+        }
         Ok(self.write(&[(player, None)])?[0].before.is_some())
     }
 
@@ -372,6 +441,9 @@ impl Ranking {
     /// outside the range) or [`Error::InvalidName`] for any entry (nothing
     /// is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.set_scores(scores);
+        }
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
         }
@@ -392,6 +464,9 @@ impl Ranking {
     pub fn rank_of_score(&self, score: i64) -> Result<u64> {
         let tree = self.rules().tree_score(self.geometry(), score)?;
         let offset = self.geometry().checked_offset(tree)?;
+        if let Some(split) = self.split() {
+            return split.rank_of_offset(offset);
+        }
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
     }
 
@@ -404,6 +479,9 @@ impl Ranking {
     /// store error.
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.rank(player, tie);
+        }
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(None);
@@ -433,6 +511,9 @@ impl Ranking {
     /// or a store error.
     pub fn score(&self, player: &str) -> Result<Option<i64>> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.score(player);
+        }
         let rules = self.rules();
         self.read(|st, g| match st.player(player)? {
             Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
@@ -449,6 +530,9 @@ impl Ranking {
     /// [`Error::Corrupt`] when the stored counts contradict each other, or
     /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
+        if let Some(split) = self.split() {
+            return split.score_at_rank(rank);
+        }
         let rules = self.rules();
         self.read(|st, g| match query::locate(st, g, rank)? {
             Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
@@ -481,6 +565,9 @@ impl Ranking {
                     "page {from}..={to}: ranks start at 1 and a page must not end before it starts"
                 ),
             });
+        }
+        if let Some(split) = self.split() {
+            return split.page(from, to);
         }
         self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
     }
@@ -519,6 +606,9 @@ impl Ranking {
     /// store error.
     pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.around(player, k);
+        }
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
@@ -544,6 +634,9 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] for a negative stored count, or a store error.
     pub fn len(&self) -> Result<u64> {
+        if let Some(split) = self.split() {
+            return split.len();
+        }
         self.read(|st, g| query::len(st, g))
     }
 
@@ -565,6 +658,9 @@ impl Ranking {
     ///
     /// [`Error::Corrupt`] naming the first mismatch, or a store error.
     pub fn check_integrity(&self) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.check_integrity();
+        }
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
     }

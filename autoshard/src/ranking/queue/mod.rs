@@ -32,7 +32,7 @@ pub(crate) use self::group::QueueState;
 use super::cache::{CachedTx, NodeCache};
 use super::policy::{Refused, Rules};
 use super::tree::Geometry;
-use super::{apply_updates, check_player, Ranking};
+use super::{apply_updates_from, check_player, Ranking};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};
@@ -157,6 +157,9 @@ impl Ranking {
     }
 
     fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.enqueue(player, score);
+        }
         self.check_update(player, score)?;
         let item = QueuedUpdate {
             queue: queue_of(player, self.queues()),
@@ -172,6 +175,9 @@ impl Ranking {
     ///
     /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
+        if let Some(split) = self.split() {
+            return split.queued();
+        }
         self.queue_state()?;
         self.inner.boards.queued(self.inner.id)
     }
@@ -204,6 +210,9 @@ impl Ranking {
     /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.flush_within(timeout);
+        }
         let started = Instant::now();
         // A deleted board's handle fails here (`enqueue` does not check).
         self.read(|_, _| Ok(()))?;
@@ -254,15 +263,16 @@ impl Ranking {
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
         let mut staged = None;
+        let floor = &|n| self.arrival_floor(n);
         let outcome = self.write_generation(|st: &dyn Storage, before| {
             let g = self.geometry();
             let cached = cache
                 .as_deref()
                 .and_then(|c| CachedTx::begin(st, c, before));
             let Some(cached) = cached else {
-                return drain_in(st, g, rules, queues, max, first, dead_letter);
+                return drain_in(st, g, rules, queues, max, first, dead_letter, floor);
             };
-            let drained = drain_in(&cached, g, rules, queues, max, first, dead_letter)?;
+            let drained = drain_in(&cached, g, rules, queues, max, first, dead_letter, floor)?;
             staged = Some(cached.finish());
             Ok(drained)
         });
@@ -308,6 +318,9 @@ impl Ranking {
     ///
     /// A store error (also when a stored dead letter cannot be read).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        if let Some(split) = self.split() {
+            return split.dead_letters();
+        }
         self.queue_state()?;
         self.inner.boards.dead_letters(self.inner.id)
     }
@@ -318,6 +331,9 @@ impl Ranking {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
+        if let Some(split) = self.split() {
+            return split.delete_dead_letter(id);
+        }
         self.queue_state()?;
         self.inner.boards.delete_dead_letter(self.inner.id, id)
     }
@@ -342,6 +358,10 @@ impl Ranking {
 /// A shard's rows must come in increasing sequence order above the mark:
 /// a queue index that damage put out of order would otherwise hand out a
 /// row the mark then skips, or one it already covers.
+///
+/// `floor(n)` is the lowest arrival number `n` updates may take
+/// (`Ranking::arrival_floor`).
+#[allow(clippy::too_many_arguments)] // one call site, each a distinct knob
 fn drain_in(
     st: &dyn Storage,
     g: &Geometry,
@@ -350,6 +370,7 @@ fn drain_in(
     max: usize,
     first: u32,
     dead_letter: bool,
+    floor: &dyn Fn(usize) -> u64,
 ) -> Result<Drained> {
     let mut rows = Vec::new();
     // Per queue shard read: the shard, its mark, and its rows' range in
@@ -415,7 +436,9 @@ fn drain_in(
     let mut refused = Refused::new();
     if !updates.is_empty() {
         let refusals = dead_letter.then_some(&mut refused);
-        apply_updates(st, g, rules, 0, &updates, refusals)?;
+        let base = floor(updates.len());
+        let floor = |i: usize| if base == 0 { 0 } else { base + i as u64 };
+        apply_updates_from(st, g, rules, 0, &updates, refusals, &floor)?;
     }
     for (i, why) in &refused {
         let (queue, row) = origins[*i];
