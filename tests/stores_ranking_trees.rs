@@ -231,7 +231,8 @@ fn queue(
             }
         }
     }
-    let before = board.dead_letters()?.len();
+    let seen: std::collections::HashSet<i64> =
+        board.dead_letters()?.iter().map(|l| l.id).collect();
     let stats = board.worker().batch_size(100).drain()?;
     let mut want = Vec::new();
     for queued in &per_tree {
@@ -241,14 +242,12 @@ fn queue(
     }
     let total: usize = per_tree.iter().map(Vec::len).sum();
     prop_assert_eq!(stats.updates, (total - want.len()) as u64);
-    let letters: Vec<_> = board.dead_letters()?;
-    let mut letters: Vec<_> = letters[before..]
-        .iter()
-        .map(|l| (l.player.clone(), l.score))
-        .collect();
-    // Dead letters come tree after tree, each tree's in order.
-    let tree_of = |p: &str| board.tree_of(p);
-    letters.sort_by_key(|l| tree_of(&l.0));
+    // A split board's dead letter ids are `id * k + tree`: the new ones
+    // tree after tree, each tree's in order.
+    let mut letters = board.dead_letters()?;
+    letters.retain(|l| !seen.contains(&l.id));
+    letters.sort_by_key(|l| (l.id % i64::from(k), l.id / i64::from(k)));
+    let letters: Vec<_> = letters.into_iter().map(|l| (l.player, l.score)).collect();
     prop_assert_eq!(letters, want);
     Ok(())
 }
