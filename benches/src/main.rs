@@ -8,6 +8,7 @@
 //! cargo run --release -p autoshard-benches -- query [--quick]        # needs PostgreSQL
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
+//! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -26,6 +27,7 @@ mod policies;
 mod query;
 mod ranking;
 mod ranking_queue;
+mod ranking_trees;
 mod redis_cluster;
 mod stats;
 mod sweep;
@@ -34,7 +36,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -43,7 +45,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -79,6 +81,7 @@ fn main() {
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking-trees" => ranking_trees::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),
