@@ -188,8 +188,14 @@ fn the_worker_of_one_of_k_trees_killed_mid_batch_applies_each_update_once() {
         interrupted += u64::from(left > 0 && left < queued);
     }
     eprintln!("{killed} kills, {interrupted} with work left after some applied");
-    assert!(killed >= rounds * 3 / 4, "only {killed} of {rounds} children were killed");
-    assert!(interrupted > 0, "no kill landed while a worker was draining");
+    assert!(
+        killed >= rounds * 3 / 4,
+        "only {killed} of {rounds} children were killed"
+    );
+    assert!(
+        interrupted > 0,
+        "no kill landed while a worker was draining"
+    );
     // The restart: this process drains what the children left.
     exactly_once(&open(&path), &sent).unwrap();
 }
@@ -206,7 +212,10 @@ fn a_reapplied_batch_is_caught() {
     // Enough for tree 0 to have a batch.
     enqueue(&board, &mut rng, PER_ROUND, &mut sent);
     let aborted = spawn(&path, "abort-after-one").finish();
-    assert!(!aborted.status.success(), "the child should abort before the delete");
+    assert!(
+        !aborted.status.success(),
+        "the child should abort before the delete"
+    );
     let reapplied = spawn(&path, "reapply").finish();
     assert!(reapplied.said("drained"));
     let caught = exactly_once(&open(&path), &sent);

@@ -231,8 +231,7 @@ fn queue(
             }
         }
     }
-    let seen: std::collections::HashSet<i64> =
-        board.dead_letters()?.iter().map(|l| l.id).collect();
+    let seen: std::collections::HashSet<i64> = board.dead_letters()?.iter().map(|l| l.id).collect();
     let stats = board.worker().batch_size(100).drain()?;
     let mut want = Vec::new();
     for queued in &per_tree {
@@ -281,7 +280,10 @@ fn code_jam_example_on_1_2_4_trees<S: Boards>() {
         assert_eq!(board.rank("me", Tie::Dense).unwrap(), Some(21));
         assert_eq!(board.score_at_rank(24).unwrap(), Some(30));
         let near: Vec<_> = board.around("me", 1).unwrap();
-        let near: Vec<_> = near.iter().map(|e| (e.player.as_str(), e.position)).collect();
+        let near: Vec<_> = near
+            .iter()
+            .map(|e| (e.player.as_str(), e.position))
+            .collect();
         assert_eq!(near, [("a0", 22), ("me", 23), ("tied", 24)], "k = {k}");
         board.check_integrity().unwrap();
     }
@@ -364,7 +366,9 @@ fn the_tree_count_is_stored_and_checked<S: Boards>() {
     let store = S::fresh();
     let config = RankingConfig::new(0..100).trees(4);
     let board = Ranking::create(store.db(), "split", config.clone()).unwrap();
-    board.set_scores(&[("ann", 5), ("bo", 6), ("cy", 7)]).unwrap();
+    board
+        .set_scores(&[("ann", 5), ("bo", 6), ("cy", 7)])
+        .unwrap();
     let opened = Ranking::open(store.db(), "split").unwrap();
     assert_eq!(opened.config(), &config);
     assert_eq!(opened.len().unwrap(), 3);
@@ -382,7 +386,10 @@ fn the_tree_count_is_stored_and_checked<S: Boards>() {
     }
     for bad in [0, autoshard::ranking::MAX_TREES + 1] {
         let refused = Ranking::create(store.db(), "bad", RankingConfig::new(0..100).trees(bad));
-        assert!(matches!(refused, Err(Error::InvalidRanking { .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Err(Error::InvalidRanking { .. })),
+            "{refused:?}"
+        );
     }
     assert_eq!(Ranking::list(store.db()).unwrap(), ["one", "split"]);
     // Deleting the board deletes its trees: the name starts empty again.
@@ -418,11 +425,19 @@ fn queued_updates_drain_through_one_worker_per_tree<S: Boards>() {
     one.set_scores(&batch).unwrap();
     for (p, _) in &scores {
         for tie in [Tie::Standard, Tie::Dense] {
-            assert_eq!(split.rank(p, tie).unwrap(), one.rank(p, tie).unwrap(), "{p}");
+            assert_eq!(
+                split.rank(p, tie).unwrap(),
+                one.rank(p, tie).unwrap(),
+                "{p}"
+            );
         }
     }
     let (a, b) = (split.page(1, 200).unwrap(), one.page(1, 200).unwrap());
-    let scores_of = |e: &[autoshard::ranking::Entry]| e.iter().map(|e| (e.score, e.rank, e.dense)).collect::<Vec<_>>();
+    let scores_of = |e: &[autoshard::ranking::Entry]| {
+        e.iter()
+            .map(|e| (e.score, e.rank, e.dense))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(scores_of(&a), scores_of(&b));
     split.check_integrity().unwrap();
 }

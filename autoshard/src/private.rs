@@ -44,6 +44,14 @@ pub mod tree_hooks {
     pub fn concatenate_ties(on: bool) {
         crate::ranking::trees_hooks::CONCATENATE_TIES.set(on);
     }
+
+    /// Process-wide, trees of split boards hand out arrival numbers from
+    /// their scores' counters alone (ties across trees then rank wrongly):
+    /// a benchmark's diagnostic of what board-wide arrival numbers cost.
+    pub fn local_arrivals(on: bool) {
+        use std::sync::atomic::Ordering;
+        crate::ranking::trees_hooks::LOCAL_ARRIVALS.store(on, Ordering::Relaxed);
+    }
 }
 
 /// One sharded field as declared: its name and `shards = N` or

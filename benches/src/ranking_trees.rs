@@ -100,8 +100,15 @@ fn copy_template(template: &Path, to: &Path) -> Result<()> {
 fn rank_queries(board: &Ranking, players: usize) -> Result<[Samples; 3]> {
     let mut rng = Rng::new(0x7AAE_0001);
     let mut out = [Samples::default(), Samples::default(), Samples::default()];
-    for (i, tie) in [Tie::Standard, Tie::Ordinal, Tie::Dense].into_iter().enumerate() {
-        let n = if tie == Tie::Dense { DENSE_QUERIES } else { QUERIES };
+    for (i, tie) in [Tie::Standard, Tie::Ordinal, Tie::Dense]
+        .into_iter()
+        .enumerate()
+    {
+        let n = if tie == Tie::Dense {
+            DENSE_QUERIES
+        } else {
+            QUERIES
+        };
         for _ in 0..n {
             let who = player(rng.below(players as u32) as usize);
             let t0 = Instant::now();
@@ -166,6 +173,8 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         None if pg.is_some() => 100_000,
         None => 1_000_000,
     };
+    let local = env("AUTOSHARD_BENCH_LOCAL_ARRIVALS").is_some();
+    autoshard::__private::tree_hooks::local_arrivals(local);
     let slice = Duration::from_secs(env("AUTOSHARD_BENCH_SLICE").map_or(Ok(10), |s| s.parse())?);
     let store = if pg.is_some() {
         "PostgreSQL"
@@ -173,6 +182,14 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         "SQLite (`synchronous = FULL`, a file per tree)"
     };
     println!("## Boards split into trees: queued updates and rank queries");
+    if local {
+        println!();
+        println!("Diagnostic run: tree-local arrival numbers (`AUTOSHARD_BENCH_LOCAL_ARRIVALS`).");
+    }
+    if let Some(sync) = env("AUTOSHARD_BENCH_SYNC") {
+        println!();
+        println!("Diagnostic run: `AUTOSHARD_BENCH_SYNC={sync}` (cells opened with it).");
+    }
     println!();
     println!(
         "{} players on {store}, `RankingConfig::new(0..1_000_000).branching(100).shards(8)\
@@ -227,7 +244,13 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                 (None, Some(template)) => {
                     let path = dir.join("cell.db");
                     copy_template(template, &path)?;
-                    let db = Sqlite::open(&path)?;
+                    // `AUTOSHARD_BENCH_SYNC=normal`: a diagnostic of what the
+                    // fsyncs of `FULL` cost (the trees' files share one disk).
+                    let sync = match env("AUTOSHARD_BENCH_SYNC").as_deref() {
+                        Some("normal") => autoshard::Synchronous::Normal,
+                        _ => autoshard::Synchronous::Full,
+                    };
+                    let db = Sqlite::builder(&path).synchronous(sync).open()?;
                     let board = Ranking::open(&db, BOARD)?;
                     let cell = cell(&board, players, (p, None), None, slice)?;
                     (cell, rank_queries(&board, players)?)

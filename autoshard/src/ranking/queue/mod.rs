@@ -251,7 +251,7 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker batch: its board transaction ([`drain_in`]), then the
+    /// One worker batch: its board transaction ([`drain_in_from`]), then the
     /// queue's delete of what it applied; with `dead_letter` false, a row
     /// that cannot be applied fails it instead of being set aside. With
     /// `sweep`, the delete also covers claimed shards the batch took nothing
@@ -270,9 +270,10 @@ impl Ranking {
                 .as_deref()
                 .and_then(|c| CachedTx::begin(st, c, before));
             let Some(cached) = cached else {
-                return drain_in(st, g, rules, queues, max, first, dead_letter, floor);
+                return drain_in_from(st, g, rules, queues, max, first, dead_letter, floor);
             };
-            let drained = drain_in(&cached, g, rules, queues, max, first, dead_letter, floor)?;
+            let drained =
+                drain_in_from(&cached, g, rules, queues, max, first, dead_letter, floor)?;
             staged = Some(cached.finish());
             Ok(drained)
         });
@@ -339,6 +340,21 @@ impl Ranking {
     }
 }
 
+/// [`drain_in_from`] handing out the arrival numbers of a board of one
+/// tree, for the tests.
+#[cfg(test)]
+fn drain_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    queues: u32,
+    max: usize,
+    first: u32,
+    dead_letter: bool,
+) -> Result<Drained> {
+    drain_in_from(st, g, rules, queues, max, first, dead_letter, &|_| 0)
+}
+
 /// One worker transaction over any storage: from each queue shard no
 /// other worker holds, taken in turn from `first`, the oldest rows above the
 /// shard's applied-through mark (up to `max` in all); those that cannot be
@@ -359,10 +375,11 @@ impl Ranking {
 /// a queue index that damage put out of order would otherwise hand out a
 /// row the mark then skips, or one it already covers.
 ///
-/// `floor(n)` is the lowest arrival number `n` updates may take
-/// (`Ranking::arrival_floor`).
+///
+/// `floor(n)` is the lowest arrival number the batch's `n` updates may
+/// take (`Ranking::arrival_floor`).
 #[allow(clippy::too_many_arguments)] // one call site, each a distinct knob
-fn drain_in(
+fn drain_in_from(
     st: &dyn Storage,
     g: &Geometry,
     rules: Rules,

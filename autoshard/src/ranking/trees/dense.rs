@@ -27,7 +27,13 @@ use crate::error::Result;
 /// counters at a leaf) per child, zeros where the tree holds nothing.
 type Nodes = Vec<(Vec<i128>, Vec<i128>)>;
 
-fn read_nodes(sts: &[&dyn Storage], g: &Geometry, h: u32, idx: u64, only: &[bool]) -> Result<Nodes> {
+fn read_nodes(
+    sts: &[&dyn Storage],
+    g: &Geometry,
+    h: u32,
+    idx: u64,
+    only: &[bool],
+) -> Result<Nodes> {
     sts.iter()
         .zip(only)
         .map(|(st, &read)| {

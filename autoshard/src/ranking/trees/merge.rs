@@ -14,6 +14,13 @@ use super::dense;
 use crate::error::Result;
 use std::cell::Cell;
 
+/// A benchmark's diagnostic (`ranking-trees`, `AUTOSHARD_BENCH_LOCAL_ARRIVALS`):
+/// trees hand out arrival numbers from their scores' counters alone, as a
+/// board of one tree does, which orders ties across trees wrongly but
+/// shows what the board-wide numbers cost.
+pub(crate) static LOCAL_ARRIVALS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 thread_local! {
     /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
     /// ties ordered tree after tree, the merge that ignores who reached the
@@ -229,7 +236,12 @@ pub(super) fn page(
     let mut tied = Vec::new();
     for (t, st) in sts.iter().enumerate() {
         let mut found = Vec::new();
-        st.entries_at(first.score, 0, first.within.saturating_add(want), &mut found)?;
+        st.entries_at(
+            first.score,
+            0,
+            first.within.saturating_add(want),
+            &mut found,
+        )?;
         tied.extend(with_arrivals(*st, t, found)?);
     }
     sort(&mut tied);

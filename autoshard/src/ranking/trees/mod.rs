@@ -115,10 +115,8 @@ pub(super) fn create(
 
 /// The tree count of board `name` as stored, `None` without a board.
 fn config_trees(boards: &Arc<dyn BoardStore>, name: &str) -> Result<Option<u32>> {
-    Ok(match boards.open_board(name)? {
-        Some((_, spec)) => Some(RankingConfig::from_spec(spec).map_or(1, |c| c.tree_count())),
-        None => None,
-    })
+    let stored = boards.open_board(name)?;
+    Ok(stored.map(|(_, spec)| RankingConfig::from_spec(spec).map_or(1, |c| c.tree_count())))
 }
 
 /// Opens the trees of board `name`; a tree missing (a crash between the
@@ -304,7 +302,8 @@ impl Ranking {
     /// out for `n` updates: board-wide numbers for a tree of a split board,
     /// 0 (the score's counter alone decides) for any other board.
     pub(super) fn arrival_floor(&self, n: usize) -> u64 {
-        if self.inner.tree_member {
+        let local = hooks::LOCAL_ARRIVALS.load(std::sync::atomic::Ordering::Relaxed);
+        if self.inner.tree_member && !local {
             reserve_arrivals(n)
         } else {
             0

@@ -14,7 +14,8 @@ impl Split<'_> {
     pub(in crate::ranking) fn rank_of_offset(&self, offset: u64) -> Result<u64> {
         let mut above = 0;
         for tree in self.trees {
-            above += tree.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above))?;
+            above +=
+                tree.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above))?;
         }
         Ok(above + 1)
     }
