@@ -45,7 +45,9 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis" => {
+                which.push(arg)
+            }
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),

@@ -244,7 +244,11 @@ impl<'a> Batch<'a> {
         let fresh = leaf.a[c] == 0;
         let counter = leaf.b[c];
         // A negative counter is damage, reported below as it is.
-        let arrival = if counter >= 0 { counter.max(floor) } else { counter };
+        let arrival = if counter >= 0 {
+            counter.max(floor)
+        } else {
+            counter
+        };
         let next = arrival.checked_add(1).filter(|_| arrival >= 0);
         let (Some(next), Some(players)) = (next, leaf.a[c].checked_add(1)) else {
             let held = leaf.a[c];
@@ -278,7 +282,11 @@ impl<'a> Batch<'a> {
             // A floor may grow the tree by several heights at once: every
             // new node on the way up holds the old root under child 0. An
             // empty tree has nothing to carry up.
-            let grown = if total == 0 { height..=height } else { old_height + 1..=height };
+            let grown = if total == 0 {
+                height..=height
+            } else {
+                old_height + 1..=height
+            };
             for h in grown {
                 let root = self.arrival_node(score, h, 0)?;
                 if root.a.iter().any(|&n| n != 0) {

@@ -69,10 +69,10 @@ use self::policy::apply_updates_from;
 use self::policy::{Rules, Step};
 use self::query::Want;
 pub(crate) use self::queue::hooks as queue_hooks;
-pub(crate) use self::trees::hooks as trees_hooks;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
+pub(crate) use self::trees::hooks as trees_hooks;
 use crate::error::{Error, Result};
 use crate::seam::{Backend, Board, BoardStore};
 use std::sync::{Arc, OnceLock};
@@ -222,7 +222,9 @@ impl Ranking {
         let mut board = Self::with(boards, name, id, config, geometry);
         if board.config().tree_count() > 1 {
             let trees = trees::create(&board.inner.boards, name, board.config())?;
-            Arc::get_mut(&mut board.inner).expect("not shared yet").trees = trees;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
         }
         Ok(board)
     }
@@ -233,14 +235,18 @@ impl Ranking {
         let geometry = config.geometry()?;
         let id = boards.create_board(name, &config.spec())?;
         let mut board = Self::with(boards, name, id, config, geometry);
-        Arc::get_mut(&mut board.inner).expect("not shared yet").tree_member = true;
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
         Ok(board)
     }
 
     /// Opens a tree of a split board.
     fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
         let mut board = Self::open_in(boards, name)?;
-        Arc::get_mut(&mut board.inner).expect("not shared yet").tree_member = true;
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
         Ok(board)
     }
 
@@ -256,7 +262,9 @@ impl Ranking {
         let mut board = Self::open_in(db.__boards().0, name)?;
         if board.config().tree_count() > 1 {
             let trees = trees::open(&board.inner.boards, name, board.config())?;
-            Arc::get_mut(&mut board.inner).expect("not shared yet").trees = trees;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
         }
         Ok(board)
     }

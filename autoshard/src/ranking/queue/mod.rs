@@ -272,8 +272,7 @@ impl Ranking {
             let Some(cached) = cached else {
                 return drain_in_from(st, g, rules, queues, max, first, dead_letter, floor);
             };
-            let drained =
-                drain_in_from(&cached, g, rules, queues, max, first, dead_letter, floor)?;
+            let drained = drain_in_from(&cached, g, rules, queues, max, first, dead_letter, floor)?;
             staged = Some(cached.finish());
             Ok(drained)
         });
