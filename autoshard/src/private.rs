@@ -57,6 +57,24 @@ pub mod approx_hooks {
     }
 }
 
+/// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
+pub mod tree_hooks {
+    /// On this thread, queries of split boards order tied players tree
+    /// after tree instead of by who reached the score first: the wrong
+    /// merge the oracle tests' control shows they catch.
+    pub fn concatenate_ties(on: bool) {
+        crate::ranking::trees_hooks::CONCATENATE_TIES.set(on);
+    }
+
+    /// Process-wide, trees of split boards hand out arrival numbers from
+    /// their scores' counters alone (ties across trees then rank wrongly):
+    /// a benchmark's diagnostic of what board-wide arrival numbers cost.
+    pub fn local_arrivals(on: bool) {
+        use std::sync::atomic::Ordering;
+        crate::ranking::trees_hooks::LOCAL_ARRIVALS.store(on, Ordering::Relaxed);
+    }
+}
+
 /// One sharded field as declared: its name and `shards = N` or
 /// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 //! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
 //! cargo run --release -p autoshard-benches -- composite [--quick]
 //! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
+//! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -30,6 +31,7 @@ mod policies;
 mod query;
 mod ranking;
 mod ranking_queue;
+mod ranking_trees;
 mod redis_cluster;
 mod stats;
 mod sweep;
@@ -38,7 +40,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|redis|approx|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|redis|approx|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -47,8 +49,8 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite"
-            | "approx" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
+            | "composite" | "approx" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -85,6 +87,7 @@ fn main() {
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "composite" => composite::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking-trees" => ranking_trees::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),

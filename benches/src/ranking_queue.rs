@@ -42,7 +42,7 @@ const LOAD_BATCH: usize = 20_000;
 /// Players only the freshness probe writes, at the end of the range.
 const PROBES: usize = 1_000;
 
-fn player(n: usize) -> String {
+pub(crate) fn player(n: usize) -> String {
     format!("player-{n:07}")
 }
 
@@ -171,7 +171,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
-fn load(board: &Ranking, players: usize) -> Result<()> {
+pub(crate) fn load(board: &Ranking, players: usize) -> Result<()> {
     let mut rng = Rng::new(0x5EED_1234_ABCD_0001);
     let mut names = Vec::with_capacity(LOAD_BATCH);
     for first in (0..players).step_by(LOAD_BATCH) {
@@ -187,18 +187,18 @@ fn load(board: &Ranking, players: usize) -> Result<()> {
     Ok(())
 }
 
-struct Cell {
-    updates: u64,
-    rate: f64,
-    acks: Samples,
-    fresh: Samples,
-    batches: u64,
+pub(crate) struct Cell {
+    pub(crate) updates: u64,
+    pub(crate) rate: f64,
+    pub(crate) acks: Samples,
+    pub(crate) fresh: Samples,
+    pub(crate) batches: u64,
 }
 
 /// One cell: producers and the probe for `slice` with a worker applying,
 /// then `flush` and the checks (the worker applied exactly what was
 /// acknowledged; every probe's update became visible).
-fn cell(
+pub(crate) fn cell(
     board: &Ranking,
     players: usize,
     (producers, rate): (usize, Option<f64>),

@@ -60,6 +60,11 @@ pub(crate) struct Batch<'a> {
     leaves: HashMap<u64, Leaf>,
     inner: HashMap<(u32, u64), Delta>,
     arrivals: HashMap<(i64, u32, u64), ArrivalNode>,
+    /// The lowest arrival number handed out (0: the score's counter alone
+    /// decides). A tree of a board split into trees hands out board-wide
+    /// arrival numbers (`ranking/trees/arrival.rs`), so that ties compare
+    /// across trees.
+    floor: i64,
 }
 
 impl<'a> Batch<'a> {
@@ -73,7 +78,15 @@ impl<'a> Batch<'a> {
             leaves: HashMap::new(),
             inner: HashMap::new(),
             arrivals: HashMap::new(),
+            floor: 0,
         }
+    }
+
+    /// Hands out arrival numbers of at least `floor` (below `2^63`) from
+    /// now on: an arrival takes the higher of the score's counter and
+    /// `floor`, so the counter still orders arrivals at one score.
+    pub fn arrivals_from(&mut self, floor: u64) {
+        self.floor = i64::try_from(floor).unwrap_or(i64::MAX);
     }
 
     /// The player's score before this batch, loading it if needed.
@@ -226,9 +239,16 @@ impl<'a> Batch<'a> {
     fn arrive(&mut self, score: i64) -> Result<u64> {
         let offset = self.offset(score)?;
         let (idx, c) = (self.g.node(offset, 1), self.g.child(offset, 1));
+        let floor = self.floor;
         let leaf = self.leaf(idx)?;
         let fresh = leaf.a[c] == 0;
-        let arrival = leaf.b[c];
+        let counter = leaf.b[c];
+        // A negative counter is damage, reported below as it is.
+        let arrival = if counter >= 0 {
+            counter.max(floor)
+        } else {
+            counter
+        };
         let next = arrival.checked_add(1).filter(|_| arrival >= 0);
         let (Some(next), Some(players)) = (next, leaf.a[c].checked_add(1)) else {
             let held = leaf.a[c];
@@ -243,7 +263,10 @@ impl<'a> Batch<'a> {
         leaf.b_changed = true;
         let (arrival, next) = (arrival as u64, next as u64);
         let bf = self.g.branching();
-        let (old_height, height) = (tree::height_for(bf, arrival), tree::height_for(bf, next));
+        let (old_height, height) = (
+            tree::height_for(bf, counter as u64),
+            tree::height_for(bf, next),
+        );
         let tree_name = || format!("arrival tree of score {score}");
         if height > old_height {
             // The arrival tree is full: a new root whose first child is the
@@ -256,15 +279,25 @@ impl<'a> Batch<'a> {
                     format!("its root (height {old_height}) counts {total} players"),
                 ));
             };
-            let root = self.arrival_node(score, height, 0)?;
-            if root.a.iter().any(|&n| n != 0) {
-                return Err(self.corrupt(
-                    tree_name(),
-                    format!("a node above the root (height {height}) is not empty"),
-                ));
+            // A floor may grow the tree by several heights at once: every
+            // new node on the way up holds the old root under child 0. An
+            // empty tree has nothing to carry up.
+            let grown = if total == 0 {
+                height..=height
+            } else {
+                old_height + 1..=height
+            };
+            for h in grown {
+                let root = self.arrival_node(score, h, 0)?;
+                if root.a.iter().any(|&n| n != 0) {
+                    return Err(self.corrupt(
+                        tree_name(),
+                        format!("a node above the root (height {h}) is not empty"),
+                    ));
+                }
+                root.a[0] = total;
+                root.changed = true;
             }
-            root.a[0] = total;
-            root.changed = true;
         }
         for h in 1..=height {
             let slot = tree::child(bf, arrival, h);

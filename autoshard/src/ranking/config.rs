@@ -47,6 +47,7 @@ pub struct RankingConfig {
     buckets: Option<u32>,
     /// Players an approximate board's snapshot ranks exactly at the top.
     exact_top: u32,
+    trees: u32,
 }
 
 impl RankingConfig {
@@ -65,6 +66,7 @@ impl RankingConfig {
             dims: None,
             buckets: None,
             exact_top: 0,
+            trees: 1,
         }
     }
 
@@ -241,6 +243,34 @@ impl RankingConfig {
         self.buckets
     }
 
+    /// Splits the board into `k` trees, 1 to [`MAX_TREES`](super::MAX_TREES)
+    /// (default 1). A player lives in one tree (by a hash of the name); each
+    /// tree has its own queue shards, worker and, on SQLite, database file
+    /// (`<database>-tree<t>`), so `k` workers apply queued updates in
+    /// parallel. Queries merge the trees (`docs/design.md`, "Sharded
+    /// trees"): ties still rank by who reached the score first, board-wide.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig, Tie};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "split", RankingConfig::new(0..100).trees(4))?;
+    /// board.set_scores(&[("ann", 7), ("bo", 9), ("cy", 7)])?;
+    /// assert_eq!(board.config().tree_count(), 4);
+    /// assert_eq!(board.rank("cy", Tie::Ordinal)?, Some(3)); // ann reached 7 first
+    /// assert_eq!(board.rank("cy", Tie::Dense)?, Some(2));
+    /// # Ok(()) }
+    /// ```
+    pub fn trees(mut self, k: u32) -> Self {
+        self.trees = k;
+        self
+    }
+
+    /// Trees the board is split into.
+    pub fn tree_count(&self) -> u32 {
+        self.trees
+    }
+
     /// The score range `[min, max)`.
     pub fn range(&self) -> Range<i64> {
         self.min..self.max
@@ -262,13 +292,15 @@ impl RankingConfig {
     }
 
     pub(super) fn spec(&self) -> BoardSpec {
+        let mut policy: String = self.policy.stored().into();
+        super::trees::store_trees(&mut policy, self.trees);
         BoardSpec {
             min: self.min,
             max: self.max,
             branching: self.branching,
             shards: self.shards,
             queues: self.queues,
-            policy: self.policy.stored().into(),
+            policy,
             order: self.order.stored().into(),
             entry_data: self.entry_data,
             dims: composite::stored(self.score_dimensions()),
@@ -280,7 +312,8 @@ impl RankingConfig {
     /// The configuration a board was stored with, or why its policy or
     /// order is not one this version knows (the shape is checked by
     /// [`geometry`](RankingConfig::geometry)).
-    pub(super) fn from_spec(spec: BoardSpec) -> Result<Self, String> {
+    pub(super) fn from_spec(mut spec: BoardSpec) -> Result<Self, String> {
+        let trees = super::trees::stored_trees(&mut spec.policy)?;
         let policy = Policy::from_stored(&spec.policy)
             .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
         let order = Order::from_stored(&spec.order)
@@ -299,6 +332,7 @@ impl RankingConfig {
             entry_data: spec.entry_data,
             buckets: (spec.buckets > 0).then_some(spec.buckets),
             exact_top: spec.exact_top,
+            trees,
         })
     }
 
@@ -356,6 +390,7 @@ impl RankingConfig {
                 self.exact_top.to_string(),
                 expected.exact_top.to_string(),
             ),
+            ("trees", self.trees.to_string(), expected.trees.to_string()),
         ];
         let differ: Vec<String> = fields
             .into_iter()
@@ -388,6 +423,11 @@ impl RankingConfig {
             super::approx::check_config(self.buckets, self.exact_top, self.entry_data)
         {
             return invalid(reason);
+        }
+        super::trees::check_trees(self.trees)?;
+        if self.trees > 1 && self.buckets.is_some() {
+            // A refresh reads one score index; a split board has k.
+            return invalid("an approximate board is one tree (no `trees`)".into());
         }
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return invalid(format!(

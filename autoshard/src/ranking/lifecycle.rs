@@ -41,6 +41,7 @@ impl Ranking {
     pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
         let mut names = db.__boards().0.list_boards()?;
         names.retain(|name| !name.starts_with(super::family::HIDDEN));
+        names.retain(|name| !super::trees::is_tree_name(name));
         Ok(names)
     }
 
@@ -84,7 +85,13 @@ impl Ranking {
     /// and left its name registered: deleting it again finishes.
     pub fn delete(db: &impl RankingStore, name: &str) -> Result<bool> {
         check_board_name(name)?;
-        db.__boards().0.delete_board(name)
+        let boards = db.__boards().0;
+        let trees = super::trees::trees_of(&boards, name)?;
+        let deleted = boards.delete_board(name)?;
+        if trees > 1 {
+            super::trees::delete(&boards, name, trees)?;
+        }
+        Ok(deleted)
     }
 
     /// Empties the board and keeps its configuration. Updates queued
@@ -118,6 +125,9 @@ impl Ranking {
     /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
     /// shard for two seconds.
     pub fn reset(&self) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.reset();
+        }
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was
         // queued before it, and is dropped.

@@ -62,6 +62,7 @@ mod query;
 mod queue;
 mod storage;
 mod tree;
+mod trees;
 
 pub use self::among::MAX_AMONG;
 pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle};
@@ -77,12 +78,14 @@ pub use crate::seam::DeadLetter;
 
 pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::policy::apply_updates;
+use self::policy::apply_updates_from;
 use self::policy::{Rules, Step};
 use self::query::Want;
 pub(crate) use self::queue::hooks as queue_hooks;
 use self::queue::QueueState;
 use self::storage::Storage;
 use self::tree::Geometry;
+pub(crate) use self::trees::hooks as trees_hooks;
 use crate::error::{Error, Result};
 use crate::seam::{Backend, Board, BoardStore};
 use std::sync::{Arc, OnceLock};
@@ -103,6 +106,8 @@ pub const MAX_BUCKETS: u32 = 65_536;
 /// Most players an approximate board ranks exactly at the top
 /// ([`RankingConfig::exact_top`]).
 pub const MAX_EXACT_TOP: u32 = 100_000;
+/// Most trees a board may be split into ([`RankingConfig::trees`]).
+pub const MAX_TREES: u32 = 64;
 
 /// How players with equal scores are ranked.
 ///
@@ -173,6 +178,11 @@ struct Inner {
     queue: OnceLock<Arc<QueueState>>,
     /// This process's copy of an approximate board's published snapshot.
     approx: approx::Cache,
+    /// A split board's trees (`trees/mod.rs`); empty for a board of one.
+    trees: Vec<Ranking>,
+    /// Whether this board is a tree of a split board: its arrival numbers
+    /// are board-wide (`trees/arrival.rs`).
+    tree_member: bool,
 }
 
 impl std::fmt::Debug for Ranking {
@@ -230,7 +240,35 @@ impl Ranking {
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
         let id = boards.create_board(name, &config.spec())?;
-        Ok(Self::with(boards, name, id, config, geometry))
+        let mut board = Self::with(boards, name, id, config, geometry);
+        if board.config().tree_count() > 1 {
+            let trees = trees::create(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
+        }
+        Ok(board)
+    }
+
+    /// Creates a tree of a split board (`trees/mod.rs`) under its stored
+    /// name, which `create` would refuse.
+    fn create_tree(boards: Arc<dyn BoardStore>, name: &str, config: RankingConfig) -> Result<Self> {
+        let geometry = config.geometry()?;
+        let id = boards.create_board(name, &config.spec())?;
+        let mut board = Self::with(boards, name, id, config, geometry);
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
+        Ok(board)
+    }
+
+    /// Opens a tree of a split board.
+    fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
+        let mut board = Self::open_in(boards, name)?;
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
+        Ok(board)
     }
 
     /// Opens the board `name`, created earlier by any handle or process.
@@ -242,7 +280,17 @@ impl Ranking {
     /// configuration that makes no tree.
     pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
         check_board_name(name)?;
-        let boards = db.__boards().0;
+        let mut board = Self::open_in(db.__boards().0, name)?;
+        if board.config().tree_count() > 1 {
+            let trees = trees::open(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
+        }
+        Ok(board)
+    }
+
+    fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
         let (id, spec) = boards
             .open_board(name)?
             .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
@@ -273,6 +321,8 @@ impl Ranking {
                 geometry,
                 queue: OnceLock::new(),
                 approx: approx::Cache::default(),
+                trees: Vec::new(),
+                tree_member: false,
             }),
         }
     }
@@ -343,8 +393,28 @@ impl Ranking {
     /// board's policy, inner-node deltas going to one random shard; each
     /// update's tree scores before and after it.
     fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
+        self.write_at(updates, None)
+    }
+
+    /// [`write`](Ranking::write); `at`, on a tree of a split board, is a
+    /// block of arrival numbers reserved for a batch of the whole board and
+    /// each update's index in that batch, so that players arriving in
+    /// different trees are ordered as the batch orders them.
+    fn write_at(
+        &self,
+        updates: &[(&str, Option<i64>)],
+        at: Option<(u64, &[usize])>,
+    ) -> Result<Vec<Step>> {
         let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| apply_updates(st, self.geometry(), rules, shard, updates, None))
+        self.write_with(|st| {
+            let base = at.map_or_else(|| self.arrival_floor(updates.len()), |(base, _)| base);
+            let floor = |i: usize| match at {
+                _ if base == 0 => 0,
+                Some((_, index)) => base + index[i] as u64,
+                None => base + i as u64,
+            };
+            apply_updates_from(st, self.geometry(), rules, shard, updates, None, &floor)
+        })
     }
 
     /// Submits `score` for `player` under the board's [`Policy`]: with the
@@ -364,6 +434,9 @@ impl Ranking {
     /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
+        if let Some(split) = self.split() {
+            return split.set_score(player, score);
+        }
         self.write(&[(player, Some(score))]).map(drop)
     }
 
@@ -375,6 +448,9 @@ impl Ranking {
     /// or a store error; nothing is written on error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.remove(player);
+        }
         Ok(self.write(&[(player, None)])?[0].before.is_some())
     }
 
@@ -395,6 +471,9 @@ impl Ranking {
     /// outside the range) or [`Error::InvalidName`] for any entry (nothing
     /// is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.set_scores(scores);
+        }
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
         }
@@ -416,6 +495,9 @@ impl Ranking {
         self.exact_only("rank_of_score")?;
         let tree = self.rules().tree_score(self.geometry(), score)?;
         let offset = self.geometry().checked_offset(tree)?;
+        if let Some(split) = self.split() {
+            return split.rank_of_offset(offset);
+        }
         self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
     }
 
@@ -429,6 +511,9 @@ impl Ranking {
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         check_player(player)?;
         self.exact_only("rank")?;
+        if let Some(split) = self.split() {
+            return split.rank(player, tie);
+        }
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(None);
@@ -458,6 +543,9 @@ impl Ranking {
     /// or a store error.
     pub fn score(&self, player: &str) -> Result<Option<i64>> {
         check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.score(player);
+        }
         let rules = self.rules();
         self.read(|st, g| match st.player(player)? {
             Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
@@ -475,6 +563,9 @@ impl Ranking {
     /// a store error.
     pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
         self.exact_only("score_at_rank")?;
+        if let Some(split) = self.split() {
+            return split.score_at_rank(rank);
+        }
         let rules = self.rules();
         self.read(|st, g| match query::locate(st, g, rank)? {
             Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
@@ -510,6 +601,9 @@ impl Ranking {
         }
         if self.rules().approx {
             return approx::page(self, from, to);
+        }
+        if let Some(split) = self.split() {
+            return split.page(from, to);
         }
         self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
     }
@@ -549,6 +643,9 @@ impl Ranking {
     pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
         check_player(player)?;
         self.exact_only("around")?;
+        if let Some(split) = self.split() {
+            return split.around(player, k);
+        }
         self.read(|st, g| {
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
@@ -577,6 +674,9 @@ impl Ranking {
         if self.rules().approx {
             return approx::len(self);
         }
+        if let Some(split) = self.split() {
+            return split.len();
+        }
         self.read(|st, g| query::len(st, g))
     }
 
@@ -599,6 +699,9 @@ impl Ranking {
     /// [`Error::Corrupt`] naming the first mismatch, or a store error.
     pub fn check_integrity(&self) -> Result<()> {
         self.exact_only("check_integrity")?;
+        if let Some(split) = self.split() {
+            return split.check_integrity();
+        }
         let shards = self.inner.config.shard_count();
         self.read(|st, g| integrity::check(st, g, shards))
     }

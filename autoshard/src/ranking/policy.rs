@@ -303,9 +303,17 @@ impl Ranking {
         self.submission(player, score, Some(data).filter(|_| max > 0))
     }
 
-    fn submission(&self, player: &str, score: i64, data: Option<&[u8]>) -> Result<Submission> {
+    pub(super) fn submission(
+        &self,
+        player: &str,
+        score: i64,
+        data: Option<&[u8]>,
+    ) -> Result<Submission> {
         self.exact_only("submit")?;
         self.check_input(player, Some(score))?;
+        if let Some(split) = self.split() {
+            return split.submission(player, score, data);
+        }
         let shard = self.random_shard();
         self.write_with(|st| self.submit_in(st, shard, player, score, data))
     }
@@ -324,7 +332,8 @@ impl Ranking {
         let rules = self.rules();
         {
             let g = self.geometry();
-            let step = apply_updates(st, g, rules, shard, &[(player, Some(score))], None)?[0];
+            let (update, floor) = ([(player, Some(score))], self.arrival_floor(1));
+            let step = apply_updates_from(st, g, rules, shard, &update, None, &|_| floor)?[0];
             let new = step.after.expect("a score, not a removal");
             let updates = [(player, Some(score))];
             store_entry_data(st, rules, &updates, [data], &[step], &[])?;
@@ -421,13 +430,30 @@ pub(crate) fn store_entry_data<'a>(
 /// An update the policy refuses (an increment past the range) fails the
 /// whole batch before anything is written, or, with `refused`, is listed
 /// there and skipped.
+#[cfg_attr(not(test), allow(dead_code))] // callers without a floor: tests
 pub(crate) fn apply_updates(
     st: &dyn Storage,
     g: &Geometry,
     rules: Rules,
     shard: u32,
     updates: &[(&str, Option<i64>)],
+    refused: Option<&mut Refused>,
+) -> Result<Vec<Step>> {
+    apply_updates_from(st, g, rules, shard, updates, refused, &|_| 0)
+}
+
+/// [`apply_updates`] where the player whose last change is update `i`
+/// arrives with an arrival number of at least `floor(i)`
+/// (`Batch::arrivals_from`; 0 leaves it to the score's counter): a tree of
+/// a split board hands out board-wide numbers (`trees/arrival.rs`).
+pub(crate) fn apply_updates_from(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    shard: u32,
+    updates: &[(&str, Option<i64>)],
     mut refused: Option<&mut Refused>,
+    floor: &dyn Fn(usize) -> u64,
 ) -> Result<Vec<Step>> {
     if rules.approx {
         return super::approx::apply_updates(st, g, rules, updates, refused);
@@ -483,7 +509,8 @@ pub(crate) fn apply_updates(
         }
     }
     st.lock_leaves(&leaves)?;
-    for (player, (_, score)) in moves {
+    for (player, (i, score)) in moves {
+        batch.arrivals_from(floor(i));
         batch.update(player, score)?;
     }
     batch.flush()?;

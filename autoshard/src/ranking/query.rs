@@ -168,7 +168,7 @@ pub(crate) struct Located {
 }
 
 /// Sums every shard row of a node into `a` and `b` (zeroed first).
-fn node_sums(
+pub(crate) fn node_sums(
     st: &dyn Storage,
     g: &Geometry,
     h: u32,

@@ -228,6 +228,14 @@ pub(crate) trait BoardStore: Send + Sync {
     /// Deletes dead letter `id` of the board; whether there was one.
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool>;
 
+    /// The store holding tree `tree` of the boards split into trees
+    /// (`ranking/trees`), where the store keeps trees apart: on SQLite a
+    /// file of its own per tree, so each tree has its own write lock. `None`
+    /// (the default): in this store, under the tree's own board name.
+    fn tree_store(&self, _tree: u32) -> Result<Option<std::sync::Arc<dyn BoardStore>>> {
+        Ok(None)
+    }
+
     /// The names of the boards, sorted.
     fn list_boards(&self) -> Result<Vec<String>>;
 

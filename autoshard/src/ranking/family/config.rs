@@ -200,6 +200,15 @@ impl FamilyConfig {
         if self.windows.is_empty() {
             return invalid("a family needs at least one window".into());
         }
+        // One transaction writes every member: a split member would be
+        // several databases (SQLite files), an approximate one has no tree
+        // to rank a submission in.
+        if self.board.tree_count() > 1 {
+            return invalid("a family's members are boards of one tree (no `trees`)".into());
+        }
+        if self.board.approximate_buckets().is_some() {
+            return invalid("a family's members are exact boards (no `approximate`)".into());
+        }
         if self.offset_minutes.unsigned_abs() > 18 * 60 {
             return invalid(format!(
                 "UTC offset {} minutes is beyond ±18 hours",

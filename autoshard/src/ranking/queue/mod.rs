@@ -32,7 +32,7 @@ pub(crate) use self::group::QueueState;
 use super::cache::{CachedTx, NodeCache};
 use super::policy::{store_entry_data, Refused, Rules};
 use super::tree::Geometry;
-use super::{apply_updates, check_player, Ranking};
+use super::{apply_updates_from, check_player, Ranking};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};
@@ -218,7 +218,15 @@ impl Ranking {
         self.enqueue_item(player, score, None)
     }
 
-    fn enqueue_item(&self, player: &str, score: Option<i64>, data: Option<Vec<u8>>) -> Result<()> {
+    pub(in crate::ranking) fn enqueue_item(
+        &self,
+        player: &str,
+        score: Option<i64>,
+        data: Option<Vec<u8>>,
+    ) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.enqueue(player, score, data);
+        }
         self.check_update(player, score)?;
         let item = QueuedUpdate {
             queue: queue_of(player, self.queues()),
@@ -235,6 +243,9 @@ impl Ranking {
     ///
     /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
+        if let Some(split) = self.split() {
+            return split.queued();
+        }
         self.queue_state()?;
         self.inner.boards.queued(self.inner.id)
     }
@@ -267,6 +278,9 @@ impl Ranking {
     /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
+        if let Some(split) = self.split() {
+            return split.flush_within(timeout);
+        }
         let started = Instant::now();
         // A deleted board's handle fails here (`enqueue` does not check).
         self.read(|_, _| Ok(()))?;
@@ -305,7 +319,7 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker batch: its board transaction ([`drain_in`]), then the
+    /// One worker batch: its board transaction ([`drain_in_from`]), then the
     /// queue's delete of what it applied; with `dead_letter` false, a row
     /// that cannot be applied fails it instead of being set aside. With
     /// `sweep`, the delete also covers claimed shards the batch took nothing
@@ -316,24 +330,26 @@ impl Ranking {
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
-        let data_limit = self.config().entry_data_limit();
+        let with_data = (rules, self.config().entry_data_limit());
         let mut staged = None;
+        let floor = &|n| self.arrival_floor(n);
         let outcome = self.write_generation(|st: &dyn Storage, before| {
             let g = self.geometry();
             let cached = cache
                 .as_deref()
                 .and_then(|c| CachedTx::begin(st, c, before));
             let Some(cached) = cached else {
-                return drain_in(st, g, (rules, data_limit), queues, max, first, dead_letter);
+                return drain_in_from(st, g, with_data, queues, max, first, dead_letter, floor);
             };
-            let drained = drain_in(
+            let drained = drain_in_from(
                 &cached,
                 g,
-                (rules, data_limit),
+                with_data,
                 queues,
                 max,
                 first,
                 dead_letter,
+                floor,
             )?;
             staged = Some(cached.finish());
             Ok(drained)
@@ -380,6 +396,9 @@ impl Ranking {
     ///
     /// A store error (also when a stored dead letter cannot be read).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        if let Some(split) = self.split() {
+            return split.dead_letters();
+        }
         self.queue_state()?;
         self.inner.boards.dead_letters(self.inner.id)
     }
@@ -390,9 +409,27 @@ impl Ranking {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
+        if let Some(split) = self.split() {
+            return split.delete_dead_letter(id);
+        }
         self.queue_state()?;
         self.inner.boards.delete_dead_letter(self.inner.id, id)
     }
+}
+
+/// [`drain_in_from`] handing out the arrival numbers of a board of one
+/// tree, for the tests.
+#[cfg(test)]
+fn drain_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: (Rules, u32),
+    queues: u32,
+    max: usize,
+    first: u32,
+    dead_letter: bool,
+) -> Result<Drained> {
+    drain_in_from(st, g, rules, queues, max, first, dead_letter, &|_| 0)
 }
 
 /// One worker transaction over any storage: from each queue shard no
@@ -416,7 +453,12 @@ impl Ranking {
 /// A shard's rows must come in increasing sequence order above the mark:
 /// a queue index that damage put out of order would otherwise hand out a
 /// row the mark then skips, or one it already covers.
-fn drain_in(
+///
+///
+/// `floor(n)` is the lowest arrival number the batch's `n` updates may
+/// take (`Ranking::arrival_floor`).
+#[allow(clippy::too_many_arguments)] // one call site, each a distinct knob
+fn drain_in_from(
     st: &dyn Storage,
     g: &Geometry,
     (rules, limit): (Rules, u32),
@@ -424,6 +466,7 @@ fn drain_in(
     max: usize,
     first: u32,
     dead_letter: bool,
+    floor: &dyn Fn(usize) -> u64,
 ) -> Result<Drained> {
     let mut rows = Vec::new();
     // Per queue shard read: the shard, its mark, and its rows' range in
@@ -489,7 +532,9 @@ fn drain_in(
     let mut refused = Refused::new();
     if !updates.is_empty() {
         let refusals = dead_letter.then_some(&mut refused);
-        let steps = apply_updates(st, g, rules, 0, &updates, refusals)?;
+        let base = floor(updates.len());
+        let floor = |i: usize| if base == 0 { 0 } else { base + i as u64 };
+        let steps = apply_updates_from(st, g, rules, 0, &updates, refusals, &floor)?;
         if limit > 0 {
             let data = origins.iter().map(|(_, row)| row.data.as_deref());
             store_entry_data(st, rules, &updates, data, &steps, &refused)?;

@@ -151,6 +151,9 @@ impl Worker {
     /// A store error creating the queue tables on first use; the worker's
     /// own errors come from [`WorkerHandle::stop`] or [`join`](WorkerHandle::join).
     pub fn spawn(self) -> Result<WorkerHandle> {
+        if !self.ranking.tree_boards().is_empty() {
+            return self.spawn_trees();
+        }
         let state = self.ranking.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
@@ -164,6 +167,30 @@ impl Worker {
             state,
             stop,
             thread: Some(thread),
+            trees: Vec::new(),
+        })
+    }
+
+    /// This worker for one tree of a split board.
+    fn for_tree(&self, tree: &Ranking) -> Worker {
+        Worker {
+            ranking: tree.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// A split board: one worker thread per tree, under one handle.
+    fn spawn_trees(self) -> Result<WorkerHandle> {
+        let trees = self.ranking.tree_boards();
+        let handles = trees
+            .iter()
+            .map(|tree| self.for_tree(tree).spawn())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(WorkerHandle {
+            state: trees[0].queue_state()?,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            trees: handles,
         })
     }
 
@@ -176,6 +203,14 @@ impl Worker {
     /// off the error of a queued update that cannot be applied. Batches
     /// committed before it stay applied.
     pub fn drain(self) -> Result<WorkerStats> {
+        let trees = self.ranking.tree_boards();
+        if !trees.is_empty() {
+            let mut total = WorkerStats::default();
+            for tree in trees {
+                total.add(self.for_tree(tree).drain()?);
+            }
+            return Ok(total);
+        }
         let state = self.ranking.queue_state()?;
         self.exit_when_idle(true)
             .run(&state, &AtomicBool::new(false))
@@ -300,6 +335,19 @@ pub struct WorkerHandle {
     state: Arc<QueueState>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<WorkerStats>>>,
+    /// A split board's: one handle per tree (and no thread of its own).
+    trees: Vec<WorkerHandle>,
+}
+
+impl WorkerStats {
+    fn add(&mut self, other: WorkerStats) {
+        self.batches += other.batches;
+        self.updates += other.updates;
+        self.busy += other.busy;
+        self.dead_letters += other.dead_letters;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+    }
 }
 
 impl WorkerHandle {
@@ -329,15 +377,29 @@ impl WorkerHandle {
     /// [`Worker::exit_when_idle`]).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
+            && self.trees.iter().all(WorkerHandle::is_finished)
     }
 
     fn request_stop(&self) {
+        self.trees.iter().for_each(WorkerHandle::request_stop);
         self.stop.store(true, Ordering::Release);
         let _signal = self.state.signal();
         self.state.signalled.notify_all();
     }
 
     fn finish(&mut self) -> Result<WorkerStats> {
+        if !self.trees.is_empty() {
+            // Every tree's worker is joined, the first error reported.
+            let mut total = Ok(WorkerStats::default());
+            for mut tree in std::mem::take(&mut self.trees) {
+                match (tree.finish(), &mut total) {
+                    (Ok(stats), Ok(sum)) => sum.add(stats),
+                    (Err(e), Ok(_)) => total = Err(e),
+                    (_, Err(_)) => {}
+                }
+            }
+            return total;
+        }
         let thread = self.thread.take().expect("joined once");
         match thread.join() {
             Ok(result) => result,

@@ -316,6 +316,10 @@ impl BoardStore for Sqlite {
         queue::delete_dead_letter(self, board, id)
     }
 
+    fn tree_store(&self, tree: u32) -> Result<Option<std::sync::Arc<dyn BoardStore>>> {
+        Ok(Some(std::sync::Arc::new(self.tree_db(tree)?)))
+    }
+
     fn list_boards(&self) -> Result<Vec<String>> {
         lifecycle::list(self)
     }

@@ -17,6 +17,7 @@ mod lifecycle;
 mod query;
 mod queue;
 mod schema;
+mod trees;
 mod values;
 
 use crate::deadline::Deadline;
@@ -183,6 +184,7 @@ impl SqliteBuilder {
                 kinds: KindCache::default(),
                 writers,
                 queue: OnceLock::new(),
+                trees: Default::default(),
                 generations: Default::default(),
                 options: SqliteBuilder { pool_size, ..self },
             }),
@@ -239,6 +241,8 @@ struct Inner {
     writers: Arc<WriterQueue>,
     /// The ranking queue's own database (`queue.rs`), opened on first use.
     queue: OnceLock<Sqlite>,
+    /// The databases of split boards' trees (`trees.rs`), opened on first use.
+    trees: trees::TreeDbs,
     /// Whether this handle made sure the boards' generation table exists.
     generations: std::sync::atomic::AtomicBool,
     options: SqliteBuilder,
