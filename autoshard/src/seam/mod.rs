@@ -19,6 +19,7 @@
 mod boards;
 mod entities;
 pub(crate) mod query;
+mod ranked;
 mod sums;
 
 pub use self::boards::DeadLetter;
@@ -29,6 +30,8 @@ pub(crate) use self::boards::{
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
+pub(crate) use self::ranked::{BoardTx, BoardWrite};
+pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;
 
 use std::sync::Arc;

@@ -260,7 +260,7 @@ impl Postgres {
     }
 
     /// [`Storage`] for `board` over `tx`.
-    fn board_tx<'t, 'c>(&'t self, tx: &'t mut Tx<'c>, board: Board<'t>) -> PgTx<'t, 'c> {
+    pub(super) fn board_tx<'t, 'c>(&'t self, tx: &'t mut Tx<'c>, board: Board<'t>) -> PgTx<'t, 'c> {
         PgTx {
             tx: RefCell::new(tx),
             sql: self.boards_sql(),
@@ -324,35 +324,7 @@ impl BoardStore for Postgres {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        let sql = self.boards_sql();
-        self.read_snapshot(|tx| {
-            if !self.tables_exist(tx)? {
-                return Ok(None);
-            }
-            let select = match self.has_policy(tx)? {
-                true => &sql.select_board,
-                false => &sql.select_old_board,
-            };
-            let Some(row) = tx.query_opt(select, &[&name])? else {
-                return Ok(None);
-            };
-            // Out-of-range values become ones the ranking layer refuses, so
-            // `open` reports them as corruption.
-            let count = |i| -> Result<u32> {
-                Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
-            };
-            let spec = BoardSpec {
-                min: row.try_get(1)?,
-                max: row.try_get(2)?,
-                branching: count(3)?,
-                shards: count(4)?,
-                queues: count(5)?,
-                policy: row.try_get(6)?,
-                order: row.try_get(7)?,
-                entry_data: count(8)?,
-            };
-            Ok(Some((row.try_get(0)?, spec)))
-        })
+        self.read_snapshot(|tx| self.open_in(tx, name))
     }
 
     fn read_board(
@@ -418,6 +390,40 @@ impl BoardStore for Postgres {
     fn delete_board(&self, name: &str) -> Result<bool> {
         let sql = self.boards_sql();
         self.delete(&sql.lifecycle, sql.lock_seed, &sql.probe, name)
+    }
+}
+
+impl Postgres {
+    /// Board `name`'s id and stored shape, read in `tx` (a read or a write
+    /// transaction: an entity save opens its boards in its own).
+    pub(super) fn open_in(&self, tx: &mut Tx<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let sql = self.boards_sql();
+        if !self.tables_exist(tx)? {
+            return Ok(None);
+        }
+        let select = match self.has_policy(tx)? {
+            true => &sql.select_board,
+            false => &sql.select_old_board,
+        };
+        let Some(row) = tx.query_opt(select, &[&name])? else {
+            return Ok(None);
+        };
+        // Out-of-range values become ones the ranking layer refuses, so
+        // `open` reports them as corruption.
+        let count = |i| -> Result<u32> {
+            Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
+        };
+        let spec = BoardSpec {
+            min: row.try_get(1)?,
+            max: row.try_get(2)?,
+            branching: count(3)?,
+            shards: count(4)?,
+            queues: count(5)?,
+            policy: row.try_get(6)?,
+            order: row.try_get(7)?,
+            entry_data: count(8)?,
+        };
+        Ok(Some((row.try_get(0)?, spec)))
     }
 }
 

@@ -146,44 +146,7 @@ impl BoardStore for Sqlite {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        self.read(|tx| {
-            let exists = tx
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
-                )?
-                .exists([])?;
-            if !exists {
-                return Ok(None);
-            }
-            // A read transaction cannot add the columns: a table without
-            // them holds boards of the defaults.
-            let columns = if has_policy(tx)? {
-                "policy, score_order, entry_data".to_owned()
-            } else {
-                format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
-            };
-            let select = format!(
-                "SELECT id, min, max, branching, shards, queues, {columns} \
-                 FROM autoshard_rank_boards WHERE name = ?1"
-            );
-            let row = tx
-                .prepare_cached(&select)?
-                .query_row([name], |r| {
-                    let spec = BoardSpec {
-                        min: r.get(1)?,
-                        max: r.get(2)?,
-                        branching: r.get(3)?,
-                        shards: r.get(4)?,
-                        queues: r.get(5)?,
-                        policy: r.get(6)?,
-                        order: r.get(7)?,
-                        entry_data: r.get(8)?,
-                    };
-                    Ok((r.get::<_, i64>(0)?, spec))
-                })
-                .optional()?;
-            Ok(row)
-        })
+        self.read(|tx| open_in(tx, name))
     }
 
     fn read_board(
@@ -251,6 +214,47 @@ impl BoardStore for Sqlite {
     }
 }
 
+/// Board `name`'s id and stored shape, read in `tx` (a read or a write
+/// transaction: an entity save opens its boards in its own).
+pub(super) fn open_in(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+    let exists = tx
+        .prepare_cached(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+        )?
+        .exists([])?;
+    if !exists {
+        return Ok(None);
+    }
+    // A read transaction cannot add the columns: a table without
+    // them holds boards of the defaults.
+    let columns = if has_policy(tx)? {
+        "policy, score_order, entry_data".to_owned()
+    } else {
+        format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
+    };
+    let select = format!(
+        "SELECT id, min, max, branching, shards, queues, {columns} \
+         FROM autoshard_rank_boards WHERE name = ?1"
+    );
+    let row = tx
+        .prepare_cached(&select)?
+        .query_row([name], |r| {
+            let spec = BoardSpec {
+                min: r.get(1)?,
+                max: r.get(2)?,
+                branching: r.get(3)?,
+                shards: r.get(4)?,
+                queues: r.get(5)?,
+                policy: r.get(6)?,
+                order: r.get(7)?,
+                entry_data: r.get(8)?,
+            };
+            Ok((r.get::<_, i64>(0)?, spec))
+        })
+        .optional()?;
+    Ok(row)
+}
+
 /// [`Storage`] over one SQLite transaction.
 pub(crate) struct SqliteTx<'a> {
     /// The handle, for the queue's database.
@@ -261,7 +265,7 @@ pub(crate) struct SqliteTx<'a> {
 }
 
 impl<'a> SqliteTx<'a> {
-    fn new(db: &'a Sqlite, tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
+    pub(super) fn new(db: &'a Sqlite, tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
         SqliteTx {
             db,
             tx,

@@ -14,6 +14,7 @@ mod entities;
 mod error;
 mod lifecycle;
 mod query;
+mod ranked;
 mod queue;
 mod schema;
 mod values;
