@@ -48,7 +48,7 @@ mod among;
 mod apply;
 mod cache;
 mod config;
-pub(crate) mod entity_board;
+pub mod entity_board;
 mod integrity;
 mod lifecycle;
 #[cfg(test)]
