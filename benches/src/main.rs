@@ -18,6 +18,7 @@
 mod auto_contention;
 mod compaction;
 mod compactor;
+mod entity_board;
 mod contention;
 mod machine;
 mod mapper;
@@ -34,7 +35,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|redis|entity-board|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -43,7 +44,9 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "entity-board" => {
+                which.push(arg)
+            }
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -85,6 +88,7 @@ fn main() {
             "redis" => redis_cluster::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
+            "entity-board" => entity_board::run(dir.path(), quick),
             _ => compaction::run(dir.path(), quick),
         };
         result
