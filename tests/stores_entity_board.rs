@@ -34,6 +34,7 @@ store_tests!(
     compaction_writes_no_board_row,
     a_failed_save_leaves_every_board_untouched,
     a_board_of_another_policy_or_none_refuses_the_save,
+    a_ranked_field_whose_fold_does_not_add_is_refused,
 );
 
 /// One kind, two boards: `votes` (static) feeds `votes`, `views`
@@ -380,4 +381,43 @@ fn a_board_of_another_policy_or_none_refuses_the_save<S: TestStore>() {
     assert!(matches!(err, Error::RankingMismatch { .. }), "{err}");
     assert!(db.load::<Voted>(&1).unwrap().is_none());
     assert_eq!((votes.len().unwrap(), views.len().unwrap()), (0, 0));
+}
+
+/// A board follows a total; a field that keeps its maximum has none to
+/// follow, and the derive cannot see what a fold does: refused at the
+/// first write, nothing written.
+#[derive(Shardable, Debug)]
+#[shard(kind = "Peak")]
+struct Peak {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 2, ranked = "votes")]
+    best: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Peak {
+    fn fold_best(a: i64, b: i64) -> i64 {
+        a.max(b)
+    }
+}
+
+fn a_ranked_field_whose_fold_does_not_add_is_refused<S: TestStore>() {
+    let fresh = S::fresh();
+    let db = &fresh.store;
+    let (votes, _views) = boards(db, -100..100);
+    let err = db
+        .insert(&Peak {
+            id: 1,
+            best: 5,
+            pending: Pending::new(),
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidValue { field: "best", .. }),
+        "{err}"
+    );
+    assert!(db.load::<Peak>(&1).unwrap().is_none());
+    assert_eq!(votes.len().unwrap(), 0);
 }

@@ -217,27 +217,37 @@ impl BoardStore for Sqlite {
 /// Board `name`'s id and stored shape, read in `tx` (a read or a write
 /// transaction: an entity save opens its boards in its own).
 pub(super) fn open_in(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-    let exists = tx
-        .prepare_cached(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
-        )?
-        .exists([])?;
-    if !exists {
-        return Ok(None);
-    }
-    // A read transaction cannot add the columns: a table without
-    // them holds boards of the defaults.
-    let columns = if has_policy(tx)? {
-        "policy, score_order, entry_data".to_owned()
-    } else {
-        format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
+    const COLUMNS: &str = "policy, score_order, entry_data";
+    let select = |columns: &str| {
+        format!(
+            "SELECT id, min, max, branching, shards, queues, {columns} \
+             FROM autoshard_rank_boards WHERE name = ?1"
+        )
     };
-    let select = format!(
-        "SELECT id, min, max, branching, shards, queues, {columns} \
-         FROM autoshard_rank_boards WHERE name = ?1"
-    );
+    // A table with every column (any this version made) is read with one
+    // cached statement, which entity saves run on each write; preparing
+    // it fails on an older table, or none, which the checks below tell.
+    let columns = if tx.prepare_cached(&select(COLUMNS)).is_ok() {
+        COLUMNS.to_owned()
+    } else {
+        let exists = tx
+            .prepare_cached(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+            )?
+            .exists([])?;
+        if !exists {
+            return Ok(None);
+        }
+        // A read transaction cannot add the columns: a table without
+        // them holds boards of the defaults.
+        if has_policy(tx)? {
+            COLUMNS.to_owned()
+        } else {
+            format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
+        }
+    };
     let row = tx
-        .prepare_cached(&select)?
+        .prepare_cached(&select(&columns))?
         .query_row([name], |r| {
             let spec = BoardSpec {
                 min: r.get(1)?,
