@@ -218,36 +218,40 @@ impl BoardStore for Sqlite {
 /// transaction: an entity save opens its boards in its own).
 pub(super) fn open_in(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
     const COLUMNS: &str = "policy, score_order, entry_data";
-    let select = |columns: &str| {
-        format!(
-            "SELECT id, min, max, branching, shards, queues, {columns} \
-             FROM autoshard_rank_boards WHERE name = ?1"
-        )
-    };
     // A table with every column (any this version made) is read with one
-    // cached statement, which entity saves run on each write; preparing
-    // it fails on an older table, or none, which the checks below tell.
-    let columns = if tx.prepare_cached(&select(COLUMNS)).is_ok() {
+    // cached statement, which entity saves run on each write; it fails on
+    // an older table, or none, which the checks below tell apart.
+    if let Ok(row) = select_board(tx, COLUMNS, name) {
+        return Ok(row);
+    }
+    let exists = tx
+        .prepare_cached(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+        )?
+        .exists([])?;
+    if !exists {
+        return Ok(None);
+    }
+    // A read transaction cannot add the columns: a table without
+    // them holds boards of the defaults.
+    let columns = if has_policy(tx)? {
         COLUMNS.to_owned()
     } else {
-        let exists = tx
-            .prepare_cached(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
-            )?
-            .exists([])?;
-        if !exists {
-            return Ok(None);
-        }
-        // A read transaction cannot add the columns: a table without
-        // them holds boards of the defaults.
-        if has_policy(tx)? {
-            COLUMNS.to_owned()
-        } else {
-            format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
-        }
+        format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
     };
-    let row = tx
-        .prepare_cached(&select(&columns))?
+    Ok(select_board(tx, &columns, name)?)
+}
+
+fn select_board(
+    tx: &Transaction<'_>,
+    columns: &str,
+    name: &str,
+) -> rusqlite::Result<Option<(i64, BoardSpec)>> {
+    let select = format!(
+        "SELECT id, min, max, branching, shards, queues, {columns} \
+         FROM autoshard_rank_boards WHERE name = ?1"
+    );
+    tx.prepare_cached(&select)?
         .query_row([name], |r| {
             let spec = BoardSpec {
                 min: r.get(1)?,
@@ -261,8 +265,7 @@ pub(super) fn open_in(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, B
             };
             Ok((r.get::<_, i64>(0)?, spec))
         })
-        .optional()?;
-    Ok(row)
+        .optional()
 }
 
 /// [`Storage`] over one SQLite transaction.
