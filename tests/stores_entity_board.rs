@@ -21,8 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::thread;
 
-#[path = "common/mod.rs"]
-mod common;
 #[path = "common/stores.rs"]
 mod stores;
 use stores::{Options, TestStore};
