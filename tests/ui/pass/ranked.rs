@@ -19,7 +19,12 @@ fn main() -> autoshard::Result<()> {
     let increment = |range| RankingConfig::new(range).policy(Policy::Increment);
     let top = Ranking::create(&db, "top", increment(-100..100))?;
     let views = Ranking::create(&db, "views", increment(0..100))?;
-    let q = Question { id: "q1".into(), votes: 3, views: 4, pending: Pending::new() };
+    let q = Question {
+        id: "q1".into(),
+        votes: 3,
+        views: 4,
+        pending: Pending::new(),
+    };
     db.insert(&q)?;
     assert_eq!((top.score("q1")?, views.score("q1")?), (Some(3), Some(4)));
     Ok(())
