@@ -18,8 +18,8 @@
 mod auto_contention;
 mod compaction;
 mod compactor;
-mod entity_board;
 mod contention;
+mod entity_board;
 mod machine;
 mod mapper;
 mod model;

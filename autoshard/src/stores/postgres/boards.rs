@@ -410,9 +410,8 @@ impl Postgres {
         };
         // Out-of-range values become ones the ranking layer refuses, so
         // `open` reports them as corruption.
-        let count = |i| -> Result<u32> {
-            Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
-        };
+        let count =
+            |i| -> Result<u32> { Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX)) };
         let spec = BoardSpec {
             min: row.try_get(1)?,
             max: row.try_get(2)?,

@@ -14,8 +14,8 @@ mod entities;
 mod error;
 mod lifecycle;
 mod query;
-mod ranked;
 mod queue;
+mod ranked;
 mod schema;
 mod values;
 
