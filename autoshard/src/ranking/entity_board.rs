@@ -1,7 +1,8 @@
 //! Entity boards: the ranking side of `#[shard(ranked = "board")]`.
 //!
-//! A store runs [`apply`] inside the transaction that writes the entity
-//! (`seam/ranked.rs`), so a board follows its field's folded total exactly:
+//! A store runs this module's board writer inside the transaction that
+//! writes the entity (`seam/ranked.rs`), so a board follows its field's
+//! folded total exactly:
 //! the board write commits with the save or not at all, and a save retried
 //! by its store is retried with its board write, never counted twice.
 //!
