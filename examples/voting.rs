@@ -10,7 +10,10 @@
 //! the view rows as they pile up while holding the writer for at most a
 //! quarter of the time. Afterwards the totals are checked exactly, the top
 //! questions are found with one query (`db.query::<Question>()`, votes
-//! summed over their shards in SQL), the shard rows are shown, and the
+//! summed over their shards in SQL) and again from the "top-questions"
+//! leaderboard that every save feeds in its own transaction
+//! (`#[shard(ranked = ..)]`, `voting/board.rs`, checked against every
+//! total), the shard rows are shown, and the
 //! compactor's work is checked too: it catches up, and it merged exactly
 //! one row per acknowledged save.
 //!
@@ -35,6 +38,9 @@ use std::time::{Duration, Instant};
 
 type Result<T, E = Box<dyn Error + Send + Sync>> = std::result::Result<T, E>;
 
+#[path = "voting/board.rs"]
+mod board;
+
 #[derive(Shardable, Debug)]
 struct Question {
     #[shard(id)]
@@ -42,8 +48,9 @@ struct Question {
     question: String,
     author: String,
     /// Static property sharding: every save folds its delta into one of
-    /// ten shard rows picked at random.
-    #[shard(neutral = 0, shards = 10)]
+    /// ten shard rows picked at random. The total also feeds the
+    /// "top-questions" leaderboard (`voting/board.rs`).
+    #[shard(neutral = 0, shards = 10, ranked = "top-questions")]
     votes: i64,
     /// Dynamic property sharding: every save appends a row, and the
     /// compaction job folds them later.
@@ -215,6 +222,7 @@ fn run(options: &Options) -> Result<bool> {
     let db = Sqlite::builder(&path)
         .synchronous(options.synchronous)
         .open()?;
+    board::create(&db)?;
     for (i, (author, text, votes)) in QUESTIONS.iter().enumerate() {
         db.insert(&Question {
             id: i as u64 + 1,
@@ -250,7 +258,8 @@ fn run(options: &Options) -> Result<bool> {
         "Total check (every question loaded through the mapper)",
     )?;
     show_top_questions(&db)?;
-    let shards_ok = show_shards(&db, &path)?;
+    let board_ok = board::show_top(&db)?;
+    let shards_ok = show_shards(&db, &path)? && board_ok;
     let checks_after = background_compaction(&db, &path, compactor, &tally)?;
 
     println!();

@@ -38,6 +38,8 @@ pub struct Sharded {
     pub shards: Option<crate::attr::Shards>,
     /// `None`: the conventional `Self::fold_<field>`.
     pub fold: Option<Path>,
+    /// `ranked = "board"`: the board the field's folded total feeds.
+    pub ranked: Option<LitStr>,
 }
 
 impl<'a> Input<'a> {
@@ -112,6 +114,17 @@ impl<'a> Field<'a> {
 
 fn role(attrs: attr::FieldAttrs, errors: &mut Errors) -> Role {
     let sharding = attrs.sharding_key();
+    if let Some(ranked) = attrs
+        .ranked
+        .as_ref()
+        .filter(|_| sharding.is_none() || attrs.id.is_some() || attrs.pending.is_some())
+    {
+        errors.error(
+            ranked.span(),
+            "`ranked` feeds a board with a sharded field's total, and this field is not sharded; \
+             declare it e.g. `#[shard(neutral = 0, shards = 10, ranked = \"top-questions\")]`",
+        );
+    }
     if attrs.id.is_some() {
         if let Some(pending) = attrs.pending {
             errors.error(pending, "a field cannot be both `id` and `pending`");
@@ -148,5 +161,6 @@ fn role(attrs: attr::FieldAttrs, errors: &mut Errors) -> Role {
         neutral,
         shards: attrs.shards.map(|(n, _)| n),
         fold: attrs.fold.map(|(path, _)| path),
+        ranked: attrs.ranked,
     })
 }

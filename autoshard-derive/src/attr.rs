@@ -12,7 +12,7 @@ use syn::{Attribute, Expr, ExprLit, ExprRange, Lit, LitStr, Path, RangeLimits};
 /// accidental `shards = 1000000` would turn every insert into a bulk load.
 pub const MAX_SHARDS: u32 = 10_000;
 
-const FIELD_KEYS: &str = "`id`, `pending`, `neutral`, `shards`, `fold`";
+const FIELD_KEYS: &str = "`id`, `pending`, `neutral`, `shards`, `fold`, `ranked`";
 
 /// What `#[shard(...)]` said about one field. Each key keeps its own span
 /// so that errors point at the key that is wrong.
@@ -23,6 +23,8 @@ pub struct FieldAttrs {
     pub neutral: Option<(Expr, Span)>,
     pub shards: Option<(Shards, Span)>,
     pub fold: Option<(Path, Span)>,
+    /// `ranked = "board"`: the board the field's total feeds.
+    pub ranked: Option<LitStr>,
     /// The first `shard` attribute, for errors about the field as a whole.
     pub attr: Option<Attribute>,
 }
@@ -121,6 +123,17 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                     )
                 })?;
                 set_once(&mut out.fold, (path, key.span()), key, errors);
+            } else if key.is_ident("ranked") {
+                let lit: LitStr = meta.value()?.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "`ranked` expects a string literal naming the board, e.g. `ranked = \"top-questions\"`",
+                    )
+                })?;
+                if let Err(why) = check_board(&lit.value()) {
+                    errors.error(lit.span(), why);
+                }
+                set_once(&mut out.ranked, lit, key, errors);
             } else {
                 let name = key_name(key);
                 return Err(meta.error(format!(
@@ -161,6 +174,18 @@ pub fn container_attrs(attrs: &[Attribute], errors: &mut Errors) -> ContainerAtt
         }
     }
     out
+}
+
+/// Mirrors the ranking layer's board-name rule (`ranking::check_board_name`)
+/// so a bad literal fails at compile time instead of at the first save.
+fn check_board(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > 128 {
+        Err("a board name must be 1 to 128 bytes long")
+    } else if name.chars().any(char::is_control) {
+        Err("a board name may not contain control characters")
+    } else {
+        Ok(())
+    }
 }
 
 fn set_flag(slot: &mut Option<Span>, key: &Path, errors: &mut Errors) {

@@ -89,6 +89,7 @@ pub fn derive(input: &Input) -> TokenStream {
         let neutral = &s.neutral;
         quote!(#i => ::autoshard::__private::fold_values(__values, #neutral, #fold_fn))
     });
+    let ranked = ranked(&sharded);
     let construct = construct(input);
     let fields = crate::fields::derive(input, &where_clause);
 
@@ -104,6 +105,7 @@ pub fn derive(input: &Input) -> TokenStream {
             const KIND: &'static str = #kind;
             #[doc(hidden)]
             const __FIELDS: &'static [::autoshard::__private::FieldSpec] = &[#(#specs),*];
+            #ranked
 
             fn id(&self) -> &Self::Id {
                 &self.#id_ident
@@ -191,6 +193,27 @@ pub fn derive(input: &Input) -> TokenStream {
         }
 
         #fields
+    }
+}
+
+/// `const __RANKED` for a struct with ranked fields (the default, none,
+/// otherwise): each field's index and board, and the ranking layer's
+/// writer, which the stores below it cannot name themselves.
+fn ranked(sharded: &[(&Field, &Sharded)]) -> TokenStream {
+    let fields: Vec<_> = sharded
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, s))| s.ranked.as_ref().map(|board| quote!((#i, #board))))
+        .collect();
+    if fields.is_empty() {
+        return quote!();
+    }
+    quote! {
+        #[doc(hidden)]
+        const __RANKED: ::autoshard::__private::Ranked = ::autoshard::__private::Ranked {
+            fields: &[#(#fields),*],
+            hook: ::core::option::Option::Some(::autoshard::__private::RANKED_HOOK),
+        };
     }
 }
 
@@ -303,6 +326,9 @@ fn bounds(input: &Input) -> Vec<TokenStream> {
                 Role::Id => quote_spanned!(span=> ::autoshard::EntityId),
                 Role::Pending => return None,
                 Role::Plain => quote_spanned!(span=> ::autoshard::__private::Document),
+                Role::Sharded(Sharded {
+                    ranked: Some(_), ..
+                }) => quote_spanned!(span=> ::autoshard::__private::ShardValue + ::autoshard::__private::RankedScore),
                 Role::Sharded(_) => quote_spanned!(span=> ::autoshard::__private::ShardValue),
             };
             Some(quote_spanned!(span=> #ty: #bound))

@@ -26,6 +26,8 @@ pub trait Shardable: Sized {
     const KIND: &'static str;
     #[doc(hidden)]
     const __FIELDS: &'static [crate::__private::FieldSpec];
+    #[doc(hidden)]
+    const __RANKED: crate::__private::Ranked = crate::__private::Ranked::NONE;
 
     /// The entity's id.
     fn id(&self) -> &Self::Id;

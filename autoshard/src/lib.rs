@@ -151,6 +151,15 @@ pub use crate::value::{Value, ValueError};
 ///   each save appends a shard row, and [`Store::compact`] folds them.
 /// - `#[shard(fold = PATH)]` with either of the above: the fold function; by
 ///   default `Self::fold_<field>`, which `#[shard_fold]` marks.
+/// - `#[shard(ranked = "board")]` with either sharding: the field's folded
+///   total feeds the ranking board `board` (player: the entity's id as
+///   text), written in the same transaction as every insert, save,
+///   `save_delta` and delete, so the board equals the totals exactly. The
+///   field is an integer type up to `i64`/`u32` whose fold adds
+///   (`fold::checked_sum`); the application creates the board with
+///   [`ranking::Policy::Increment`] first. SQLite and PostgreSQL only
+///   ([`Error::Unsupported`] on Redis Cluster). See
+///   [`ranking::entity_board`] for an example and the errors.
 /// - `#[shard(pending)]` on one field of type [`Pending<Self>`]: holds the
 ///   unsaved deltas. Required when any field is sharded.
 /// - `#[shard(kind = "Name")]` on the struct: the stored kind (default: the

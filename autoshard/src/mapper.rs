@@ -5,7 +5,7 @@
 use crate::__private::{Checked, FieldSpec, FoldError, Parts};
 use crate::entity::{EntityId, Key, Mode, Shardable};
 use crate::error::{Error, Result};
-use crate::seam::{Kind, Stored};
+use crate::seam::{BoardWrite, Kind, Stored};
 use crate::store::Saved;
 use crate::value::{self, Value};
 use serde::Serialize;
@@ -19,6 +19,9 @@ pub(crate) struct InsertPlan {
     /// The new incarnation of the id: a random number, never 0 (the
     /// incarnation of entities stored before incarnations existed).
     pub incarnation: i64,
+    /// The entity's initial totals, added to the boards of its ranked
+    /// fields in the insert's transaction (`seam/ranked.rs`).
+    pub boards: Vec<BoardWrite>,
 }
 
 pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
@@ -40,10 +43,20 @@ pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
         let shards = i64::from(spec.initial_shards());
         rows.extend((1..shards).map(|shard| (spec.name, shard, neutral.clone())));
     }
+    let boards = match T::__RANKED.any() {
+        // Shard 0 of each field, in field order, holds its initial total.
+        true => {
+            let totals = rows.iter().filter(|(_, shard, _)| *shard == 0);
+            let totals = totals.map(|(_, _, value)| value.clone()).enumerate();
+            Kind::of::<T>().board_adds(key, totals)?
+        }
+        false => Vec::new(),
+    };
     Ok(InsertPlan {
         document,
         rows,
         incarnation: crate::random::range(1..=i64::MAX),
+        boards,
     })
 }
 
@@ -77,6 +90,9 @@ pub(crate) struct SavePlan {
     /// What the store did with the first automatic field's count, for
     /// [`Saved::shard_count`]; the store sets it (`crate::auto_shards`).
     pub counted: std::cell::Cell<Option<crate::auto_shards::ShardCount>>,
+    /// The deltas of ranked fields, added to their boards in the save's
+    /// transaction (`seam/ranked.rs`).
+    pub boards: Vec<BoardWrite>,
 }
 
 /// One non-neutral pending delta.
@@ -144,6 +160,13 @@ fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>> {
     if !document_changed && deltas.is_empty() {
         return Ok(None);
     }
+    let boards = match T::__RANKED.any() {
+        true => Kind::of::<T>().board_adds(
+            entity.id().key()?,
+            deltas.iter().map(|d| (d.index, d.value.clone())),
+        )?,
+        false => Vec::new(),
+    };
     let incarnation = match incarnation {
         Some(Some(incarnation)) => Some(incarnation),
         // Built in code, never loaded or inserted: no stored entity is its.
@@ -157,6 +180,7 @@ fn plan_save<T: Shardable>(entity: &mut T) -> Result<Option<SavePlan>> {
         incarnation,
         bases,
         counted: std::cell::Cell::new(None),
+        boards,
     }))
 }
 
@@ -223,6 +247,7 @@ pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
     if value == fold(&mut std::iter::empty())? {
         return Ok(Saved::default());
     }
+    let boards = kind.board_adds(key, [(index, value.clone())])?;
     let plan = SavePlan {
         document: String::new(),
         document_changed: false,
@@ -233,6 +258,7 @@ pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
         incarnation: None,
         bases: Vec::new(),
         counted: std::cell::Cell::new(None),
+        boards,
     };
     let attempts = write(key, &plan)?;
     Ok(Saved {

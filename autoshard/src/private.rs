@@ -16,6 +16,30 @@ pub use serde;
 /// (the shared test suites run the PostgreSQL store twice this way).
 pub use crate::seam::{Backend, Boards, Entities};
 
+/// The ranked fields of a kind (`#[shard(ranked = "board")]`), and the
+/// ranking layer's writer the derive wires to them: the derive sits above
+/// ranking, so it may name it; the stores below only call the hook.
+pub use crate::seam::{Ranked, RankedHook};
+
+/// The board writer of every ranked field.
+pub const RANKED_HOOK: RankedHook = RankedHook(crate::ranking::entity_board::apply);
+
+/// What a ranked field's type must be: an integer type whose every value a
+/// board's `i64` score holds.
+#[diagnostic::on_unimplemented(
+    message = "a `ranked` field must be an integer type a board score holds, not `{Self}`",
+    label = "not one of i8, i16, i32, i64, u8, u16, u32",
+    note = "a board keeps `i64` scores; `u64` and `usize` totals may not fit"
+)]
+pub trait RankedScore {}
+impl RankedScore for i8 {}
+impl RankedScore for i16 {}
+impl RankedScore for i32 {}
+impl RankedScore for i64 {}
+impl RankedScore for u8 {}
+impl RankedScore for u16 {}
+impl RankedScore for u32 {}
+
 /// Hooks of the ranking queue's crash tests (`tests/ranking_queue.rs`),
 /// process-wide: a child process sets them before it starts a worker.
 pub mod queue_hooks {

@@ -182,6 +182,9 @@ pub trait Store: Backend {
     ///
     /// A store error; nothing is deleted then.
     fn delete<T: Shardable>(&self, id: &T::Id) -> Result<bool> {
+        if T::__RANKED.any() {
+            self.__entities().0.ranked_boards()?;
+        }
         self.__entities()
             .0
             .delete(&Kind::of::<T>(), key_of::<T>(id)?)
@@ -365,9 +368,15 @@ impl<S: Backend + ?Sized> Store for S {}
 /// A kind with an automatic shard count, on a store that does not keep
 /// them (Redis Cluster), is refused at its first use, before the store
 /// sees it: [`Error::Unsupported`](crate::Error::Unsupported).
+///
+/// So is a kind with a ranked field on a store that cannot write its board
+/// in the entity's transaction (Redis Cluster; `seam/ranked.rs`).
 fn auto_supported<T: Shardable>(store: &(impl Backend + ?Sized)) -> Result<()> {
     if Kind::of::<T>().has_auto() {
         store.__entities().0.automatic_shards()?;
+    }
+    if T::__RANKED.any() {
+        store.__entities().0.ranked_boards()?;
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ mod compaction;
 mod compactor;
 mod composite;
 mod contention;
+mod entity_board;
 mod machine;
 mod mapper;
 mod model;
@@ -40,7 +41,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|redis|approx|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|redis|approx|entity-board|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -50,7 +51,7 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
-            | "composite" | "approx" => which.push(arg),
+            | "composite" | "approx" | "entity-board" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -95,6 +96,7 @@ fn main() {
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),
+            "entity-board" => entity_board::run(dir.path(), quick),
             _ => compaction::run(dir.path(), quick),
         };
         result

@@ -52,6 +52,7 @@ mod approx;
 mod cache;
 mod composite;
 mod config;
+pub mod entity_board;
 mod family;
 mod integrity;
 mod lifecycle;

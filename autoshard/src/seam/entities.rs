@@ -40,6 +40,8 @@ pub(crate) struct Kind {
     pub(super) fold: FoldFn,
     /// Which fields' folds add numbers (probed once per process).
     pub(super) sums: &'static [Probed],
+    /// The fields that feed ranking boards (`seam/ranked.rs`).
+    pub(super) ranked: crate::seam::Ranked,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             quiet: None,
             fold: T::__fold,
             sums: sum::sums_of(T::__fold, T::__FIELDS.len()),
+            ranked: T::__RANKED,
         }
     }
 
@@ -66,7 +69,13 @@ impl Kind {
             quiet: None,
             fold,
             sums: sum::sums_of(fold, fields.len()),
+            ranked: crate::seam::Ranked::NONE,
         }
+    }
+
+    /// Whether a field feeds a ranking board (`#[shard(ranked = ..)]`).
+    pub fn has_ranked(&self) -> bool {
+        self.ranked.any()
     }
 
     /// Whether a field has an automatic shard count (`shards = LOW..=HIGH`).
@@ -316,6 +325,16 @@ pub(crate) trait EntityStore: Send + Sync {
     fn auto_census(&self, kind: &Kind, index: usize) -> Result<AutoCensus> {
         let _ = (kind, index);
         self.automatic_shards().map(|()| AutoCensus::default())
+    }
+
+    /// `Ok` if the store writes entity boards in the entity's transaction
+    /// (`seam/ranked.rs`); the public `Store` refuses a kind with a ranked
+    /// field on a store that does not, before it reaches it.
+    fn ranked_boards(&self) -> Result<()> {
+        Err(Error::Unsupported {
+            store: self.store_name(),
+            operation: "a ranked field (`#[shard(ranked = ..)]`)",
+        })
     }
 
     /// Runs a query's pushed-down part in one read snapshot: the entities

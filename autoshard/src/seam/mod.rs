@@ -20,6 +20,7 @@ mod approx;
 mod boards;
 mod entities;
 pub(crate) mod query;
+mod ranked;
 mod sums;
 
 pub(crate) use self::approx::{ApproxStore, Bucket, ScoreSink, StoredSnapshot};
@@ -31,6 +32,8 @@ pub(crate) use self::boards::{
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
+pub(crate) use self::ranked::{BoardTx, BoardWrite};
+pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;
 
 use std::sync::Arc;

@@ -277,7 +277,7 @@ impl Postgres {
     }
 
     /// [`Storage`] for `board` over `tx`.
-    fn board_tx<'t, 'c>(
+    pub(super) fn board_tx<'t, 'c>(
         &'t self,
         tx: &'t RefCell<&'t mut Tx<'c>>,
         board: Board<'t>,
@@ -355,53 +355,7 @@ impl BoardStore for Postgres {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        let sql = self.boards_sql();
-        self.read_snapshot(|tx| {
-            if !self.tables_exist(tx)? {
-                return Ok(None);
-            }
-            let select = match self.has_policy(tx)? {
-                true => &sql.select_board,
-                false => &sql.select_old_board,
-            };
-            let Some(row) = tx.query_opt(select, &[&name])? else {
-                return Ok(None);
-            };
-            // Out-of-range values become ones the ranking layer refuses, so
-            // `open` reports them as corruption.
-            let count = |i| -> Result<u32> {
-                Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
-            };
-            let spec = BoardSpec {
-                min: row.try_get(1)?,
-                max: row.try_get(2)?,
-                branching: count(3)?,
-                shards: count(4)?,
-                queues: count(5)?,
-                policy: row.try_get(6)?,
-                order: row.try_get(7)?,
-                entry_data: count(8)?,
-                dims: String::new(),
-                buckets: 0,
-                exact_top: 0,
-            };
-            let id: i64 = row.try_get(0)?;
-            let (buckets, exact_top) = super::approx::mode(self, tx, id)?;
-            let spec = BoardSpec {
-                buckets,
-                exact_top,
-                ..spec
-            };
-            if !self.has_column(tx, &sql.has_dims)? {
-                return Ok(Some((id, spec)));
-            }
-            let dims = tx.query_opt(&sql.select_dims, &[&id])?;
-            let dims = match dims {
-                Some(row) => row.try_get(0)?,
-                None => String::new(),
-            };
-            Ok(Some((id, BoardSpec { dims, ..spec })))
-        })
+        self.read_snapshot(|tx| self.open_in(tx, name))
     }
 
     fn read_board(
@@ -505,6 +459,56 @@ impl BoardStore for Postgres {
 
     fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
         Ok(self)
+    }
+}
+
+impl Postgres {
+    /// Board `name`'s id and stored shape, read in `tx` (a read or a write
+    /// transaction: an entity save opens its boards in its own).
+    pub(super) fn open_in(&self, tx: &mut Tx<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let sql = self.boards_sql();
+        if !self.tables_exist(tx)? {
+            return Ok(None);
+        }
+        let select = match self.has_policy(tx)? {
+            true => &sql.select_board,
+            false => &sql.select_old_board,
+        };
+        let Some(row) = tx.query_opt(select, &[&name])? else {
+            return Ok(None);
+        };
+        // Out-of-range values become ones the ranking layer refuses, so
+        // `open` reports them as corruption.
+        let count =
+            |i| -> Result<u32> { Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX)) };
+        let spec = BoardSpec {
+            min: row.try_get(1)?,
+            max: row.try_get(2)?,
+            branching: count(3)?,
+            shards: count(4)?,
+            queues: count(5)?,
+            policy: row.try_get(6)?,
+            order: row.try_get(7)?,
+            entry_data: count(8)?,
+            dims: String::new(),
+            buckets: 0,
+            exact_top: 0,
+        };
+        let id: i64 = row.try_get(0)?;
+        let (buckets, exact_top) = super::approx::mode(self, tx, id)?;
+        let spec = BoardSpec {
+            buckets,
+            exact_top,
+            ..spec
+        };
+        if !self.has_column(tx, &sql.has_dims)? {
+            return Ok(Some((id, spec)));
+        }
+        let dims = match tx.query_opt(&sql.select_dims, &[&id])? {
+            Some(row) => row.try_get(0)?,
+            None => String::new(),
+        };
+        Ok(Some((id, BoardSpec { dims, ..spec })))
     }
 }
 

@@ -134,7 +134,7 @@ impl EntityStore for Postgres {
                 &tables.insert_shards,
                 &[&key, &fields, &shards, &ints, &reals, &texts],
             )?;
-            Ok(())
+            self.write_entity_boards(tx, kind, &plan.boards)
         })?;
         Ok(())
     }
@@ -208,10 +208,11 @@ impl EntityStore for Postgres {
             }
             match plan.incarnation {
                 Some(incarnation) if !plan.document_changed => {
-                    check_incarnation(tx, kind, &tables, &key, incarnation)
+                    check_incarnation(tx, kind, &tables, &key, incarnation)?
                 }
-                _ => Ok(()),
+                _ => {}
             }
+            self.write_entity_boards(tx, kind, &plan.boards)
         };
         if !kind.has_auto() {
             return Ok(self.write(body)?.1);
@@ -226,7 +227,13 @@ impl EntityStore for Postgres {
     fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
         let key = param(key)?;
         let tables = self.tables(kind)?;
-        let (deleted, _) = self.write(|tx| Ok(tx.execute(&tables.delete_entity, &[&key])? > 0))?;
+        let (deleted, _) = self.write(|tx| {
+            let deleted = tx.execute(&tables.delete_entity, &[&key])? > 0;
+            if deleted {
+                self.write_entity_boards(tx, kind, &kind.board_removals(key.as_key()))?;
+            }
+            Ok(deleted)
+        })?;
         Ok(deleted)
     }
 
@@ -304,6 +311,10 @@ impl EntityStore for Postgres {
     }
 
     fn automatic_shards(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn ranked_boards(&self) -> Result<()> {
         Ok(())
     }
 

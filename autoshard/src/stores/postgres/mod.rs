@@ -23,6 +23,7 @@ mod error;
 mod lifecycle;
 mod query;
 mod queue;
+mod ranked;
 mod schema;
 mod tx;
 

@@ -179,61 +179,7 @@ impl BoardStore for Sqlite {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        self.read(|tx| {
-            let exists = tx
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
-                )?
-                .exists([])?;
-            if !exists {
-                return Ok(None);
-            }
-            // A read transaction cannot add the columns: a table without
-            // them holds boards of the defaults.
-            let columns = if has_policy(tx)? {
-                "policy, score_order, entry_data".to_owned()
-            } else {
-                format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
-            };
-            let select = format!(
-                "SELECT id, min, max, branching, shards, queues, {columns} \
-                 FROM autoshard_rank_boards WHERE name = ?1"
-            );
-            let row = tx
-                .prepare_cached(&select)?
-                .query_row([name], |r| {
-                    let spec = BoardSpec {
-                        min: r.get(1)?,
-                        max: r.get(2)?,
-                        branching: r.get(3)?,
-                        shards: r.get(4)?,
-                        queues: r.get(5)?,
-                        policy: r.get(6)?,
-                        order: r.get(7)?,
-                        entry_data: r.get(8)?,
-                        dims: String::new(),
-                        buckets: 0,
-                        exact_top: 0,
-                    };
-                    Ok((r.get::<_, i64>(0)?, spec))
-                })
-                .optional()?;
-            match row {
-                Some((id, spec)) => {
-                    let (buckets, exact_top) = approx::mode(tx, id)?;
-                    let spec = BoardSpec {
-                        buckets,
-                        exact_top,
-                        ..spec
-                    };
-                    match has_dims(tx)? {
-                        true => Ok(Some((id, with_dims(tx, id, spec)?))),
-                        false => Ok(Some((id, spec))),
-                    }
-                }
-                None => Ok(None),
-            }
-        })
+        self.read(|tx| open_in(tx, name))
     }
 
     fn read_board(
@@ -333,6 +279,80 @@ impl BoardStore for Sqlite {
     }
 }
 
+/// Board `name`'s id and stored shape, read in `tx` (a read or a write
+/// transaction: an entity save opens its boards in its own).
+pub(super) fn open_in(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+    let Some((id, spec)) = lookup(tx, name)? else {
+        return Ok(None);
+    };
+    let (buckets, exact_top) = approx::mode(tx, id)?;
+    let spec = BoardSpec {
+        buckets,
+        exact_top,
+        ..spec
+    };
+    match has_dims(tx)? {
+        true => Ok(Some((id, with_dims(tx, id, spec)?))),
+        false => Ok(Some((id, spec))),
+    }
+}
+
+/// The board row of `name`, with the columns every version has.
+fn lookup(tx: &Transaction<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+    const COLUMNS: &str = "policy, score_order, entry_data";
+    // A table with every column (any this version made) is read with one
+    // cached statement, which entity saves run on each write; it fails on
+    // an older table, or none, which the checks below tell apart.
+    if let Ok(row) = select_board(tx, COLUMNS, name) {
+        return Ok(row);
+    }
+    let exists = tx
+        .prepare_cached(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'autoshard_rank_boards'",
+        )?
+        .exists([])?;
+    if !exists {
+        return Ok(None);
+    }
+    // A read transaction cannot add the columns: a table without
+    // them holds boards of the defaults.
+    let columns = if has_policy(tx)? {
+        COLUMNS.to_owned()
+    } else {
+        format!("'{DEFAULT_POLICY}', '{DEFAULT_ORDER}', 0")
+    };
+    Ok(select_board(tx, &columns, name)?)
+}
+
+fn select_board(
+    tx: &Transaction<'_>,
+    columns: &str,
+    name: &str,
+) -> rusqlite::Result<Option<(i64, BoardSpec)>> {
+    let select = format!(
+        "SELECT id, min, max, branching, shards, queues, {columns} \
+         FROM autoshard_rank_boards WHERE name = ?1"
+    );
+    tx.prepare_cached(&select)?
+        .query_row([name], |r| {
+            let spec = BoardSpec {
+                min: r.get(1)?,
+                max: r.get(2)?,
+                branching: r.get(3)?,
+                shards: r.get(4)?,
+                queues: r.get(5)?,
+                policy: r.get(6)?,
+                order: r.get(7)?,
+                entry_data: r.get(8)?,
+                dims: String::new(),
+                buckets: 0,
+                exact_top: 0,
+            };
+            Ok((r.get::<_, i64>(0)?, spec))
+        })
+        .optional()
+}
+
 /// [`Storage`] over one SQLite transaction.
 pub(crate) struct SqliteTx<'a> {
     /// The handle, for the queue's database.
@@ -343,7 +363,7 @@ pub(crate) struct SqliteTx<'a> {
 }
 
 impl<'a> SqliteTx<'a> {
-    fn new(db: &'a Sqlite, tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
+    pub(super) fn new(db: &'a Sqlite, tx: &'a Transaction<'a>, board: Board<'a>) -> Self {
         SqliteTx {
             db,
             tx,

@@ -21,6 +21,7 @@ impl EntityStore for Sqlite {
 
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
         let tables = self.tables(kind)?;
+        self.prepare_ranked(kind)?;
         self.write(|tx| {
             tx.prepare_cached(&tables.insert_entity)?
                 .execute((key, &plan.document, plan.incarnation))
@@ -37,7 +38,7 @@ impl EntityStore for Sqlite {
             for (field, shard, value) in &plan.rows {
                 insert.execute((key, field, shard, value))?;
             }
-            Ok(())
+            self.write_entity_boards(tx, kind, &plan.boards)
         })?;
         Ok(())
     }
@@ -71,6 +72,7 @@ impl EntityStore for Sqlite {
 
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
         let tables = self.tables(kind)?;
+        self.prepare_ranked(kind)?;
         let ((), attempts) = self.write(|tx| {
             // One writer at a time: the entity found here is the one the
             // shard rows below are written into.
@@ -86,15 +88,21 @@ impl EntityStore for Sqlite {
                 };
                 write_delta(tx, kind, &tables, key, delta, picked)?;
             }
-            Ok(())
+            self.write_entity_boards(tx, kind, &plan.boards)
         })?;
         Ok(attempts)
     }
 
     fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
         let tables = self.tables(kind)?;
-        let (deleted, _) =
-            self.write(|tx| Ok(tx.prepare_cached(&tables.delete_entity)?.execute([key])? > 0))?;
+        self.prepare_ranked(kind)?;
+        let (deleted, _) = self.write(|tx| {
+            let deleted = tx.prepare_cached(&tables.delete_entity)?.execute([key])? > 0;
+            if deleted {
+                self.write_entity_boards(tx, kind, &kind.board_removals(key))?;
+            }
+            Ok(deleted)
+        })?;
         Ok(deleted)
     }
 
@@ -154,6 +162,10 @@ impl EntityStore for Sqlite {
     }
 
     fn automatic_shards(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn ranked_boards(&self) -> Result<()> {
         Ok(())
     }
 

@@ -16,6 +16,7 @@ mod error;
 mod lifecycle;
 mod query;
 mod queue;
+mod ranked;
 mod schema;
 mod trees;
 mod values;

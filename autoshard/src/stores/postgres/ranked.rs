@@ -1,0 +1,52 @@
+//! Entity boards on PostgreSQL: the boards live in the entities' database,
+//! so a save's board write runs in the save's own transaction
+//! (`seam/ranked.rs`), under the board's advisory locks (`boards.rs`).
+
+use super::tx::Tx;
+use super::Postgres;
+use crate::error::Result;
+use crate::seam::{Board, BoardSpec, BoardTx, BoardWrite, Kind, Storage};
+use std::cell::RefCell;
+
+/// The boards, inside one entity write transaction.
+struct PgBoards<'t, 'c> {
+    db: &'t Postgres,
+    tx: RefCell<&'t mut Tx<'c>>,
+}
+
+impl BoardTx for PgBoards<'_, '_> {
+    fn open(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        self.db.open_in(&mut self.tx.borrow_mut(), name)
+    }
+
+    fn with_board(
+        &self,
+        board: Board<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        let mut tx = self.tx.borrow_mut();
+        // A cell of this call's own: a board's storage shares its
+        // transaction through one (`boards.rs`).
+        let tx = RefCell::new(&mut **tx);
+        f(&self.db.board_tx(&tx, board))
+    }
+}
+
+impl Postgres {
+    /// Runs `writes` on the boards in `tx`, the entity's transaction.
+    pub(super) fn write_entity_boards(
+        &self,
+        tx: &mut Tx<'_>,
+        kind: &Kind,
+        writes: &[BoardWrite],
+    ) -> Result<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let boards = PgBoards {
+            db: self,
+            tx: RefCell::new(tx),
+        };
+        kind.write_boards(&boards, writes)
+    }
+}
