@@ -66,7 +66,8 @@ pub use self::among::MAX_AMONG;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::family::{
-    Family, FamilyConfig, FamilyEntry, FamilySubmission, Member, Period, Span, Weekday, Window,
+    Family, FamilyConfig, FamilyEntry, FamilySubmission, FamilyWorker, FamilyWorkerHandle,
+    FamilyWorkerStats, Member, Period, Span, Weekday, Window,
     MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
 pub use self::policy::{Order, Policy, Submission};

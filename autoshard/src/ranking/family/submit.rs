@@ -134,31 +134,7 @@ impl<'a> FamilyEntry<'a> {
     /// deleted.
     pub fn submit(self) -> Result<FamilySubmission> {
         let f = self.family;
-        let config = f.config();
-        check_player(self.player)?;
-        config
-            .board()
-            .rules()
-            .check_value(&config.board().geometry()?, self.score)?;
-        let max = config.board().entry_data_limit() as usize;
-        let data = match self.data {
-            Some(d) if d.len() > max => {
-                return Err(Error::EntryDataTooLarge { len: d.len(), max });
-            }
-            // A board that keeps none has no column to write.
-            d => d.filter(|_| max > 0),
-        };
-        let mut values: Vec<Option<&str>> = vec![None; config.filters().len()];
-        for &(dim, value) in &self.filters {
-            let i = config.check_filter(f.name(), dim, value)?;
-            if values[i].replace(value).is_some() {
-                return Err(Error::InvalidRanking {
-                    reason: format!("filter {dim:?} given twice"),
-                });
-            }
-        }
-        let ts = self.at.unwrap_or_else(now);
-        check_timestamp(ts)?;
+        let (values, data, ts) = self.checked()?;
         let mut last = None;
         for _ in 0..TRIES {
             match self.attempt(ts, &values, data) {
@@ -188,6 +164,39 @@ impl<'a> FamilyEntry<'a> {
             }
         }
         Err(last.unwrap_or_else(|| Error::Conflict { attempts: TRIES }))
+    }
+
+    /// Every check `submit` and `enqueue` make before anything is written:
+    /// the filter values by dimension index, the entry data to store (none
+    /// on a board that keeps none) and the timestamp.
+    pub(super) fn checked(&self) -> Result<(Vec<Option<&'a str>>, Option<&'a [u8]>, i64)> {
+        let f = self.family;
+        let config = f.config();
+        check_player(self.player)?;
+        config
+            .board()
+            .rules()
+            .check_value(&config.board().geometry()?, self.score)?;
+        let max = config.board().entry_data_limit() as usize;
+        let data = match self.data {
+            Some(d) if d.len() > max => {
+                return Err(Error::EntryDataTooLarge { len: d.len(), max });
+            }
+            // A board that keeps none has no column to write.
+            d => d.filter(|_| max > 0),
+        };
+        let mut values: Vec<Option<&str>> = vec![None; config.filters().len()];
+        for &(dim, value) in &self.filters {
+            let i = config.check_filter(f.name(), dim, value)?;
+            if values[i].replace(value).is_some() {
+                return Err(Error::InvalidRanking {
+                    reason: format!("filter {dim:?} given twice"),
+                });
+            }
+        }
+        let ts = self.at.unwrap_or_else(now);
+        check_timestamp(ts)?;
+        Ok((values, data, ts))
     }
 
     /// One try: `None` if the player's filter values changed since they
@@ -287,7 +296,7 @@ impl<'a> FamilyEntry<'a> {
     }
 }
 
-fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
+pub(super) fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
     Member {
         span,
         filter: filter.map(|(d, v)| (d.into(), v.into())),
@@ -295,11 +304,11 @@ fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
 }
 
 /// The player's filter values as stored (entry data of the players board).
-fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
     players.read(|st, _| read_values(st, player))
 }
 
-fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
     let mut found = None;
     st.players_data(&[player], &mut |_, data| {
         found = Some(data.to_vec());
@@ -310,7 +319,7 @@ fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
 
 /// One line per dimension the player has a value for: `dimension U+0001
 /// value` (neither holds a control character).
-fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> String {
+pub(super) fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> String {
     let lines: Vec<String> = config
         .filters()
         .iter()
@@ -322,7 +331,10 @@ fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> Strin
 
 /// The stored values by dimension index; a dimension the family does not
 /// declare (it cannot change, but data can be damaged) is ignored.
-fn decode_values(config: &super::FamilyConfig, stored: Option<&[u8]>) -> Vec<Option<String>> {
+pub(super) fn decode_values(
+    config: &super::FamilyConfig,
+    stored: Option<&[u8]>,
+) -> Vec<Option<String>> {
     let mut out = vec![None; config.filters().len()];
     let text = stored.map(String::from_utf8_lossy).unwrap_or_default();
     for line in text.lines() {

@@ -92,7 +92,7 @@ impl QueueState {
     /// core without taking the mutex. With a condition variable they would
     /// be handed the mutex one after another, and on a small machine that
     /// chain of wake-ups, not the commit, bounded the rate.
-    pub(super) fn commit(&self, ranking: &Ranking, item: QueuedUpdate) -> Result<()> {
+    pub(in crate::ranking) fn commit(&self, ranking: &Ranking, item: QueuedUpdate) -> Result<()> {
         let mut group = self.group.lock();
         let batch = group.open;
         group.pending.push(item);
@@ -186,6 +186,7 @@ impl QueueState {
     /// Tells this process's workers of the board that `items` were
     /// queued by another path than [`commit`](QueueState::commit) (a
     /// family's append to several boards at once).
+    #[allow(dead_code)] // was the family's per-member enqueue's
     pub(in crate::ranking) fn note_enqueued(&self, items: usize) {
         let mut signal = self.signal();
         signal.enqueued += 1;
