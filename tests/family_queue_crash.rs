@@ -298,5 +298,6 @@ fn postgres_family_worker_killed_20_times_applies_each_submission_once() {
 fn control_member_by_member_drain_is_caught() {
     let (_dir, url) = sqlite_url();
     let caught = kill_rounds((&url, &url), false, kills(KILLS), 60, &|| {});
+    eprintln!("control caught: {caught:?}");
     assert!(caught.is_err(), "the control must fail: {caught:?}");
 }

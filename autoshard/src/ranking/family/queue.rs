@@ -198,3 +198,73 @@ impl Family {
         self.inner.players.delete_dead_letter(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ranking::{Family, FamilyConfig, Period, Policy, RankingConfig, Window};
+    use std::sync::Barrier;
+
+    fn game(db: &crate::Sqlite) -> Family {
+        let points = RankingConfig::new(0..100).policy(Policy::Increment);
+        let config = FamilyConfig::new(points)
+            .window(Window::AllTime)
+            .window(Window::Day);
+        Family::create(db, "game", config).unwrap()
+    }
+
+    /// The control is at the end: enqueued one at a time, every enqueue is
+    /// a commit of its own, so the count is not vacuous.
+    #[test]
+    fn concurrent_enqueues_share_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Sqlite::open(dir.path().join("g.db")).unwrap();
+        let f = game(&db);
+        let (threads, each) = (8, 50);
+        let start = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (f, start) = (&f, &start);
+                s.spawn(move || {
+                    start.wait();
+                    for _ in 0..each {
+                        f.entry(&format!("p{t}"), 1).at(0).enqueue().unwrap();
+                    }
+                });
+            }
+        });
+        let enqueues = (threads * each) as u64;
+        let commits = f.inner.players.group_commits().unwrap();
+        assert_eq!(f.queued().unwrap(), enqueues);
+        assert!(
+            commits < enqueues * 3 / 4,
+            "{commits} commits for {enqueues}"
+        );
+        assert_eq!(f.drain_queued().unwrap(), enqueues);
+        for _ in 0..10 {
+            f.entry("alone", 1).at(0).enqueue().unwrap();
+        }
+        let alone = f.inner.players.group_commits().unwrap() - commits;
+        assert_eq!(alone, 10, "one commit per enqueue without company");
+    }
+
+    /// An increment that would leave the range on a member is set aside
+    /// whole (no member gets it); the submissions around it are applied.
+    #[test]
+    fn an_increment_out_of_range_is_a_dead_letter_on_no_member() {
+        let db = crate::Sqlite::memory().unwrap();
+        let f = game(&db);
+        f.entry("ann", 60).at(0).enqueue().unwrap();
+        f.entry("ann", 50).at(0).enqueue().unwrap(); // 110: out of 0..100
+        f.entry("ann", 30).at(0).enqueue().unwrap();
+        let stats = f.worker().drain().unwrap();
+        assert_eq!((stats.submissions, stats.dead_letters), (2, 1));
+        for w in [Window::AllTime, Window::Day] {
+            let board = f.board(w, Period::At(0), None).unwrap().unwrap();
+            assert_eq!(board.score("ann").unwrap(), Some(90));
+        }
+        let dead = f.dead_letters().unwrap();
+        assert_eq!((dead.len(), dead[0].score), (1, Some(50)));
+        assert!(f.delete_dead_letter(dead[0].id).unwrap());
+        assert_eq!(f.queued().unwrap(), 0);
+    }
+}
