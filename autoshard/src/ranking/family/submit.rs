@@ -82,6 +82,10 @@ impl Family {
     }
 }
 
+/// What [`FamilyEntry::checked`] returns: filter values by dimension,
+/// entry data, timestamp.
+type Checked<'a> = (Vec<Option<&'a str>>, Option<&'a [u8]>, i64);
+
 /// A member a submission writes, and why.
 enum Role {
     /// The family's players board: the filter values.
@@ -169,7 +173,7 @@ impl<'a> FamilyEntry<'a> {
     /// Every check `submit` and `enqueue` make before anything is written:
     /// the filter values by dimension index, the entry data to store (none
     /// on a board that keeps none) and the timestamp.
-    pub(super) fn checked(&self) -> Result<(Vec<Option<&'a str>>, Option<&'a [u8]>, i64)> {
+    pub(super) fn checked(&self) -> Result<Checked<'a>> {
         let f = self.family;
         let config = f.config();
         check_player(self.player)?;

@@ -50,7 +50,7 @@ const TRIES: u32 = 16;
 /// while game.queued()? > 0 {
 ///     std::thread::sleep(std::time::Duration::from_millis(5));
 /// }
-/// assert!(worker.stop()?.submissions <= 1);
+/// assert_eq!(worker.stop()?.submissions, 1);
 /// let week = game.board(Window::Week, Period::At(0), None)?.unwrap();
 /// assert_eq!(week.score("ann")?, Some(42));
 /// # Ok(()) }
@@ -234,6 +234,10 @@ struct Batch {
     /// Latest timestamp applied, for the drop of expired periods.
     latest: Option<i64>,
 }
+
+/// A member board's handle and its storage in the batch's transaction, by
+/// member name.
+type MemberStorage<'m> = dyn Fn(&str) -> Option<(&'m Ranking, &'m dyn Storage)> + 'm;
 
 /// One member a submission writes or leaves.
 #[derive(Debug, Clone)]
@@ -523,7 +527,7 @@ impl Family {
     fn apply_one<'m>(
         &self,
         pst: &dyn Storage,
-        st_of: &dyn Fn(&str) -> Option<(&'m Ranking, &'m dyn Storage)>,
+        st_of: &MemberStorage<'m>,
         members: &Members,
         q: &Queued,
         shard: u32,
