@@ -52,8 +52,11 @@ fn segment() -> FamilyConfig {
         .auto_drop(false)
 }
 
+/// A member's entries: `(player, score, entry data)`.
+type Entries = Vec<(String, i64, Option<Vec<u8>>)>;
+
 /// Every member's entries with their data.
-fn with_data(f: &Family) -> Vec<(String, Vec<(String, i64, Option<Vec<u8>>)>)> {
+fn with_data(f: &Family) -> Vec<(String, Entries)> {
     let mut out = Vec::new();
     for (key, _) in snapshot(f) {
         let (window, _, filter) = key.clone();
