@@ -16,6 +16,7 @@ use super::submit::{encode_values, read_values};
 use super::window::Period;
 use super::{Family, Window};
 use crate::error::{Error, Result};
+use crate::ranking::queue::QueueState;
 use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage, NOTHING_APPLIED};
 use std::cell::Cell;
@@ -107,7 +108,8 @@ impl FamilyWorker {
     }
 
     /// How long an idle spawned worker sleeps before it looks at the queue
-    /// again (default 20 ms); a stop is seen within this long too.
+    /// again (default 20 ms): an enqueue of this process wakes it at once,
+    /// one of another process is seen within this long.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -132,7 +134,7 @@ impl FamilyWorker {
     ///
     /// A store error creating the queue tables on first use.
     pub fn spawn(self) -> Result<FamilyWorkerHandle> {
-        self.family.inner.players.queue_state()?;
+        let state = self.family.inner.players.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name(format!("autoshard-family-worker-{}", self.family.name()))
@@ -142,6 +144,7 @@ impl FamilyWorker {
             })
             .expect("failed to spawn the family worker thread");
         Ok(FamilyWorkerHandle {
+            state,
             stop,
             thread: Some(thread),
         })
@@ -149,11 +152,12 @@ impl FamilyWorker {
 
     fn run(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
         let players = &self.family.inner.players;
-        players.queue_state()?;
+        let state = players.queue_state()?;
         let queues = players.queues().max(1);
         let mut stats = FamilyWorkerStats::default();
         let (mut first, mut sweep) = (0, true);
         while !stop.load(Ordering::Acquire) {
+            let seen = state.enqueued();
             let done = match self.family.batch(self.batch_size, first, sweep, &mut stats) {
                 Err(e) if e.is_retryable() => {
                     stats.retries += 1;
@@ -175,7 +179,7 @@ impl FamilyWorker {
             } else if exit_when_idle {
                 break;
             } else {
-                std::thread::sleep(self.idle_timeout);
+                state.wait_enqueued(seen, stop, self.idle_timeout);
             }
         }
         Ok(stats)
@@ -187,6 +191,7 @@ impl FamilyWorker {
 #[derive(Debug)]
 #[must_use = "dropping the handle stops the worker"]
 pub struct FamilyWorkerHandle {
+    state: Arc<QueueState>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<FamilyWorkerStats>>>,
 }
@@ -200,6 +205,7 @@ impl FamilyWorkerHandle {
     /// As [`FamilyWorker::drain`]. A panic of the worker is resumed here.
     pub fn stop(mut self) -> Result<FamilyWorkerStats> {
         self.stop.store(true, Ordering::Release);
+        self.state.wake();
         match self.thread.take().expect("joined once").join() {
             Ok(result) => result,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -216,6 +222,7 @@ impl Drop for FamilyWorkerHandle {
     fn drop(&mut self) {
         if let Some(thread) = self.thread.take() {
             self.stop.store(true, Ordering::Release);
+            self.state.wake();
             let _ = thread.join();
         }
     }
