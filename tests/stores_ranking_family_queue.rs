@@ -43,6 +43,7 @@ store_tests!(
     reader_never_sees_a_queued_submission_half_applied,
     concurrent_enqueues_are_group_committed,
     worker_and_direct_submitters_changing_values_agree,
+    the_largest_entry_data_goes_through,
 );
 
 const HOUR: i64 = 3_600;
@@ -289,4 +290,24 @@ fn worker_and_direct_submitters_changing_values_agree<S: stores::TestStore>() {
         .collect();
     assert_eq!(on.len(), 1, "on {on:?}");
     assert_eq!(Some(on[0].1), score, "on {on:?}");
+}
+
+/// A queue row holds more than a board's entry data limit: the header and
+/// the filter values come on top of the largest entry data.
+fn the_largest_entry_data_goes_through<S: stores::TestStore>() {
+    let db = S::fresh();
+    let max = autoshard::ranking::MAX_ENTRY_DATA;
+    let board = RankingConfig::new(0..100).entry_data(max);
+    let config = FamilyConfig::new(board)
+        .window(Window::Day)
+        .filter("club", ["a-long-club-name"]);
+    let f = Family::create(&*db, "big", config).unwrap();
+    let data = vec![0xA5; max as usize];
+    let entry = f.entry("ann", 7).filter("club", "a-long-club-name");
+    entry.data(&data).at(NOV_24).enqueue().unwrap();
+    assert_eq!(f.drain_queued().unwrap(), 1);
+    let club = Some(("club", "a-long-club-name"));
+    let board = f.board(Window::Day, Period::At(NOV_24), club).unwrap();
+    let top = board.unwrap().top(1).unwrap();
+    assert_eq!(top[0].data.as_deref(), Some(&data[..]));
 }
