@@ -70,8 +70,9 @@ pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, Refresh
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::family::{
-    Family, FamilyConfig, FamilyEntry, FamilySubmission, Member, Period, Span, Weekday, Window,
-    MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
+    Family, FamilyConfig, FamilyEntry, FamilySubmission, FamilyWorker, FamilyWorkerHandle,
+    FamilyWorkerStats, Member, Period, Span, Weekday, Window, MAX_FAMILY_NAME_LEN, MAX_FILTERS,
+    MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
 pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};

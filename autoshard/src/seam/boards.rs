@@ -191,7 +191,9 @@ pub(crate) trait BoardStore: Send + Sync {
     /// queued or none is. Boards are taken in ascending id (so two such
     /// appends never wait for each other in a cycle); a board appears at
     /// most once. [`Error::Unsupported`] where one transaction cannot span
-    /// boards (Redis Cluster).
+    /// boards (Redis Cluster). Unused since family submissions queue one
+    /// row each (`ranking/family/queue.rs`); kept for the stores' tests.
+    #[allow(dead_code)]
     fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()>;
 
     /// Queued updates not applied yet: above their shard's applied-through

@@ -19,9 +19,9 @@
 //! [`Ranking::create`] accepts may hold, so they never collide with an
 //! application's boards; [`Ranking::list`] leaves them out.
 //!
-//! [`FamilyEntry::enqueue`] queues a submission to every window's current
-//! member in one transaction of the queue's storage instead, applied by
-//! [`Family::drain_queued`] (without filters or entry data yet).
+//! [`FamilyEntry::enqueue`] queues a submission instead (one row, group
+//! committed), which a [`FamilyWorker`] or [`Family::drain_queued`] applies
+//! exactly once, to every member in one transaction as `submit` would.
 //!
 //! Redis Cluster keeps each board in its own hash slot, so no transaction
 //! spans two: families fail there with [`Error::Unsupported`].
@@ -60,12 +60,14 @@ mod queue;
 mod retention;
 mod submit;
 mod window;
+mod worker;
 
 pub use self::config::{
     FamilyConfig, MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
 pub use self::submit::{FamilyEntry, FamilySubmission, Member};
 pub use self::window::{Period, Span, Weekday, Window};
+pub use self::worker::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats};
 
 use self::config::check_label;
 use super::{Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};

@@ -11,7 +11,7 @@ use crate::seam::{Board, Storage};
 /// How often a submission starts over because the player's filter values
 /// changed between its look and its transaction, or a member board it
 /// meant to write was dropped meanwhile.
-const TRIES: u32 = 8;
+const TRIES: u32 = 32;
 
 /// One member board of a family: a window's period, overall or for one
 /// filter value.
@@ -82,6 +82,10 @@ impl Family {
     }
 }
 
+/// What [`FamilyEntry::checked`] returns: filter values by dimension,
+/// entry data, timestamp.
+type Checked<'a> = (Vec<Option<&'a str>>, Option<&'a [u8]>, i64);
+
 /// A member a submission writes, and why.
 enum Role {
     /// The family's players board: the filter values.
@@ -134,6 +138,53 @@ impl<'a> FamilyEntry<'a> {
     /// deleted.
     pub fn submit(self) -> Result<FamilySubmission> {
         let f = self.family;
+        let (values, data, ts) = self.checked()?;
+        let (mut last, mut tries) = (None, 0u32);
+        for _ in 0..TRIES {
+            match self.attempt(ts, &values, data) {
+                Ok(Some(mut done)) => {
+                    if done.dropped > 0 {
+                        done.dropped = 0;
+                        match f.drop_expired_at(ts) {
+                            Ok(n) => done.dropped = n,
+                            Err(e) => done.drop_error = Some(e),
+                        }
+                    }
+                    return Ok(done);
+                }
+                // The player's filter values moved between the read and the
+                // transaction (a concurrent submission or family worker):
+                // again after a jittered pause, so a busy writer of the
+                // same player does not win every race.
+                Ok(None) => {
+                    tries += 1;
+                    let cap = 1u64 << tries.min(5);
+                    std::thread::sleep(std::time::Duration::from_micros(crate::random::range(
+                        0..cap * 500,
+                    )));
+                }
+                // A member dropped meanwhile (a late submission to an
+                // expired period): open it again, created anew.
+                Err(Error::RankingNotFound { name }) if name != f.inner.players.name() => {
+                    f.forget(Some(&name));
+                    last = Some(Error::RankingNotFound { name });
+                }
+                Err(Error::RankingNotFound { .. }) => {
+                    return Err(Error::RankingNotFound {
+                        name: f.name().into(),
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Conflict { attempts: TRIES }))
+    }
+
+    /// Every check `submit` and `enqueue` make before anything is written:
+    /// the filter values by dimension index, the entry data to store (none
+    /// on a board that keeps none) and the timestamp.
+    pub(super) fn checked(&self) -> Result<Checked<'a>> {
+        let f = self.family;
         let config = f.config();
         check_player(self.player)?;
         config
@@ -159,35 +210,7 @@ impl<'a> FamilyEntry<'a> {
         }
         let ts = self.at.unwrap_or_else(now);
         check_timestamp(ts)?;
-        let mut last = None;
-        for _ in 0..TRIES {
-            match self.attempt(ts, &values, data) {
-                Ok(Some(mut done)) => {
-                    if done.dropped > 0 {
-                        done.dropped = 0;
-                        match f.drop_expired_at(ts) {
-                            Ok(n) => done.dropped = n,
-                            Err(e) => done.drop_error = Some(e),
-                        }
-                    }
-                    return Ok(done);
-                }
-                Ok(None) => {}
-                // A member dropped meanwhile (a late submission to an
-                // expired period): open it again, created anew.
-                Err(Error::RankingNotFound { name }) if name != f.inner.players.name() => {
-                    f.forget(Some(&name));
-                    last = Some(Error::RankingNotFound { name });
-                }
-                Err(Error::RankingNotFound { .. }) => {
-                    return Err(Error::RankingNotFound {
-                        name: f.name().into(),
-                    })
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| Error::Conflict { attempts: TRIES }))
+        Ok((values, data, ts))
     }
 
     /// One try: `None` if the player's filter values changed since they
@@ -287,7 +310,7 @@ impl<'a> FamilyEntry<'a> {
     }
 }
 
-fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
+pub(super) fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
     Member {
         span,
         filter: filter.map(|(d, v)| (d.into(), v.into())),
@@ -295,11 +318,11 @@ fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
 }
 
 /// The player's filter values as stored (entry data of the players board).
-fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
     players.read(|st, _| read_values(st, player))
 }
 
-fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
     let mut found = None;
     st.players_data(&[player], &mut |_, data| {
         found = Some(data.to_vec());
@@ -310,7 +333,7 @@ fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {
 
 /// One line per dimension the player has a value for: `dimension U+0001
 /// value` (neither holds a control character).
-fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> String {
+pub(super) fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> String {
     let lines: Vec<String> = config
         .filters()
         .iter()
@@ -322,7 +345,10 @@ fn encode_values(config: &super::FamilyConfig, values: &[Option<&str>]) -> Strin
 
 /// The stored values by dimension index; a dimension the family does not
 /// declare (it cannot change, but data can be damaged) is ignored.
-fn decode_values(config: &super::FamilyConfig, stored: Option<&[u8]>) -> Vec<Option<String>> {
+pub(super) fn decode_values(
+    config: &super::FamilyConfig,
+    stored: Option<&[u8]>,
+) -> Vec<Option<String>> {
     let mut out = vec![None; config.filters().len()];
     let text = stored.map(String::from_utf8_lossy).unwrap_or_default();
     for line in text.lines() {

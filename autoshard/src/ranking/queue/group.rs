@@ -92,7 +92,7 @@ impl QueueState {
     /// core without taking the mutex. With a condition variable they would
     /// be handed the mutex one after another, and on a small machine that
     /// chain of wake-ups, not the commit, bounded the rate.
-    pub(super) fn commit(&self, ranking: &Ranking, item: QueuedUpdate) -> Result<()> {
+    pub(in crate::ranking) fn commit(&self, ranking: &Ranking, item: QueuedUpdate) -> Result<()> {
         let mut group = self.group.lock();
         let batch = group.open;
         group.pending.push(item);
@@ -183,9 +183,46 @@ impl QueueState {
         outcome
     }
 
+    /// Enqueue commits of this process so far: what a family worker reads
+    /// before a batch and waits past with
+    /// [`wait_enqueued`](QueueState::wait_enqueued).
+    pub(in crate::ranking) fn enqueued(&self) -> u64 {
+        self.signal().enqueued
+    }
+
+    /// Sleeps up to `timeout`, waking early once an enqueue after `seen`
+    /// committed in this process, or `stop` is set (whoever sets it then
+    /// calls [`wake`](QueueState::wake)).
+    pub(in crate::ranking) fn wait_enqueued(
+        &self,
+        seen: u64,
+        stop: &std::sync::atomic::AtomicBool,
+        timeout: Duration,
+    ) {
+        let deadline = Instant::now() + timeout;
+        let mut signal = self.signal();
+        while signal.enqueued == seen && !stop.load(Ordering::Acquire) {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            signal = self
+                .signalled
+                .wait_timeout(signal, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Wakes every waiter (after a stop flag was set).
+    pub(in crate::ranking) fn wake(&self) {
+        let _signal = self.signal();
+        self.signalled.notify_all();
+    }
+
     /// Tells this process's workers of the board that `items` were
     /// queued by another path than [`commit`](QueueState::commit) (a
     /// family's append to several boards at once).
+    #[allow(dead_code)] // was the family's per-member enqueue's
     pub(in crate::ranking) fn note_enqueued(&self, items: usize) {
         let mut signal = self.signal();
         signal.enqueued += 1;
