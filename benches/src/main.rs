@@ -9,6 +9,7 @@
 //! cargo run --release -p autoshard-benches -- redis [--quick]        # redis-server, root
 //! cargo run --release -p autoshard-benches -- ranking-queue [--quick] # AUTOSHARD_BENCH_* in ranking_queue.rs
 //! cargo run --release -p autoshard-benches -- composite [--quick]
+//! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -21,6 +22,7 @@ mod compaction;
 mod compactor;
 mod composite;
 mod contention;
+mod family;
 mod machine;
 mod mapper;
 mod model;
@@ -36,7 +38,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|redis|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|policies|composite|family|redis|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -45,7 +47,8 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite" => {
+            | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite"
+            | "family" => {
                 which.push(arg)
             }
             "all" => which.extend(
@@ -83,6 +86,7 @@ fn main() {
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "composite" => composite::run(dir.path(), quick).map_err(|e| e as _),
+            "family" => family::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
