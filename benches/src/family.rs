@@ -20,6 +20,8 @@
 //! boards, the single board, the 9 sorted sets) is pre-loaded with the same
 //! players; the variants run interleaved, in rotated order, round by round,
 //! so a noisy machine hits them alike and the ratios are what counts.
+//! `AUTOSHARD_BENCH_FAMILY_PLAYERS` sets the load (default 100,000; 10,000
+//! with `--quick`).
 
 use crate::stats::{thousands, us, Rng, Samples};
 use autoshard::ranking::{
@@ -120,7 +122,11 @@ fn create(db: &impl RankingStore, players: u32, ts: i64, rng: &mut Rng) -> Resul
     all.push(boards.one.clone());
     for w in WINDOWS {
         for f in [None, Some(AGE), Some(WEIGHT)] {
-            all.push(family.board(w, Period::At(ts), f)?.ok_or("member missing")?);
+            all.push(
+                family
+                    .board(w, Period::At(ts), f)?
+                    .ok_or("member missing")?,
+            );
         }
     }
     let names: Vec<String> = (0..players).map(player).collect();
@@ -205,7 +211,11 @@ impl Redis {
         let mut pipe = redis::pipe();
         pipe.atomic();
         for i in 0..9 {
-            pipe.cmd("ZADD").arg(self.key(i)).arg(score).arg(who).ignore();
+            pipe.cmd("ZADD")
+                .arg(self.key(i))
+                .arg(score)
+                .arg(who)
+                .ignore();
         }
         pipe.cmd("HSET")
             .arg(format!("{}:players", self.prefix))
@@ -245,11 +255,16 @@ fn uptime() -> String {
 }
 
 pub fn run(dir: &Path, quick: bool) -> Result<()> {
-    let (players, rounds, ops) = if quick {
+    let (mut players, rounds, ops) = if quick {
         (10_000, 2, 50)
     } else {
         (100_000, 5, 200)
     };
+    // PostgreSQL loads ~4,000 rows/s on the 2-core machine (19 boards):
+    // a smaller load keeps a run within minutes there.
+    if let Ok(n) = std::env::var("AUTOSHARD_BENCH_FAMILY_PLAYERS") {
+        players = n.parse()?;
+    }
     let before = uptime();
     let ts = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
     let mut rng = Rng::new(0x5EED_F00D);
@@ -258,7 +273,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     create(&Sqlite::open(&path)?, players, ts, &mut rng)?;
     eprintln!("family: SQLite loaded in {:?}", started.elapsed());
     let mut stores: Vec<(String, Boards)> = Vec::new();
-    let full = Sqlite::builder(&path).synchronous(Synchronous::Full).open()?;
+    let full = Sqlite::builder(&path)
+        .synchronous(Synchronous::Full)
+        .open()?;
     stores.push(("SQLite FULL".into(), Boards::open(&full)?));
     let normal = Sqlite::builder(&path)
         .synchronous(Synchronous::Normal)
@@ -357,7 +374,11 @@ fn report(
     }
     if redis {
         let at = samples.len() - 2;
-        row("Redis 6379", "9 × `ZADD` + `HSET` in `MULTI`/`EXEC`", &samples[at]);
+        row(
+            "Redis 6379",
+            "9 × `ZADD` + `HSET` in `MULTI`/`EXEC`",
+            &samples[at],
+        );
         row("Redis 6379", "1 × `ZADD`", &samples[at + 1]);
     }
     println!();

@@ -48,9 +48,7 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "policies" | "redis" | "composite"
-            | "family" => {
-                which.push(arg)
-            }
+            | "family" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
