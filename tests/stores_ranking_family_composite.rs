@@ -7,11 +7,11 @@
 //!
 //! Control: before the family's stored configuration kept the dimensions
 //! (`FamilyConfig::encode`), `Family::create` (which reopens what it
-//! stored) made its members plain boards over the encoded range: the
-//! ranks below were the same, but `decode` on a member gave the encoded
-//! number back and `the_tuples_rank_with_ties_broken_by_the_next_dimension`
-//! failed at its first `decode`d standings (checked by removing the `dims`
-//! line from `encode`).
+//! stored) handed out a family whose board was a plain one over the encoded
+//! range. Removing the `dims` line from `encode` makes both tests fail at
+//! their first `Family::encode` (`DimensionCount`: the family has no
+//! dimensions any more); members created that way would `decode` to the
+//! encoded number instead of the tuple.
 
 use autoshard::ranking::{Dim, Family, FamilyConfig, Period, Policy, Ranking, RankingConfig};
 use autoshard::ranking::{Weekday, Window};
