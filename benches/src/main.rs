@@ -11,6 +11,7 @@
 //! cargo run --release -p autoshard-benches -- composite [--quick]
 //! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
 //! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
+//! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -25,6 +26,7 @@ mod compactor;
 mod composite;
 mod contention;
 mod entity_board;
+mod family;
 mod machine;
 mod mapper;
 mod model;
@@ -41,7 +43,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|redis|approx|entity-board|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|approx|entity-board|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -51,7 +53,7 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
-            | "composite" | "approx" | "entity-board" => which.push(arg),
+            | "composite" | "family" | "approx" | "entity-board" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -87,6 +89,7 @@ fn main() {
             "ranking" => ranking::run(dir.path(), quick).map_err(|e| e as _),
             "policies" => policies::run(dir.path(), quick).map_err(|e| e as _),
             "composite" => composite::run(dir.path(), quick).map_err(|e| e as _),
+            "family" => family::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-trees" => ranking_trees::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),

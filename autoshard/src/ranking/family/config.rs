@@ -3,6 +3,7 @@
 
 use super::window::{Weekday, Window};
 use crate::error::{Error, Result};
+use crate::ranking::composite;
 use crate::ranking::{Order, Policy, RankingConfig};
 
 /// Longest family name, in bytes (member boards' names carry it).
@@ -255,6 +256,13 @@ impl FamilyConfig {
             format!("week\u{1}{}", self.week as i64),
             format!("auto_drop\u{1}{}", u8::from(self.auto_drop)),
         ];
+        // Without them a reopened family's members would be plain boards
+        // over the encoded range: ranked alike, but `decode` would give
+        // the encoded number back instead of the tuple.
+        let dims = b.score_dimensions();
+        if !dims.is_empty() {
+            out.push(format!("dims\u{1}{}", composite::stored(dims)));
+        }
         for &(w, k) in &self.windows {
             out.push(format!("window\u{1}{}\u{1}{k}", w.as_str()));
         }
@@ -274,6 +282,7 @@ impl FamilyConfig {
         let (mut range, mut nums) = (None, std::collections::HashMap::new());
         let (mut policy, mut order) = (Policy::Replace, Order::HigherIsBetter);
         let (mut windows, mut filters) = (Vec::new(), Vec::new());
+        let mut dims = Vec::new();
         let int = |s: Option<&str>| -> Result<i64, String> {
             let s = s.ok_or("a field is missing")?;
             s.parse().map_err(|_| format!("{s:?} is not an integer"))
@@ -296,6 +305,7 @@ impl FamilyConfig {
                     let k = u32::try_from(int(f.next())?).map_err(|e| e.to_string())?;
                     windows.push((w, k));
                 }
+                "dims" => dims = composite::from_stored(f.next().unwrap_or_default())?,
                 "filter" => {
                     let name = f.next().ok_or("a filter without a name")?;
                     filters.push((name.to_owned(), f.map(str::to_owned).collect()));
@@ -310,7 +320,19 @@ impl FamilyConfig {
             u32::try_from(num(k)?).map_err(|_| format!("{k} is out of range"))
         };
         let (min, max) = range.ok_or("range is missing")?;
-        let board = RankingConfig::new(min..max)
+        let board = if dims.is_empty() {
+            RankingConfig::new(min..max)
+        } else {
+            // `validate` below checks the range against the dimensions'.
+            RankingConfig::dimensions(dims)
+        };
+        if board.range() != (min..max) {
+            return Err(format!(
+                "range {min}..{max} is not the dimensions' {:?}",
+                board.range()
+            ));
+        }
+        let board = board
             .branching(small("branching")?)
             .shards(small("shards")?)
             .queues(small("queues")?)
@@ -369,6 +391,24 @@ mod tests {
         .auto_drop(false);
         assert_eq!(FamilyConfig::decode(&config.encode()), Ok(config));
         assert!(FamilyConfig::decode("autoshard-family 2").is_err());
+    }
+
+    /// Control: without the `dims` line (as before it was written) the
+    /// decoded board is a plain one and this fails.
+    #[test]
+    fn a_composite_board_round_trips() {
+        use crate::ranking::Dim;
+        let dims = [Dim::higher(0..100), Dim::lower(0..10), Dim::lower(-5..5)];
+        let config =
+            FamilyConfig::new(RankingConfig::dimensions(dims.clone()).policy(Policy::Best))
+                .window(Window::Day);
+        let decoded = FamilyConfig::decode(&config.encode()).unwrap();
+        assert_eq!(decoded.board().score_dimensions(), &dims);
+        assert_eq!(decoded, config);
+        let forged = config
+            .encode()
+            .replace("range\u{1}0\u{1}", "range\u{1}1\u{1}");
+        assert!(FamilyConfig::decode(&forged).is_err());
     }
 
     #[test]

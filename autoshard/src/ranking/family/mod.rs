@@ -56,6 +56,7 @@
 //! ```
 
 mod config;
+mod dims;
 mod queue;
 mod retention;
 mod submit;

@@ -1,15 +1,22 @@
-//! A game's leaderboard: a million players, scores streaming in through the
-//! job-aggregation queue, and the queries a game asks.
+//! Two leaderboards: a game's and a cycling app's.
 //!
 //! ```text
 //! cargo run --release --example leaderboard -- [players] [database path]
+//! cargo run --release --example leaderboard -- strava [riders] [database path]
 //! ```
 //!
-//! Defaults: 1,000,000 players on a file in a temporary directory. The
-//! players are loaded with big `set_scores` batches (progress on stderr),
-//! then producer threads `enqueue` new scores for a few seconds while one
-//! worker drains the queue, and finally the leaderboard answers its queries
-//! with timings.
+//! **Game** (the default): 1,000,000 players on a file in a temporary
+//! directory. The players are loaded with big `set_scores` batches
+//! (progress on stderr), then producer threads `enqueue` new scores for a
+//! few seconds while one worker drains the queue, and finally the
+//! leaderboard answers its queries with timings.
+//!
+//! **Strava** (first argument `strava`; `strava.rs`): segments whose boards
+//! keep each rider's best elapsed time (lower is better) with the effort
+//! that set it, this month / this year / all time, overall and by age group
+//! and weight class, as board families; 1,000 riders by default. It prints
+//! the KOM, this month's top 10 of an age group, a rider's rank among the
+//! riders they follow, and what a new personal record changes.
 
 use autoshard::ranking::{Entry, Ranking, RankingConfig, Tie};
 use autoshard::{Error, Sqlite};
@@ -20,6 +27,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+mod strava;
+
 const SCORES: std::ops::Range<i64> = 0..1_000_000;
 const LOAD_BATCH: usize = 20_000;
 const PRODUCERS: usize = 4;
@@ -29,7 +38,11 @@ const PLAY: Duration = Duration::from_secs(3);
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("strava") {
+        args.next();
+        return strava::run(args);
+    }
     let players: usize = match args.next() {
         Some(n) => n.replace(['_', ','], "").parse()?,
         None => 1_000_000,
@@ -82,7 +95,7 @@ fn load(board: &Ranking, players: usize) -> Result<()> {
             .map(|n| (n.as_str(), rng.random_range(SCORES)))
             .collect();
         board.set_scores(&batch)?;
-        progress(first + batch.len(), players, start.elapsed());
+        progress("players", first + batch.len(), players, start.elapsed());
     }
     eprintln!();
     println!(
@@ -94,12 +107,12 @@ fn load(board: &Ranking, players: usize) -> Result<()> {
     Ok(())
 }
 
-fn progress(done: usize, total: usize, elapsed: Duration) {
+fn progress(what: &str, done: usize, total: usize, elapsed: Duration) {
     const WIDTH: usize = 40;
     let filled = done * WIDTH / total.max(1);
     let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
     eprint!(
-        "\rloading [{}{}] {:>3}% {done}/{total} players, {rate:.0}/s ",
+        "\rloading [{}{}] {:>3}% {done}/{total} {what}, {rate:.0}/s ",
         "#".repeat(filled),
         ".".repeat(WIDTH - filled),
         done * 100 / total.max(1),
