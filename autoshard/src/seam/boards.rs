@@ -186,16 +186,6 @@ pub(crate) trait BoardStore: Send + Sync {
     /// transaction holds, so it never waits for a worker's apply.
     fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
 
-    /// [`append_queue`](BoardStore::append_queue) for several boards in
-    /// ONE transaction of the queue's storage: every board's items are
-    /// queued or none is. Boards are taken in ascending id (so two such
-    /// appends never wait for each other in a cycle); a board appears at
-    /// most once. [`Error::Unsupported`] where one transaction cannot span
-    /// boards (Redis Cluster). Unused since family submissions queue one
-    /// row each (`ranking/family/queue.rs`); kept for the stores' tests.
-    #[allow(dead_code)]
-    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()>;
-
     /// Queued updates not applied yet: above their shard's applied-through
     /// mark ([`Storage::applied_through`]). The marks are read before the
     /// queue, so an update applied meanwhile may still count, never the

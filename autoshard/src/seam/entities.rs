@@ -96,6 +96,7 @@ impl Kind {
     /// Folds stored values of field `index` of entity `id` (the fold of
     /// nothing is the neutral element). For a field that adds, the exact
     /// total ([`crate::sum`]), in any order of the values.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // Redis compaction's
     pub fn fold(
         &self,
         id: &dyn fmt::Display,

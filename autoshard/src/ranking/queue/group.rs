@@ -219,17 +219,6 @@ impl QueueState {
         self.signalled.notify_all();
     }
 
-    /// Tells this process's workers of the board that `items` were
-    /// queued by another path than [`commit`](QueueState::commit) (a
-    /// family's append to several boards at once).
-    #[allow(dead_code)] // was the family's per-member enqueue's
-    pub(in crate::ranking) fn note_enqueued(&self, items: usize) {
-        let mut signal = self.signal();
-        signal.enqueued += 1;
-        signal.items += items as u64;
-        self.signalled.notify_all();
-    }
-
     pub(super) fn urgent(&self) -> Urgent<'_> {
         let mut signal = self.signal();
         signal.urgent += 1;

@@ -419,10 +419,6 @@ impl BoardStore for Postgres {
         queue::append(self, &self.boards_sql().queue, board, items)
     }
 
-    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
-        queue::append_many(self, &self.boards_sql().queue, batches)
-    }
-
     fn queued(&self, board: i64) -> Result<u64> {
         queue::queued(self, &self.boards_sql().queue, board)
     }

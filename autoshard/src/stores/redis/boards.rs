@@ -325,14 +325,6 @@ impl BoardStore for RedisCluster {
         Ok(None)
     }
 
-    fn append_queues(&self, _batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
-        // Each board's queue streams live in its own hash slot.
-        Err(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "ranking families (one append to several boards' queues)",
-        })
-    }
-
     fn write_boards(
         &self,
         _boards: &[Board<'_>],

@@ -234,10 +234,6 @@ impl BoardStore for Sqlite {
         queue::append(self, board, items)
     }
 
-    fn append_queues(&self, batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
-        queue::append_many(self, batches)
-    }
-
     fn queued(&self, board: i64) -> Result<u64> {
         queue::queued(self, board)
     }
