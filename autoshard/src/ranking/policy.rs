@@ -415,6 +415,66 @@ pub(crate) fn store_entry_data<'a>(
     Ok(())
 }
 
+/// A batch's values taken in order under `rules`, from each player's
+/// stored tree score (`stored`, asked once per player): each update's step,
+/// and per player whose score changed, the index of their last change and
+/// their final tree score. An update the policy refuses fails the batch,
+/// or with `refused` is listed there and changes nothing. Shared by the
+/// tree's batches and the approximate boards' (`approx/apply.rs`).
+pub(crate) fn net_effect<'u>(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    updates: &[(&'u str, Option<i64>)],
+    mut stored: impl FnMut(&str) -> Result<Option<i64>>,
+    mut refused: Option<&mut Refused>,
+) -> Result<(
+    Vec<Step>,
+    std::collections::HashMap<&'u str, (usize, Option<i64>)>,
+)> {
+    let mut net: std::collections::HashMap<&str, (usize, Option<i64>)> = Default::default();
+    let mut seen: std::collections::HashMap<&str, Option<i64>> = Default::default();
+    let mut steps = Vec::with_capacity(updates.len());
+    for (i, &(player, value)) in updates.iter().enumerate() {
+        let current = match (net.get(player), seen.get(player)) {
+            (Some(&(_, current)), _) => current,
+            (None, Some(&current)) => current,
+            (None, None) => {
+                let current = stored(player)?;
+                seen.insert(player, current);
+                current
+            }
+        };
+        let next = match value {
+            None => Ok(None),
+            Some(value) => {
+                // A stored score outside the range is damage, reported as
+                // the update that leaves it would report it.
+                if let Some(c) = current.filter(|&c| g.offset(c).is_none()) {
+                    rules.checked_score(st, g, c)?;
+                }
+                rules.next(g, current, value).map(Some)
+            }
+        };
+        let next = match (next, refused.as_deref_mut()) {
+            (Ok(next), _) => next,
+            (Err(e), Some(refused)) => {
+                refused.push((i, e));
+                current
+            }
+            (Err(e), None) => return Err(e),
+        };
+        steps.push(Step {
+            before: current,
+            after: next,
+        });
+        if current != next {
+            net.insert(player, (i, next));
+        }
+    }
+    Ok((steps, net))
+}
+
 /// Applies validated updates (`None`: a removal) as one batch under
 /// `rules`; each update's tree scores before and after it.
 ///
@@ -452,51 +512,16 @@ pub(crate) fn apply_updates_from(
     rules: Rules,
     shard: u32,
     updates: &[(&str, Option<i64>)],
-    mut refused: Option<&mut Refused>,
+    refused: Option<&mut Refused>,
     floor: &dyn Fn(usize) -> u64,
 ) -> Result<Vec<Step>> {
     if rules.approx {
         return super::approx::apply_updates(st, g, rules, updates, refused);
     }
-    use std::collections::HashMap;
     let mut batch = super::apply::Batch::new(st, g, shard);
     let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
     st.lock_players(&players)?;
-    // Per player: (index of the last change, final tree score).
-    let mut net: HashMap<&str, (usize, Option<i64>)> = HashMap::new();
-    let mut steps = Vec::with_capacity(updates.len());
-    for (i, &(player, value)) in updates.iter().enumerate() {
-        let current = match net.get(player) {
-            Some(&(_, current)) => current,
-            None => batch.stored_score(player)?,
-        };
-        let next = match value {
-            None => Ok(None),
-            Some(value) => {
-                // A stored score outside the range is damage, reported as
-                // the update that leaves it would report it.
-                if let Some(c) = current.filter(|&c| g.offset(c).is_none()) {
-                    rules.checked_score(st, g, c)?;
-                }
-                rules.next(g, current, value).map(Some)
-            }
-        };
-        let next = match (next, refused.as_deref_mut()) {
-            (Ok(next), _) => next,
-            (Err(e), Some(refused)) => {
-                refused.push((i, e));
-                current
-            }
-            (Err(e), None) => return Err(e),
-        };
-        steps.push(Step {
-            before: current,
-            after: next,
-        });
-        if current != next {
-            net.insert(player, (i, next));
-        }
-    }
+    let (steps, net) = net_effect(st, g, rules, updates, |p| batch.stored_score(p), refused)?;
     let mut moves: Vec<_> = net.into_iter().collect();
     moves.sort_unstable_by_key(|&(_, (i, _))| i);
     // A move changes the leaves of the score it leaves and of the one it
