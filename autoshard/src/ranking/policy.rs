@@ -415,6 +415,10 @@ pub(crate) fn store_entry_data<'a>(
     Ok(())
 }
 
+/// Per player whose score a batch changed: the index of their last change
+/// and their final tree score (`None`: removed).
+pub(crate) type NetMoves<'u> = std::collections::HashMap<&'u str, (usize, Option<i64>)>;
+
 /// A batch's values taken in order under `rules`, from each player's
 /// stored tree score (`stored`, asked once per player): each update's step,
 /// and per player whose score changed, the index of their last change and
@@ -428,11 +432,8 @@ pub(crate) fn net_effect<'u>(
     updates: &[(&'u str, Option<i64>)],
     mut stored: impl FnMut(&str) -> Result<Option<i64>>,
     mut refused: Option<&mut Refused>,
-) -> Result<(
-    Vec<Step>,
-    std::collections::HashMap<&'u str, (usize, Option<i64>)>,
-)> {
-    let mut net: std::collections::HashMap<&str, (usize, Option<i64>)> = Default::default();
+) -> Result<(Vec<Step>, NetMoves<'u>)> {
+    let mut net = NetMoves::default();
     let mut seen: std::collections::HashMap<&str, Option<i64>> = Default::default();
     let mut steps = Vec::with_capacity(updates.len());
     for (i, &(player, value)) in updates.iter().enumerate() {
