@@ -11,7 +11,7 @@
 //! and [`ApproxStore::approx_publish`] flips the pointer only after
 //! checking, in its own transaction, that every row is there.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One bucket of a snapshot, in tree scores (higher is better): the
 /// players with a tree score in `lo..=hi`. A score is never split between
@@ -90,4 +90,19 @@ pub(crate) trait ApproxStore: Send + Sync {
     /// score descending, then arrival, then name), as `(player, tree
     /// score)`, in one read transaction.
     fn approx_page(&self, board: i64, skip: u64, limit: u64) -> Result<Vec<(String, i64)>>;
+}
+
+/// A stored count or position read back: negative is damage.
+pub(crate) fn unsigned(value: i64, what: &str) -> Result<u64> {
+    u64::try_from(value).map_err(|_| Error::Corrupt {
+        kind: "ranking",
+        id: "approximate board".into(),
+        field: what.into(),
+        reason: format!("{value} is negative"),
+    })
+}
+
+/// A count as SQL stores it (counts stay below `2^63` in practice).
+pub(crate) fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }

@@ -23,7 +23,7 @@ pub(crate) mod query;
 mod ranked;
 mod sums;
 
-pub(crate) use self::approx::{ApproxStore, Bucket, ScoreSink, StoredSnapshot};
+pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, StoredSnapshot};
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,

@@ -13,6 +13,7 @@
 
 use super::Sqlite;
 use crate::error::{Error, Result};
+use crate::seam::{signed, unsigned};
 use crate::seam::{ApproxStore, BoardSpec, Bucket, ScoreSink, StoredSnapshot};
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -78,19 +79,6 @@ pub(super) fn purge(tx: &Transaction<'_>, board: i64) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn unsigned(value: i64, what: &str) -> Result<u64> {
-    u64::try_from(value).map_err(|_| Error::Corrupt {
-        kind: "ranking",
-        id: "approximate board".into(),
-        field: what.into(),
-        reason: format!("{value} is negative"),
-    })
-}
-
-fn signed(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 fn current(tx: &Transaction<'_>, board: i64) -> Result<Option<(i64, u64)>> {
