@@ -196,32 +196,17 @@ pub(super) fn append(
     board: i64,
     items: &[QueuedUpdate],
 ) -> Result<()> {
-    append_many(db, sql, &[(board, items)])
-}
-
-/// [`append`] for several boards, in one transaction, boards in ascending
-/// id and each board's shards ascending: the order every append locks
-/// queue heads in.
-pub(super) fn append_many(
-    db: &Postgres,
-    sql: &QueueSql,
-    batches: &[(i64, &[QueuedUpdate])],
-) -> Result<()> {
-    let mut batches = batches.to_vec();
-    batches.sort_by_key(|&(board, _)| board);
     db.write_read_committed(|tx| {
-        for &(board, items) in &batches {
-            for queue in queue_shards(items) {
-                let mine = || items.iter().filter(|i| i.queue == queue);
-                let players: Vec<&str> = mine().map(|i| i.player.as_str()).collect();
-                let scores: Vec<Option<i64>> = mine().map(|i| i.score).collect();
-                let data: Vec<Option<&[u8]>> = mine().map(|i| i.data.as_deref()).collect();
-                let n = players.len() as i64;
-                tx.execute(
-                    &sql.append,
-                    &[&board, &small(queue), &n, &players, &scores, &data],
-                )?;
-            }
+        for queue in queue_shards(items) {
+            let mine = || items.iter().filter(|i| i.queue == queue);
+            let players: Vec<&str> = mine().map(|i| i.player.as_str()).collect();
+            let scores: Vec<Option<i64>> = mine().map(|i| i.score).collect();
+            let data: Vec<Option<&[u8]>> = mine().map(|i| i.data.as_deref()).collect();
+            let n = players.len() as i64;
+            tx.execute(
+                &sql.append,
+                &[&board, &small(queue), &n, &players, &scores, &data],
+            )?;
         }
         Ok(())
     })?;

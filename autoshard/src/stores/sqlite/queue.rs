@@ -167,13 +167,6 @@ fn move_legacy_queue(db: &Sqlite, queue: &Sqlite) -> Result<()> {
 /// One transaction on the queue's file appending `items` to their queue
 /// shards, each shard's items numbered in order from the shard's head.
 pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<()> {
-    append_many(db, &[(board, items)])
-}
-
-/// [`append`] for several boards, in one transaction.
-pub(super) fn append_many(db: &Sqlite, batches: &[(i64, &[QueuedUpdate])]) -> Result<()> {
-    let mut batches = batches.to_vec();
-    batches.sort_by_key(|&(board, _)| board);
     db.queue_db()?.write(|tx| {
         let mut head = tx.prepare_cached(
             "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
@@ -184,21 +177,19 @@ pub(super) fn append_many(db: &Sqlite, batches: &[(i64, &[QueuedUpdate])]) -> Re
             "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score, data) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
-        for &(board, items) in &batches {
-            for queue in queue_shards(items) {
-                let mine = || items.iter().filter(|i| i.queue == queue);
-                let n = mine().count() as i64;
-                let first: i64 = head.query_row(params![board, queue, n], |r| r.get(0))?;
-                for (seq, item) in (first..).zip(mine()) {
-                    insert.execute(params![
-                        board,
-                        queue,
-                        seq,
-                        item.player,
-                        item.score,
-                        item.data
-                    ])?;
-                }
+        for queue in queue_shards(items) {
+            let mine = || items.iter().filter(|i| i.queue == queue);
+            let n = mine().count() as i64;
+            let first: i64 = head.query_row(params![board, queue, n], |r| r.get(0))?;
+            for (seq, item) in (first..).zip(mine()) {
+                insert.execute(params![
+                    board,
+                    queue,
+                    seq,
+                    item.player,
+                    item.score,
+                    item.data
+                ])?;
             }
         }
         Ok(())
