@@ -379,6 +379,20 @@ fn a_board_of_another_policy_or_none_refuses_the_save<S: TestStore>() {
     assert!(matches!(err, Error::RankingMismatch { .. }), "{err}");
     assert!(db.load::<Voted>(&1).unwrap().is_none());
     assert_eq!((votes.len().unwrap(), views.len().unwrap()), (0, 0));
+    // A board split into trees is refused too (its trees are other
+    // databases on SQLite), and nothing is written.
+    Ranking::delete(db, "votes").unwrap();
+    let split = RankingConfig::new(-100..100)
+        .policy(Policy::Increment)
+        .trees(2);
+    let votes = Ranking::create(db, "votes", split).unwrap();
+    let err = db.insert(&Voted::new(1, 1)).unwrap_err();
+    assert!(
+        matches!(err, Error::RankingMismatch { ref reason, .. } if reason.contains("trees")),
+        "{err}"
+    );
+    assert!(db.load::<Voted>(&1).unwrap().is_none());
+    assert_eq!((votes.len().unwrap(), views.len().unwrap()), (0, 0));
 }
 
 /// A board follows a total; a field that keeps its maximum has none to

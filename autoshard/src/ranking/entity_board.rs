@@ -102,6 +102,17 @@ fn write_board(tx: &dyn BoardTx, name: &str, updates: &[(&str, Option<i64>)]) ->
             ),
         });
     }
+    if config.tree_count() > 1 {
+        // Its trees are other databases (SQLite files): not the save's
+        // transaction, and the board's own rows are never read.
+        return Err(Error::RankingMismatch {
+            name: name.into(),
+            reason: format!(
+                "it is split into {} trees, and a board fed by a ranked field is one tree",
+                config.tree_count()
+            ),
+        });
+    }
     let geometry = config.geometry()?;
     let rules = config.rules();
     let shard = crate::random::range(0..config.shard_count());
