@@ -62,7 +62,10 @@ pub(crate) struct BoardWrite {
 /// The boards of a store as seen from inside one of its open entity write
 /// transactions: whatever the hook writes commits or rolls back with it.
 pub(crate) trait BoardTx {
-    /// Board `name`'s id and stored shape, read in this transaction.
+    /// Board `name`'s id and stored shape, read in this transaction,
+    /// without a composite board's dimensions (`BoardSpec::dims` empty): a
+    /// board fed by a ranked field is an `Increment` board, which cannot be
+    /// composite, so a store may skip reading them.
     fn open(&self, name: &str) -> Result<Option<(i64, BoardSpec)>>;
 
     /// Runs `f` on `board` in this transaction; [`Error::RankingNotFound`]

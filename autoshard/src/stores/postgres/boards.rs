@@ -462,6 +462,29 @@ impl Postgres {
     /// Board `name`'s id and stored shape, read in `tx` (a read or a write
     /// transaction: an entity save opens its boards in its own).
     pub(super) fn open_in(&self, tx: &mut Tx<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let Some((id, spec)) = self.open_flat_in(tx, name)? else {
+            return Ok(None);
+        };
+        let sql = self.boards_sql();
+        if !self.has_column(tx, &sql.has_dims)? {
+            return Ok(Some((id, spec)));
+        }
+        let dims = match tx.query_opt(&sql.select_dims, &[&id])? {
+            Some(row) => row.try_get(0)?,
+            None => String::new(),
+        };
+        Ok(Some((id, BoardSpec { dims, ..spec })))
+    }
+
+    /// [`open_in`](Self::open_in) without a composite board's dimensions,
+    /// as an entity save reads its boards on every write: its boards are
+    /// `Increment` boards, which cannot be composite, so the column check
+    /// (a round trip) is skipped.
+    pub(super) fn open_flat_in(
+        &self,
+        tx: &mut Tx<'_>,
+        name: &str,
+    ) -> Result<Option<(i64, BoardSpec)>> {
         let sql = self.boards_sql();
         if !self.tables_exist(tx)? {
             return Ok(None);
@@ -492,19 +515,14 @@ impl Postgres {
         };
         let id: i64 = row.try_get(0)?;
         let (buckets, exact_top) = super::approx::mode(self, tx, id)?;
-        let spec = BoardSpec {
-            buckets,
-            exact_top,
-            ..spec
-        };
-        if !self.has_column(tx, &sql.has_dims)? {
-            return Ok(Some((id, spec)));
-        }
-        let dims = match tx.query_opt(&sql.select_dims, &[&id])? {
-            Some(row) => row.try_get(0)?,
-            None => String::new(),
-        };
-        Ok(Some((id, BoardSpec { dims, ..spec })))
+        Ok(Some((
+            id,
+            BoardSpec {
+                buckets,
+                exact_top,
+                ..spec
+            },
+        )))
     }
 }
 

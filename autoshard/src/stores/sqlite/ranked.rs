@@ -2,7 +2,7 @@
 //! so a save's board write is a few more statements in its own
 //! `BEGIN IMMEDIATE` transaction (`seam/ranked.rs`).
 
-use super::boards::{open_in, SqliteTx};
+use super::boards::{open_flat_in, SqliteTx};
 use super::{lifecycle, Sqlite};
 use crate::error::Result;
 use crate::seam::{Board, BoardSpec, BoardTx, BoardWrite, Kind, Storage};
@@ -16,7 +16,7 @@ struct SqliteBoards<'a> {
 
 impl BoardTx for SqliteBoards<'_> {
     fn open(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        open_in(self.tx, name)
+        open_flat_in(self.tx, name)
     }
 
     fn with_board(
