@@ -555,7 +555,11 @@ fn kill_compactors<S: CrashStore>(mode: &str, kills: u64) -> Result<Report, Stri
         }
         let result = (|| {
             let mut child = 0;
-            while report.kills_in_a_transaction < kills && report.kills < 3 * kills {
+            // Kill on (bounded) until enough victims died mid-work: how many
+            // had merged a batch first depends on the machine's load.
+            while (report.kills_in_a_transaction < kills || report.kills_after_a_batch < kills / 4)
+                && report.kills < 3 * kills
+            {
                 child += 1;
                 let delay = Duration::from_millis(rand::random_range(S::DELAY_MS));
                 let mut unknown = false;
