@@ -264,6 +264,10 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
     ));
     assert!(declared("hill", strava()).is_ok());
     assert!(matches!(
+        refused(Ranking::create(&*db, "hill", RankingConfig::new(0..10))),
+        Error::RankingExists { .. }
+    ));
+    assert!(matches!(
         refused(declared("hill", strava().window(Window::Day))),
         Error::RankingMismatch { .. }
     ));

@@ -231,7 +231,7 @@ impl Ranking {
     ///
     /// # Errors
     ///
-    /// [`Error::RankingExists`] if the name is taken,
+    /// [`Error::RankingExists`] if a board or a [`Family`] is called `name`,
     /// [`Error::InvalidName`] for a bad name, [`Error::InvalidRanking`] for
     /// an empty range, branching outside 2..=1000, zero shards or queues,
     /// entry data over [`MAX_ENTRY_DATA`] bytes, or composite dimensions
@@ -241,6 +241,10 @@ impl Ranking {
         check_board_name(name)?;
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
+        // A family lives under a hidden name: one name, one leaderboard.
+        if boards.open_board(&family::registry_name(name))?.is_some() {
+            return Err(Error::RankingExists { name: name.into() });
+        }
         let id = boards.create_board(name, &config.spec())?;
         let mut board = Self::with(boards, name, id, config, geometry);
         if board.config().tree_count() > 1 {

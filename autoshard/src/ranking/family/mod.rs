@@ -82,7 +82,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) const HIDDEN: char = '\u{2}';
 
 /// The registry board of family `name`: its configuration, as entry data.
-fn registry_name(name: &str) -> String {
+pub(super) fn registry_name(name: &str) -> String {
     format!("{HIDDEN}family{HIDDEN}{name}")
 }
 
