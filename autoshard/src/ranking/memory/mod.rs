@@ -1,7 +1,7 @@
 //! An in-memory [`Storage`]: the reference the SQL backends are held to,
 //! and the store the ranking algorithms' unit tests run on.
 //!
-//! [`MemoryStorage`] keeps one board's rows (the tables of `stores/sqlite/boards.rs`) in
+//! [`MemoryStorage`] keeps one board's rows (the tables of `stores/sqlite/boards/mod.rs`) in
 //! ordered maps, and [`MemoryTx`] is a transaction on it with the SQL
 //! backends' semantics: rows come back in the orders the trait promises, an
 //! empty vector deletes its row, the player index is in ranking order
@@ -63,7 +63,7 @@ pub(crate) struct Tables {
     /// `player -> (score, arrival)`.
     players: BTreeMap<String, (i64, u64)>,
     /// The ranking-order index. Not unique on `(score, arrival)`: a batch
-    /// may swap two players' places (see `sqlite.rs`), so the player name
+    /// may swap two players' places (see `stores/sqlite/boards/mod.rs`), so the player name
     /// completes the key.
     order: BTreeSet<(Reverse<i64>, u64, String)>,
     /// Entry data by player: the players table's `data` column.

@@ -2,7 +2,7 @@
 //!
 //! A delete is one `READ COMMITTED` transaction that takes the board's
 //! advisory lock exclusively (every writer of the board holds it, shared or
-//! exclusive, before it reads: `boards.rs`) and deletes that board's rows
+//! exclusive, before it reads: `boards/locks.rs`) and deletes that board's rows
 //! only, by primary-key prefix: no table lock, no lock another board's
 //! writer takes. The queue's tables are in the same database, so the queued
 //! rows, heads, applied-through marks and dead letters go in the same
@@ -61,7 +61,7 @@ impl LifecycleSql {
 }
 
 /// The advisory lock key of board `id` in the schema seeded `seed`: what a
-/// writer takes first (`PgTx::key(b'b', &[])` in `boards.rs`).
+/// writer takes first (`PgTx::key(b'b', &[])` in `boards/locks.rs`).
 pub(super) fn board_key(seed: u64, id: i64) -> i64 {
     fnv(fnv(seed, &id.to_le_bytes()), b"b") as i64
 }

@@ -1,6 +1,6 @@
 //! Entity boards on PostgreSQL: the boards live in the entities' database,
 //! so a save's board write runs in the save's own transaction
-//! (`seam/ranked.rs`), under the board's advisory locks (`boards.rs`).
+//! (`seam/ranked.rs`), under the board's advisory locks (`boards/locks.rs`).
 
 use super::tx::Tx;
 use super::Postgres;
@@ -26,7 +26,7 @@ impl BoardTx for PgBoards<'_, '_> {
     ) -> Result<()> {
         let mut tx = self.tx.borrow_mut();
         // A cell of this call's own: a board's storage shares its
-        // transaction through one (`boards.rs`).
+        // transaction through one (`PgTx` in `boards/mod.rs`).
         let tx = RefCell::new(&mut **tx);
         f(&self.db.board_tx(&tx, board))
     }
