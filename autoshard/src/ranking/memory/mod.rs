@@ -63,8 +63,8 @@ pub(crate) struct Tables {
     /// `player -> (score, arrival)`.
     players: BTreeMap<String, (i64, u64)>,
     /// The ranking-order index. Not unique on `(score, arrival)`: a batch
-    /// may swap two players' places (see `stores/sqlite/boards/mod.rs`), so the player name
-    /// completes the key.
+    /// may swap two players' places (see `stores/sqlite/boards/mod.rs`),
+    /// so the player name completes the key.
     order: BTreeSet<(Reverse<i64>, u64, String)>,
     /// Entry data by player: the players table's `data` column.
     pub data: BTreeMap<String, Vec<u8>>,

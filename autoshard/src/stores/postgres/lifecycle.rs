@@ -2,8 +2,8 @@
 //!
 //! A delete is one `READ COMMITTED` transaction that takes the board's
 //! advisory lock exclusively (every writer of the board holds it, shared or
-//! exclusive, before it reads: `boards/locks.rs`) and deletes that board's rows
-//! only, by primary-key prefix: no table lock, no lock another board's
+//! exclusive, before it reads: `boards/locks.rs`) and deletes that board's
+//! rows only, by primary-key prefix: no table lock, no lock another board's
 //! writer takes. The queue's tables are in the same database, so the queued
 //! rows, heads, applied-through marks and dead letters go in the same
 //! transaction: a crash leaves all of the board or none of it. Board ids are
