@@ -304,18 +304,11 @@ fn sqlite_family_submissions_killed_20_times_are_all_or_nothing() {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_family_submissions_killed_20_times_are_all_or_nothing() {
-    use stores::pg;
-    let schema = pg::new_schema();
-    let _cleanup = pg::DropSchema(schema.clone());
-    let tag = format!("family_crash_{schema}");
-    let with_schema = |url: String| {
-        let glue = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{glue}schema={schema}")
-    };
-    let (url, child_url) = (with_schema(pg::url()), with_schema(pg::tagged_url(&tag)));
+    let db = stores::pg::CrashSchema::new("family_crash");
+    let (url, child_url) = (&db.url, &db.child_url);
     // The killed child's server session may still be committing.
-    let wait = || pg::wait_for_sessions(&tag);
-    let acked = kill_rounds((&url, &child_url), "atomic", kills(KILLS), 200, &wait);
+    let wait = || db.settle();
+    let acked = kill_rounds((url, child_url), "atomic", kills(KILLS), 200, &wait);
     let acked = acked.unwrap();
     eprintln!("{acked} submissions acknowledged across the kills");
     assert!(acked > 0, "the children submitted nothing");

@@ -291,18 +291,11 @@ fn sqlite_family_worker_killed_20_times_applies_each_submission_once() {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_family_worker_killed_20_times_applies_each_submission_once() {
-    use stores::pg;
-    let schema = pg::new_schema();
-    let _cleanup = pg::DropSchema(schema.clone());
-    let tag = format!("famq_crash_{schema}");
-    let with_schema = |url: String| {
-        let glue = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{glue}schema={schema}")
-    };
-    let (url, child_url) = (with_schema(pg::url()), with_schema(pg::tagged_url(&tag)));
+    let db = stores::pg::CrashSchema::new("famq_crash");
+    let (url, child_url) = (&db.url, &db.child_url);
     // The killed child's server session may still be committing.
-    let wait = || pg::wait_for_sessions(&tag);
-    kill_rounds((&url, &child_url), true, kills(KILLS), 150, &wait).unwrap();
+    let wait = || db.settle();
+    kill_rounds((url, child_url), true, kills(KILLS), 150, &wait).unwrap();
 }
 
 #[test]

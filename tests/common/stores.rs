@@ -320,6 +320,43 @@ pub mod pg {
         }
     }
 
+    /// A fresh schema for a crash test whose children reach it by URL
+    /// (`autoshard::open`): the parent's URL, the children's (tagged, so
+    /// [`settle`](CrashSchema::settle) can wait for a killed child's
+    /// sessions), and the schema's removal when the test ends.
+    #[allow(dead_code)] // not every test file kills children
+    pub struct CrashSchema {
+        pub url: String,
+        pub child_url: String,
+        tag: String,
+        _cleanup: DropSchema,
+    }
+
+    #[allow(dead_code)] // not every test file kills children
+    impl CrashSchema {
+        /// `test` names the test in the children's `application_name`.
+        pub fn new(test: &str) -> CrashSchema {
+            let schema = new_schema();
+            let tag = format!("{test}_{schema}");
+            let with_schema = |url: String| {
+                let glue = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{glue}schema={schema}")
+            };
+            CrashSchema {
+                url: with_schema(url()),
+                child_url: with_schema(tagged_url(&tag)),
+                tag,
+                _cleanup: DropSchema(schema),
+            }
+        }
+
+        /// Returns once no killed child's server session is left: one may
+        /// still be committing its last transaction after the SIGKILL.
+        pub fn settle(&self) {
+            wait_for_sessions(&self.tag);
+        }
+    }
+
     pub fn builder(schema: &str, options: &Options) -> PostgresBuilder {
         let mut builder = Postgres::builder(&url()).schema(schema);
         if let Some(rows) = options.compaction_batch_rows {
