@@ -220,7 +220,7 @@ impl RankingConfig {
     /// is exact for any score at or above the `players`-th best and still
     /// reads O(1) rows. Equal-count buckets put a sparse tail of top scores
     /// into one wide bucket, where linear interpolation is worst in
-    /// relative terms (`docs/wip/approx.md` has the measurements).
+    /// relative terms (measured in docs/design.md, "Approximate boards").
     ///
     /// ```
     /// use autoshard::ranking::RankingConfig;

@@ -2,8 +2,9 @@
 //! an update writes only the player's row; a background
 //! [`refresh`](Ranking::refresh) summarizes the score index into buckets
 //! and publishes them as a snapshot; [`approx_rank`](Ranking::approx_rank)
-//! interpolates inside the bucket holding a score. `docs/wip/approx.md` has
-//! the data model, the snapshot protocol and the measured error.
+//! interpolates inside the bucket holding a score. docs/design.md
+//! ("Approximate boards") has the data model, the snapshot protocol and
+//! the measured error.
 
 mod apply;
 mod refresh;

@@ -135,11 +135,11 @@ pub struct Refresh {
 impl Ranking {
     /// Recomputes an approximate board's buckets from its score index and
     /// publishes them as a new snapshot, which
-    /// [`approx_rank`](Ranking::approx_rank) answers from from then on.
+    /// [`approx_rank`](Ranking::approx_rank) answers from then on.
     ///
-    /// The protocol (`docs/wip/approx.md`): reserve a new snapshot number;
-    /// read the score index in one read transaction (writers go on
-    /// meanwhile); write the buckets under the new number, a chunk per
+    /// The protocol (docs/design.md, "Approximate boards"): reserve a new
+    /// snapshot number; read the score index in one read transaction
+    /// (writers go on meanwhile); write the buckets under the new number, a chunk per
     /// transaction, where no reader looks; then, in one transaction, check
     /// that every row is there, flip the board's pointer to the new number
     /// and delete the older snapshots. A reader reads the pointer and the

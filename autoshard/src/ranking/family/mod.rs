@@ -11,7 +11,8 @@
 //! sees the submission in all of them or in none. Period boards are
 //! created on first use; old periods are dropped by
 //! [`Family::drop_expired`] (and, by default, by the submission that opens
-//! a new period). `docs/wip/family.md` has the data model and invariants.
+//! a new period). docs/design.md ("Board families") has the data model
+//! and invariants.
 //!
 //! Members are ordinary boards: [`Family::board`] hands out a [`Ranking`]
 //! for a window, a period and optionally a filter value, and every query of

@@ -15,8 +15,8 @@
 //! score in every tree that shares its subtree with another: a dense rank
 //! near the bottom of a board whose trees interleave everywhere (random
 //! players, sparse scores) reads about `k * (distinct scores above) / B`
-//! leaves. A top-of-board dense rank stays cheap. `docs/wip/trees.md` has
-//! the measured cost.
+//! leaves. A top-of-board dense rank stays cheap. The measured cost is in
+//! docs/design.md, "Sharded trees".
 
 use super::super::query;
 use super::super::storage::Storage;
