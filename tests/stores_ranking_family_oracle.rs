@@ -1,5 +1,7 @@
 //! Board families against a plain in-memory model, on SQLite files and
-//! PostgreSQL: random windows × filters × policies × orders, submissions
+//! PostgreSQL: random windows × filters × policies × orders × composite
+//! scores of 1 to 4 dimensions (each higher- or lower-is-better, compared
+//! by the model as tuples), submissions
 //! at random times over nine days across a week, a month and a year end
 //! (at a random UTC offset and first weekday), players changing filter
 //! values, increments refused past the range; then expired periods
@@ -8,11 +10,15 @@
 //! refused submission created may be empty), and pass `check_integrity`.
 //!
 //! The model takes each period's key from `Family::span` (the calendar is
-//! checked on its own in `ranking/family/window.rs`); everything else
-//! (which boards a submission touches, leaving a filter value, policies,
+//! checked on its own in `ranking/family/window.rs`) and reads the stored
+//! tuples back with `Family::decode` (the codec has its own oracle in
+//! `stores_ranking_composite.rs`); everything else (which boards a
+//! submission touches, leaving a filter value, policies, tuple order,
 //! all-or-nothing refusal, retention) it computes by itself.
 //!
-//! Control, reverted: with the leave step skipped in `submit.rs` (a player
+//! Controls, reverted: a model that ranks every dimension higher-is-better
+//! failed on SQLite within a few cases (a lower-is-better dimension stored
+//! the better tuple); with the leave step skipped in `submit.rs` (a player
 //! who changes age group stays on the old group's board), this failed on
 //! SQLite within a few cases with the old group's board holding the player
 //! in the store and not in the model.
@@ -20,7 +26,9 @@
 //! More cases: `AUTOSHARD_FAMILY_CASES=200 cargo test --test
 //! stores_ranking_family_oracle`.
 
-use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Weekday};
+use autoshard::ranking::{
+    Dim, Family, FamilyConfig, Order, Period, Policy, RankingConfig, Weekday,
+};
 use autoshard::ranking::{FamilySubmission, Window};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -30,7 +38,7 @@ use std::collections::{BTreeMap, HashMap};
 mod family;
 #[path = "common/stores.rs"]
 mod stores;
-use family::{non_empty, snapshot, MemberKey, Snapshot};
+use family::{non_empty, snapshot, MemberKey};
 
 store_tests!(families_agree_with_a_model);
 
@@ -47,11 +55,22 @@ const WINDOWS: [Window; 5] = [
 ];
 const DIMS: [(&str, [&str; 2]); 2] = [("age", ["u35", "35+"]), ("weight", ["light", "heavy"])];
 const PLAYERS: [&str; 4] = ["ann", "bo", "cy", "di"];
+/// Each dimension of a composite score ranges over `0..DIM_WIDTH`: few
+/// values, so tuples tie in some dimensions and not others.
+const DIM_WIDTH: i64 = 3;
+
+/// A score as the model holds it: one value, or a composite tuple.
+type Score = Vec<i64>;
+/// Every non-empty member board: `member -> {player: (score, standard rank)}`.
+type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (Score, u64)>>;
 
 #[derive(Debug, Clone)]
 struct Op {
     player: usize,
     value: i64,
+    /// The composite score, of which a family of `d` dimensions takes the
+    /// first `d`.
+    tuple: [i64; 4],
     /// Per dimension: a value index, or none.
     filters: [Option<usize>; 2],
     day: i64,
@@ -63,13 +82,15 @@ fn op() -> impl Strategy<Value = Op> {
     (
         0..PLAYERS.len(),
         -6..20i64,
+        [0..DIM_WIDTH, 0..DIM_WIDTH, 0..DIM_WIDTH, 0..DIM_WIDTH],
         [filter.clone(), filter],
         0..9i64,
         prop::sample::select(vec![0i64, 4, 12, 23]),
     )
-        .prop_map(|(player, value, filters, day, hour)| Op {
+        .prop_map(|(player, value, tuple, filters, day, hour)| Op {
             player,
             value,
+            tuple,
             filters,
             day,
             hour,
@@ -79,27 +100,49 @@ fn op() -> impl Strategy<Value = Op> {
 struct Model {
     policy: Policy,
     order: Order,
+    /// Per dimension of a composite score, its order; empty for one value.
+    dims: Vec<Order>,
     range: (i64, i64),
-    boards: BTreeMap<MemberKey, BTreeMap<String, i64>>,
+    boards: BTreeMap<MemberKey, BTreeMap<String, Score>>,
     values: HashMap<String, [Option<usize>; 2]>,
 }
 
 impl Model {
+    /// Whether `a` ranks above `b`: by the board's order, or for tuples by
+    /// the first dimension that differs, in that dimension's order.
+    fn is_better(&self, a: &Score, b: &Score) -> bool {
+        if self.dims.is_empty() {
+            return self.order.is_better(a[0], b[0]);
+        }
+        let differs = a.iter().zip(b).zip(&self.dims).find(|((x, y), _)| x != y);
+        differs.is_some_and(|((x, y), order)| order.is_better(*x, *y))
+    }
+
+    /// The score an op submits.
+    fn score(&self, op: &Op) -> Score {
+        if self.dims.is_empty() {
+            vec![op.value]
+        } else {
+            op.tuple[..self.dims.len()].to_vec()
+        }
+    }
+
     /// The player's score after `value` under the policy; `None` when the
     /// family must refuse the whole submission.
-    fn next(&self, old: Option<i64>, value: i64) -> Option<i64> {
+    fn next(&self, old: Option<&Score>, value: Score) -> Option<Score> {
         let new = match (self.policy, old) {
-            (Policy::Increment, _) => old.unwrap_or(0) + value,
-            (Policy::Best, Some(o)) if !self.order.is_better(value, o) => o,
-            (Policy::Worst, Some(o)) if self.order.is_better(value, o) => o,
+            (Policy::Increment, _) => vec![old.map_or(0, |o| o[0]) + value[0]],
+            (Policy::Best, Some(o)) if !self.is_better(&value, o) => o.clone(),
+            (Policy::Worst, Some(o)) if self.is_better(&value, o) => o.clone(),
             _ => value,
         };
-        (self.range.0..self.range.1).contains(&new).then_some(new)
+        let in_range = !self.dims.is_empty() || (self.range.0..self.range.1).contains(&new[0]);
+        in_range.then_some(new)
     }
 
     /// Applies a submission; the new score per member, or `None` (and no
     /// change) if the family must refuse it.
-    fn submit(&mut self, f: &Family, op: &Op, ts: i64) -> Option<BTreeMap<MemberKey, i64>> {
+    fn submit(&mut self, f: &Family, op: &Op, ts: i64) -> Option<BTreeMap<MemberKey, Score>> {
         let player = PLAYERS[op.player];
         let old = self.values.get(player).copied().unwrap_or_default();
         let mut boards = self.boards.clone();
@@ -121,8 +164,8 @@ impl Model {
             for target in targets {
                 let member = (window, key, target);
                 let board = boards.entry(member.clone()).or_default();
-                let new = self.next(board.get(player).copied(), op.value)?;
-                board.insert(player.into(), new);
+                let new = self.next(board.get(player), self.score(op))?;
+                board.insert(player.into(), new.clone());
                 written.insert(member, new);
             }
         }
@@ -138,9 +181,9 @@ impl Model {
             if board.is_empty() {
                 continue;
             }
-            let ranked = board.iter().map(|(p, &s)| {
-                let better = board.values().filter(|&&o| self.order.is_better(o, s));
-                (p.clone(), (s, better.count() as u64 + 1))
+            let ranked = board.iter().map(|(p, s)| {
+                let better = board.values().filter(|o| self.is_better(o, s));
+                (p.clone(), (s.clone(), better.count() as u64 + 1))
             });
             out.insert(member.clone(), ranked.collect());
         }
@@ -148,10 +191,36 @@ impl Model {
     }
 }
 
-fn written(done: &FamilySubmission) -> BTreeMap<MemberKey, i64> {
+/// A stored score as the model holds it.
+fn score(f: &Family, stored: i64) -> Score {
+    if !f.config().board().score_dimensions().is_empty() {
+        f.decode(stored).unwrap()
+    } else {
+        vec![stored]
+    }
+}
+
+fn written(f: &Family, done: &FamilySubmission) -> BTreeMap<MemberKey, Score> {
     done.members
         .iter()
-        .map(|(m, s)| ((m.span.window, m.span.key, m.filter.clone()), s.new_score))
+        .map(|(m, s)| {
+            let member = (m.span.window, m.span.key, m.filter.clone());
+            (member, score(f, s.new_score))
+        })
+        .collect()
+}
+
+/// Every non-empty member board in the store, scores as the model holds
+/// them.
+fn stored(f: &Family) -> Snapshot {
+    non_empty(snapshot(f))
+        .into_iter()
+        .map(|(member, board)| {
+            let board = board
+                .into_iter()
+                .map(|(p, (s, rank))| (p, (score(f, s), rank)));
+            (member, board.collect())
+        })
         .collect()
 }
 
@@ -185,24 +254,34 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
         prop::sample::select(vec![Weekday::Monday, Weekday::Sunday, Weekday::Friday]),
         0..3u32,
     );
-    let strategy = (shape, prop::collection::vec(op(), 1..14));
-    let outcome = runner.run(&strategy, |(shape, ops)| {
-        let (policy, order, windows, offset, week, keep) = shape;
+    let order = prop::sample::select(vec![Order::HigherIsBetter, Order::LowerIsBetter]);
+    let dims = prop::option::weighted(0.4, prop::collection::vec(order, 1..=4));
+    let strategy = (shape, dims, prop::collection::vec(op(), 1..14));
+    let outcome = runner.run(&strategy, |(shape, dims, ops)| {
+        let (mut policy, order, windows, offset, week, keep) = shape;
         case.set(case.get() + 1);
+        let dims = dims.unwrap_or_default();
+        if !dims.is_empty() && policy == Policy::Increment {
+            // Refused on tuples (`stores_ranking_family_composite.rs`).
+            policy = Policy::Best;
+        }
         let range = if policy == Policy::Increment {
             (0, 25)
         } else {
             (-6, 20)
         };
-        let mut config = FamilyConfig::new(
-            RankingConfig::new(range.0..range.1)
-                .branching(4)
-                .policy(policy)
-                .order(order),
-        )
-        .utc_offset_minutes(offset)
-        .week_starts(week)
-        .auto_drop(false);
+        let board = if dims.is_empty() {
+            RankingConfig::new(range.0..range.1).order(order)
+        } else {
+            RankingConfig::dimensions(dims.iter().map(|o| match o {
+                Order::HigherIsBetter => Dim::higher(0..DIM_WIDTH),
+                Order::LowerIsBetter => Dim::lower(0..DIM_WIDTH),
+            }))
+        };
+        let mut config = FamilyConfig::new(board.branching(4).policy(policy))
+            .utc_offset_minutes(offset)
+            .week_starts(week)
+            .auto_drop(false);
         for (i, w) in WINDOWS.iter().enumerate() {
             if windows & (1 << i) != 0 {
                 config = config.keep(*w, keep);
@@ -215,6 +294,7 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
         let mut model = Model {
             policy,
             order,
+            dims,
             range,
             boards: BTreeMap::new(),
             values: HashMap::new(),
@@ -223,7 +303,11 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
         for op in &ops {
             let ts = BASE + op.day * DAY + op.hour * 3600;
             latest = latest.max(ts);
-            let mut entry = f.entry(PLAYERS[op.player], op.value).at(ts);
+            let value = match model.dims.len() {
+                0 => op.value,
+                d => f.encode(&op.tuple[..d])?,
+            };
+            let mut entry = f.entry(PLAYERS[op.player], value).at(ts);
             for (d, v) in op.filters.iter().enumerate() {
                 if let Some(v) = v {
                     entry = entry.filter(DIMS[d].0, DIMS[d].1[*v]);
@@ -231,7 +315,7 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
             }
             let done = entry.submit();
             match model.submit(&f, op, ts) {
-                Some(want) => prop_assert_eq!(written(&done?), want),
+                Some(want) => prop_assert_eq!(written(&f, &done?), want),
                 None => prop_assert!(
                     matches!(done, Err(autoshard::Error::ScoreOutOfRange { .. })),
                     "{:?}",
@@ -239,14 +323,14 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
                 ),
             }
         }
-        prop_assert_eq!(non_empty(snapshot(&f)), model.snapshot());
+        prop_assert_eq!(stored(&f), model.snapshot());
         // Retention: what the family keeps as of the latest submission.
         f.drop_expired_at(latest)?;
         model.boards.retain(|(w, key, _), _| {
             let current = f.span(*w, Period::At(latest)).unwrap().key;
             *w == Window::AllTime || *key >= current - i64::from(keep)
         });
-        prop_assert_eq!(non_empty(snapshot(&f)), model.snapshot());
+        prop_assert_eq!(stored(&f), model.snapshot());
         Ok(())
     });
     if let Err(e) = outcome {
