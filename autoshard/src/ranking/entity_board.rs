@@ -75,7 +75,7 @@ pub(crate) fn apply(tx: &dyn BoardTx, writes: &[BoardWrite]) -> Result<()> {
             .map(|w| (w.player.as_str(), w.change))
             .collect();
         for &(player, _) in &updates {
-            super::check_player(player)?;
+            super::handle::check_player(player)?;
         }
         write_board(tx, name, &updates)?;
     }

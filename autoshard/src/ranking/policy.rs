@@ -9,10 +9,11 @@
 //! "better" is always "higher"; only `Increment` adds in real scores.
 //! `docs/design.md` ("Ranking tree", "Policies and order") has the reasons.
 
+use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{check_player, Ranking};
+use super::Ranking;
 use crate::error::{Error, Result};
 
 /// What a submitted score does to the player's stored one, set per board

@@ -605,7 +605,7 @@ mod tests {
         corrupt(distinct_count_of_u64_max().page(1, 1), "too large");
     }
 
-    /// The same in `Ranking::rank` (mod.rs, `Tie::Dense =>
+    /// The same in `Ranking::rank` (read.rs, `Tie::Dense =>
     /// place.distinct_above + 1`; likewise `above + 1` for the standard
     /// rank and `rank_of_score`), which `Board::rank` repeats: it panicked
     /// the same way before the fix.
