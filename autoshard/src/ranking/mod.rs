@@ -82,8 +82,8 @@ pub use self::policy::{Order, Policy, Submission};
 pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
 pub use crate::seam::DeadLetter;
 
+pub(crate) use self::apply::apply_updates;
 pub(crate) use self::approx::hooks as approx_hooks;
-pub(crate) use self::policy::apply_updates;
 pub(crate) use self::queue::hooks as queue_hooks;
 pub(crate) use self::trees::hooks as trees_hooks;
 use crate::seam::Backend;

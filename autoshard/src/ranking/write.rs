@@ -1,10 +1,10 @@
 //! The direct writes: [`Ranking::set_score`], [`Ranking::set_scores`] and
 //! [`Ranking::remove`], each one write transaction applying its updates
-//! as one batch (`apply.rs`) under the board's policy; `submit` is in
+//! as one batch (`apply/`) under the board's policy; `submit` is in
 //! `policy.rs`, the queued writes in `queue/`.
 
+use super::apply::{apply_updates_from, Step};
 use super::handle::check_player;
-use super::policy::{apply_updates_from, Step};
 use super::Ranking;
 use crate::error::Result;
 

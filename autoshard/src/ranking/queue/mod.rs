@@ -29,10 +29,10 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
+use super::apply::{apply_updates_from, store_entry_data, Refused};
 use super::cache::{CachedTx, NodeCache};
 use super::handle::check_player;
-use super::policy::apply_updates_from;
-use super::policy::{store_entry_data, Refused, Rules};
+use super::policy::Rules;
 use super::tree::Geometry;
 use super::Ranking;
 use crate::error::{Error, Result};
