@@ -1,6 +1,6 @@
 //! The exact reads: rank, score, pages and neighbours, size and the
 //! integrity check, each in one read transaction (one snapshot) over the
-//! descents in `query.rs`; a split board merges its trees' answers
+//! descents in `query/`; a split board merges its trees' answers
 //! (`trees/`), an approximate board answers from its snapshot (`approx/`).
 
 use super::handle::check_player;
