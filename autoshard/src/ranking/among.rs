@@ -5,7 +5,8 @@
 //! which for a few thousand players costs less than any count the tree
 //! could give (each count is a root-to-leaf walk per member).
 
-use super::{check_player, Entry, Ranking};
+use super::handle::check_player;
+use super::{Entry, Ranking};
 use crate::error::{Error, Result};
 
 /// Most players [`Ranking::among`] ranks in one call.

@@ -190,7 +190,7 @@ impl Storage for CachedTx<'_> {
 
     fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()> {
         self.st.put_node_part(height, idx, part, shard, v)?;
-        // Written rows were read first (`apply.rs` reads before it writes),
+        // Written rows were read first (`apply/` reads before it writes),
         // so the other part is known; a row that was not is forgotten.
         let key = (height, idx, shard);
         let mut staged = self.staged.borrow_mut();

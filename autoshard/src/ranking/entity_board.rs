@@ -56,8 +56,9 @@
 //! case nothing of the save is written. Entities inserted before the board
 //! was created are not on it.
 
+use super::apply::apply_updates;
 use super::config::RankingConfig;
-use super::policy::{apply_updates, Policy};
+use super::policy::Policy;
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardTx, BoardWrite};
 
@@ -75,7 +76,7 @@ pub(crate) fn apply(tx: &dyn BoardTx, writes: &[BoardWrite]) -> Result<()> {
             .map(|w| (w.player.as_str(), w.change))
             .collect();
         for &(player, _) in &updates {
-            super::check_player(player)?;
+            super::handle::check_player(player)?;
         }
         write_board(tx, name, &updates)?;
     }

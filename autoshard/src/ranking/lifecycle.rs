@@ -11,7 +11,8 @@
 //! of a delete left behind. `docs/design.md` ("Board lifecycle") has the
 //! invariants per store.
 
-use super::{check_board_name, Ranking, RankingStore};
+use super::handle::check_board_name;
+use super::{Ranking, RankingStore};
 use crate::error::{Error, Result};
 use std::time::Duration;
 

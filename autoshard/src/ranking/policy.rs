@@ -9,10 +9,12 @@
 //! "better" is always "higher"; only `Increment` adds in real scores.
 //! `docs/design.md` ("Ranking tree", "Policies and order") has the reasons.
 
+use super::apply::{apply_updates_from, store_entry_data};
+use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{check_player, Ranking};
+use super::Ranking;
 use crate::error::{Error, Result};
 
 /// What a submitted score does to the player's stored one, set per board
@@ -212,13 +214,6 @@ impl Submission {
     }
 }
 
-/// A player's tree score before and after one update of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Step {
-    pub before: Option<i64>,
-    pub after: Option<i64>,
-}
-
 impl Ranking {
     /// Submits `score` for `player` under the board's [`Policy`] and
     /// [`Order`], as [`set_score`](Ranking::set_score) does, and reports what
@@ -360,187 +355,6 @@ impl Ranking {
             })
         }
     }
-}
-
-/// Refused updates of a batch that goes on without them: `(index in the
-/// batch, why)`. The queue's worker dead-letters them.
-pub(crate) type Refused = Vec<(usize, Error)>;
-
-/// Stores the entry data submitted with a batch's updates (`data`, one per
-/// update, `None` for none) that the entries now stand for: always under
-/// `Replace` and `Increment`, under `Best` and `Worst` only when the update
-/// changed the score (a slower effort leaves the record's data); never for
-/// a refused update. Per player the last such data wins; a removal drops
-/// the data before it, also when a later score of the batch brings the
-/// player back (the batch's net effect rewrites the row, not its data).
-pub(crate) fn store_entry_data<'a>(
-    st: &dyn Storage,
-    rules: Rules,
-    updates: &[(&str, Option<i64>)],
-    data: impl IntoIterator<Item = Option<&'a [u8]>>,
-    steps: &[Step],
-    refused: &[(usize, Error)],
-) -> Result<()> {
-    use std::collections::HashMap;
-    // Per player: the data to store, or `None` to clear it (a removal).
-    let mut latest: HashMap<&str, Option<&[u8]>> = HashMap::new();
-    for (i, ((&(player, value), data), step)) in updates.iter().zip(data).zip(steps).enumerate() {
-        if refused.iter().any(|&(r, _)| r == i) {
-            continue;
-        }
-        let taken = match rules.policy {
-            Policy::Replace | Policy::Increment => true,
-            Policy::Best | Policy::Worst => step.after != step.before,
-        };
-        match (value, data) {
-            (None, _) => {
-                latest.insert(player, None);
-            }
-            (Some(_), Some(data)) if taken => {
-                latest.insert(player, Some(data));
-            }
-            (Some(_), _) => {}
-        }
-    }
-    for (i, &(player, value)) in updates.iter().enumerate().rev() {
-        let Some(data) = latest.remove(player) else {
-            continue;
-        };
-        // The player's last update of the batch says whether they are on
-        // the board; a removed player's row (and data) is gone already.
-        if value.is_some() && steps[i].after.is_some() {
-            st.put_player_data(player, data)?;
-        }
-    }
-    Ok(())
-}
-
-/// Per player whose score a batch changed: the index of their last change
-/// and their final tree score (`None`: removed).
-pub(crate) type NetMoves<'u> = std::collections::HashMap<&'u str, (usize, Option<i64>)>;
-
-/// A batch's values taken in order under `rules`, from each player's
-/// stored tree score (`stored`, asked once per player): each update's step,
-/// and per player whose score changed, the index of their last change and
-/// their final tree score. An update the policy refuses fails the batch,
-/// or with `refused` is listed there and changes nothing. Shared by the
-/// tree's batches and the approximate boards' (`approx/apply.rs`).
-pub(crate) fn net_effect<'u>(
-    st: &dyn Storage,
-    g: &Geometry,
-    rules: Rules,
-    updates: &[(&'u str, Option<i64>)],
-    mut stored: impl FnMut(&str) -> Result<Option<i64>>,
-    mut refused: Option<&mut Refused>,
-) -> Result<(Vec<Step>, NetMoves<'u>)> {
-    let mut net = NetMoves::default();
-    let mut seen: std::collections::HashMap<&str, Option<i64>> = Default::default();
-    let mut steps = Vec::with_capacity(updates.len());
-    for (i, &(player, value)) in updates.iter().enumerate() {
-        let current = match (net.get(player), seen.get(player)) {
-            (Some(&(_, current)), _) => current,
-            (None, Some(&current)) => current,
-            (None, None) => {
-                let current = stored(player)?;
-                seen.insert(player, current);
-                current
-            }
-        };
-        let next = match value {
-            None => Ok(None),
-            Some(value) => {
-                // A stored score outside the range is damage, reported as
-                // the update that leaves it would report it.
-                if let Some(c) = current.filter(|&c| g.offset(c).is_none()) {
-                    rules.checked_score(st, g, c)?;
-                }
-                rules.next(g, current, value).map(Some)
-            }
-        };
-        let next = match (next, refused.as_deref_mut()) {
-            (Ok(next), _) => next,
-            (Err(e), Some(refused)) => {
-                refused.push((i, e));
-                current
-            }
-            (Err(e), None) => return Err(e),
-        };
-        steps.push(Step {
-            before: current,
-            after: next,
-        });
-        if current != next {
-            net.insert(player, (i, next));
-        }
-    }
-    Ok((steps, net))
-}
-
-/// Applies validated updates (`None`: a removal) as one batch under
-/// `rules`; each update's tree scores before and after it.
-///
-/// A batch is applied by its net effect, which is what a reader (who never
-/// sees inside a batch) can tell apart: the values are taken in order under
-/// the policy (so increments of one player add up), each player ends where
-/// the last of their updates left them; a player whose final score is the
-/// one they had before the batch keeps their place among ties, even if
-/// they left it in between; and players who arrive at a score are ordered
-/// by their last change in the slice. This makes re-applying a batch of
-/// absolute scores a no-op, place among ties included.
-///
-/// An update the policy refuses (an increment past the range) fails the
-/// whole batch before anything is written, or, with `refused`, is listed
-/// there and skipped.
-#[cfg_attr(not(test), allow(dead_code))] // callers without a floor: tests
-pub(crate) fn apply_updates(
-    st: &dyn Storage,
-    g: &Geometry,
-    rules: Rules,
-    shard: u32,
-    updates: &[(&str, Option<i64>)],
-    refused: Option<&mut Refused>,
-) -> Result<Vec<Step>> {
-    apply_updates_from(st, g, rules, shard, updates, refused, &|_| 0)
-}
-
-/// [`apply_updates`] where the player whose last change is update `i`
-/// arrives with an arrival number of at least `floor(i)`
-/// (`Batch::arrivals_from`; 0 leaves it to the score's counter): a tree of
-/// a split board hands out board-wide numbers (`trees/arrival.rs`).
-pub(crate) fn apply_updates_from(
-    st: &dyn Storage,
-    g: &Geometry,
-    rules: Rules,
-    shard: u32,
-    updates: &[(&str, Option<i64>)],
-    refused: Option<&mut Refused>,
-    floor: &dyn Fn(usize) -> u64,
-) -> Result<Vec<Step>> {
-    if rules.approx {
-        return super::approx::apply_updates(st, g, rules, updates, refused);
-    }
-    let mut batch = super::apply::Batch::new(st, g, shard);
-    let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
-    st.lock_players(&players)?;
-    let (steps, net) = net_effect(st, g, rules, updates, |p| batch.stored_score(p), refused)?;
-    let mut moves: Vec<_> = net.into_iter().collect();
-    moves.sort_unstable_by_key(|&(_, (i, _))| i);
-    // A move changes the leaves of the score it leaves and of the one it
-    // reaches, nothing else it must read exactly. Out-of-range stored
-    // scores are reported as corruption by the update itself.
-    let mut leaves = Vec::new();
-    for &(player, (_, score)) in &moves {
-        for s in [batch.stored_score(player)?, score].into_iter().flatten() {
-            leaves.extend(g.offset(s).map(|offset| g.node(offset, 1)));
-        }
-    }
-    st.lock_leaves(&leaves)?;
-    for (player, (i, score)) in moves {
-        batch.arrivals_from(floor(i));
-        batch.update(player, score)?;
-    }
-    batch.flush()?;
-    Ok(steps)
 }
 
 impl Ranking {

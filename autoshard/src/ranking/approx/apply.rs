@@ -1,6 +1,7 @@
 //! Updates on an approximate board: player rows only, no tree.
 
-use super::super::policy::{net_effect, Refused, Rules, Step};
+use super::super::apply::{net_effect, Refused, Step};
+use super::super::policy::Rules;
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
 use crate::error::Result;
@@ -18,7 +19,7 @@ fn clock() -> u64 {
         & (i64::MAX as u64 >> 1)
 }
 
-/// `policy::apply_updates` for an approximate board: the same net effect
+/// `apply::apply_updates` for an approximate board: the same net effect
 /// per player (values taken in order under the policy; a player whose final
 /// score is the one they had keeps their row untouched), written as player
 /// rows only.

@@ -105,7 +105,7 @@ pub(super) fn decode_row(f: &Family, row: &QueuedRow) -> std::result::Result<Que
         return Err(why.clone());
     }
     let config = f.config();
-    crate::ranking::check_player(&row.player).map_err(|e| e.to_string())?;
+    crate::ranking::handle::check_player(&row.player).map_err(|e| e.to_string())?;
     let score = row.score.ok_or("a family row without a score")?;
     let board = config.board();
     let geometry = board.geometry().map_err(|e| e.to_string())?;

@@ -5,7 +5,8 @@
 use super::window::{check_timestamp, now, Span, Window};
 use super::Family;
 use crate::error::{Error, Result};
-use crate::ranking::{apply_updates, check_player, Ranking, Submission};
+use crate::ranking::handle::check_player;
+use crate::ranking::{apply_updates, Ranking, Submission};
 use crate::seam::{Board, Storage};
 
 /// How often a submission starts over because the player's filter values

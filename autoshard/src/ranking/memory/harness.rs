@@ -2,9 +2,10 @@
 //! `Ranking`'s queries, a brute-force oracle, and proptest strategies.
 use super::super::policy::Rules;
 use super::super::query::{self, Want};
+use super::super::read::player_place;
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
-use super::super::{apply_updates, integrity, player_place, Entry, Tie};
+use super::super::{apply_updates, integrity, Entry, Tie};
 use super::{MemoryStorage, MemoryTx, Tables};
 use crate::error::Result;
 use proptest::prelude::*;

@@ -17,7 +17,7 @@
 //! being read. A read transaction neither locks nor writes. Every vector
 //! written is canonical (whole `i64`s, at most `B`, trailing zeros
 //! trimmed), every position is below `2^63`, and (the promise of
-//! `apply.rs`, not of the trait) no row is written twice in one
+//! `apply/`, not of the trait) no row is written twice in one
 //! transaction. A broken promise panics, naming it: it is a bug in the
 //! caller, not bad data.
 //!

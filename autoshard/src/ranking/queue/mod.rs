@@ -29,10 +29,12 @@ mod worker;
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
 pub(crate) use self::group::QueueState;
+use super::apply::{apply_updates_from, store_entry_data, Refused};
 use super::cache::{CachedTx, NodeCache};
-use super::policy::{store_entry_data, Refused, Rules};
+use super::handle::check_player;
+use super::policy::Rules;
 use super::tree::Geometry;
-use super::{apply_updates_from, check_player, Ranking};
+use super::Ranking;
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};

@@ -1,0 +1,262 @@
+//! The [`Ranking`] handle: what it holds, how `create` and `open` make it
+//! (a split board's trees included), the name rules every call checks,
+//! and the read and write transactions the calls in `read.rs`, `write.rs`
+//! and the other modules run in.
+
+use super::policy::Rules;
+use super::queue::QueueState;
+use super::storage::Storage;
+use super::tree::Geometry;
+use super::{
+    approx, family, trees, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN,
+};
+use crate::error::{Error, Result};
+use crate::seam::{Board, BoardStore};
+use std::sync::{Arc, OnceLock};
+
+/// A leaderboard stored in a database. See the [module docs](super).
+///
+/// Cloning is cheap and shares the handle. Every query runs in one read
+/// transaction, so it sees either all or none of any batch; every write is
+/// one write transaction.
+#[derive(Clone)]
+pub struct Ranking {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) boards: Arc<dyn BoardStore>,
+    pub(super) name: String,
+    pub(super) id: i64,
+    pub(super) config: RankingConfig,
+    pub(super) geometry: Geometry,
+    /// This process's queue coordination for the board (group commit,
+    /// worker wake-ups), made on the first queue call: see `queue.rs`.
+    pub(super) queue: OnceLock<Arc<QueueState>>,
+    /// This process's copy of an approximate board's published snapshot.
+    pub(super) approx: approx::Cache,
+    /// A split board's trees (`trees/mod.rs`); empty for a board of one.
+    pub(super) trees: Vec<Ranking>,
+    /// Whether this board is a tree of a split board: its arrival numbers
+    /// are board-wide (`trees/arrival.rs`).
+    pub(super) tree_member: bool,
+}
+
+impl std::fmt::Debug for Ranking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ranking")
+            .field("name", &self.inner.name)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn check_board_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() || name.len() > MAX_BOARD_NAME_LEN {
+        "a board name must be 1 to 128 bytes long"
+    } else if name.chars().any(char::is_control) {
+        "a board name may not contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: name.into(),
+        reason: reason.into(),
+    })
+}
+
+pub(super) fn check_player(player: &str) -> Result<()> {
+    let reason = if player.is_empty() || player.len() > MAX_PLAYER_LEN {
+        "a player name must be 1 to 256 bytes long"
+    } else if player.contains('\0') {
+        // PostgreSQL text cannot hold NUL; refuse it on every backend.
+        "a player name may not contain NUL"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: player.into(),
+        reason: reason.into(),
+    })
+}
+
+impl Ranking {
+    /// Creates the board `name` (1 to [`MAX_BOARD_NAME_LEN`] bytes, no
+    /// control characters) in `db`, empty.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingExists`] if a board or a [`Family`](super::Family) is
+    /// called `name`, [`Error::InvalidName`] for a bad name,
+    /// [`Error::InvalidRanking`] for an empty range, branching outside
+    /// 2..=1000, zero shards or queues, entry data over
+    /// [`MAX_ENTRY_DATA`](super::MAX_ENTRY_DATA) bytes, or composite
+    /// dimensions that make no board ([`RankingConfig::dimensions`]).
+    /// Nothing is written on error.
+    pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
+        check_board_name(name)?;
+        let geometry = config.geometry()?;
+        let boards = db.__boards().0;
+        // A family lives under a hidden name: one name, one leaderboard.
+        if boards.open_board(&family::registry_name(name))?.is_some() {
+            return Err(Error::RankingExists { name: name.into() });
+        }
+        let id = boards.create_board(name, &config.spec())?;
+        let mut board = Self::with(boards, name, id, config, geometry);
+        if board.config().tree_count() > 1 {
+            let trees = trees::create(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
+        }
+        Ok(board)
+    }
+
+    /// Creates a tree of a split board (`trees/mod.rs`) under its stored
+    /// name, which `create` would refuse.
+    pub(super) fn create_tree(
+        boards: Arc<dyn BoardStore>,
+        name: &str,
+        config: RankingConfig,
+    ) -> Result<Self> {
+        let geometry = config.geometry()?;
+        let id = boards.create_board(name, &config.spec())?;
+        let mut board = Self::with(boards, name, id, config, geometry);
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
+        Ok(board)
+    }
+
+    /// Opens a tree of a split board.
+    pub(super) fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
+        let mut board = Self::open_in(boards, name)?;
+        Arc::get_mut(&mut board.inner)
+            .expect("not shared yet")
+            .tree_member = true;
+        Ok(board)
+    }
+
+    /// Opens the board `name`, created earlier by any handle or process.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RankingNotFound`] if there is none, [`Error::InvalidName`]
+    /// for a name `create` would refuse, [`Error::Corrupt`] for a stored
+    /// configuration that makes no tree.
+    pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
+        check_board_name(name)?;
+        let mut board = Self::open_in(db.__boards().0, name)?;
+        if board.config().tree_count() > 1 {
+            let trees = trees::open(&board.inner.boards, name, board.config())?;
+            Arc::get_mut(&mut board.inner)
+                .expect("not shared yet")
+                .trees = trees;
+        }
+        Ok(board)
+    }
+
+    fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
+        let (id, spec) = boards
+            .open_board(name)?
+            .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
+        let corrupt = |reason: String| Error::Corrupt {
+            kind: "ranking",
+            id: name.into(),
+            field: "configuration".into(),
+            reason,
+        };
+        let config = RankingConfig::from_spec(spec).map_err(corrupt)?;
+        let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
+        Ok(Self::with(boards, name, id, config, geometry))
+    }
+
+    pub(super) fn with(
+        boards: Arc<dyn BoardStore>,
+        name: &str,
+        id: i64,
+        config: RankingConfig,
+        geometry: Geometry,
+    ) -> Self {
+        Ranking {
+            inner: Arc::new(Inner {
+                boards,
+                name: name.into(),
+                id,
+                config,
+                geometry,
+                queue: OnceLock::new(),
+                approx: approx::Cache::default(),
+                trees: Vec::new(),
+                tree_member: false,
+            }),
+        }
+    }
+
+    /// The board's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The board's configuration.
+    pub fn config(&self) -> &RankingConfig {
+        &self.inner.config
+    }
+
+    pub(super) fn geometry(&self) -> &Geometry {
+        &self.inner.geometry
+    }
+
+    pub(super) fn rules(&self) -> Rules {
+        self.inner.config.rules()
+    }
+
+    /// The shard row a direct write's inner-node deltas go to.
+    pub(super) fn random_shard(&self) -> u32 {
+        crate::random::range(0..self.inner.config.shard_count())
+    }
+
+    pub(super) fn board(&self) -> Board<'_> {
+        Board {
+            id: self.inner.id,
+            name: &self.inner.name,
+        }
+    }
+
+    /// Runs `f` in one read transaction (one snapshot).
+    pub(super) fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
+        let mut out = None;
+        self.inner.boards.read_board(self.board(), &mut |st| {
+            out = Some(f(st, self.geometry())?);
+            Ok(())
+        })?;
+        Ok(out.expect("set by a successful transaction"))
+    }
+
+    /// Runs `f` in one write transaction (retried whole if the store must).
+    pub(super) fn write_with<R>(&self, mut f: impl FnMut(&dyn Storage) -> Result<R>) -> Result<R> {
+        self.write_generation(|st, _| f(st))
+    }
+
+    /// [`write_with`](Ranking::write_with), passing `f` the board's write
+    /// generation as the transaction found it. Every write transaction
+    /// moves it first thing: a queue worker's cache relies on that
+    /// (`cache.rs`).
+    pub(super) fn write_generation<R>(
+        &self,
+        mut f: impl FnMut(&dyn Storage, Option<u64>) -> Result<R>,
+    ) -> Result<R> {
+        let mut out = None;
+        self.inner.boards.write_board(self.board(), &mut |st| {
+            let before = st.bump_generation()?;
+            out = Some(f(st, before)?);
+            Ok(())
+        })?;
+        Ok(out.expect("set by a successful transaction"))
+    }
+
+    /// Queue shards (`RankingConfig::queues`).
+    pub(crate) fn queues(&self) -> u32 {
+        self.inner.config.queue_count()
+    }
+}

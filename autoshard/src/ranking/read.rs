@@ -1,0 +1,264 @@
+//! The exact reads: rank, score, pages and neighbours, size and the
+//! integrity check, each in one read transaction (one snapshot) over the
+//! descents in `query/`; a split board merges its trees' answers
+//! (`trees/`), an approximate board answers from its snapshot (`approx/`).
+
+use super::handle::check_player;
+use super::query::{self, Want};
+use super::storage::Storage;
+use super::tree::Geometry;
+use super::{approx, integrity, Entry, Order, Ranking, Tie};
+use crate::error::{Error, Result};
+
+impl Ranking {
+    /// 1 + the number of players with a score strictly better than `score`
+    /// (higher, or lower on an [`Order::LowerIsBetter`] board), whether or
+    /// not anyone holds `score`. Reads: one node per tree level.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ScoreOutOfRange`].
+    pub fn rank_of_score(&self, score: i64) -> Result<u64> {
+        self.exact_only("rank_of_score")?;
+        let tree = self.rules().tree_score(self.geometry(), score)?;
+        let offset = self.geometry().checked_offset(tree)?;
+        if let Some(split) = self.split() {
+            return split.rank_of_offset(offset);
+        }
+        self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
+    }
+
+    /// `player`'s rank under `tie`, or `None` if they are not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse;
+    /// [`Error::Corrupt`] when the stored rows contradict each other; a
+    /// store error.
+    pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
+        check_player(player)?;
+        self.exact_only("rank")?;
+        if let Some(split) = self.split() {
+            return split.rank(player, tie);
+        }
+        self.read(|st, g| {
+            let Some((score, arrival)) = st.player(player)? else {
+                return Ok(None);
+            };
+            let want = Want {
+                distinct: tie == Tie::Dense,
+                counter: tie == Tie::Ordinal,
+            };
+            let place = player_place(st, g, score, want)?;
+            // Counts are at most `i64::MAX` (`query::count`), so none of
+            // these sums can overflow, whatever the rows hold.
+            Ok(Some(match tie {
+                Tie::Standard => place.above + 1,
+                Tie::Dense => place.distinct_above + 1,
+                Tie::Ordinal => {
+                    place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1
+                }
+            }))
+        })
+    }
+
+    /// `player`'s score, or `None` if they are not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse,
+    /// or a store error.
+    pub fn score(&self, player: &str) -> Result<Option<i64>> {
+        check_player(player)?;
+        if let Some(split) = self.split() {
+            return split.score(player);
+        }
+        let rules = self.rules();
+        self.read(|st, g| match st.player(player)? {
+            Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
+            None => Ok(None),
+        })
+    }
+
+    /// The score of the player at ordinal rank `rank` (1-based): the score
+    /// `s` with `rank_of_score(s) <= rank < rank_of_score(s) + players at s`.
+    /// `None` for rank 0 or past the last player.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] when the stored counts contradict each other, or
+    /// a store error.
+    pub fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
+        self.exact_only("score_at_rank")?;
+        if let Some(split) = self.split() {
+            return split.score_at_rank(rank);
+        }
+        let rules = self.rules();
+        self.read(|st, g| match query::locate(st, g, rank)? {
+            Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
+            None => Ok(None),
+        })
+    }
+
+    /// The first `n` entries (fewer if the board is smaller).
+    ///
+    /// # Errors
+    ///
+    /// As [`page`](Ranking::page).
+    pub fn top(&self, n: u64) -> Result<Vec<Entry>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.page(1, n)
+    }
+
+    /// The entries at ordinal ranks `from..=to` (1-based, inclusive; fewer
+    /// or none past the end): "who is ranked 150 through 175?".
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRanking`] unless `1 <= from <= to`.
+    pub fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
+        if from == 0 || from > to {
+            return Err(Error::InvalidRanking {
+                reason: format!(
+                    "page {from}..={to}: ranks start at 1 and a page must not end before it starts"
+                ),
+            });
+        }
+        if self.rules().approx {
+            return approx::page(self, from, to);
+        }
+        if let Some(split) = self.split() {
+            return split.page(from, to);
+        }
+        self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
+    }
+
+    /// Entries as a query found them, with their scores back from tree
+    /// scores and, on a board that keeps it, their entry data (one more
+    /// statement).
+    pub(super) fn entries(
+        &self,
+        st: &dyn Storage,
+        g: &Geometry,
+        mut found: Vec<Entry>,
+    ) -> Result<Vec<Entry>> {
+        let rules = self.rules();
+        if rules.order != Order::HigherIsBetter {
+            for e in &mut found {
+                e.score = rules.checked_score(st, g, e.score)?;
+            }
+        }
+        if self.inner.config.entry_data_limit() > 0 && !found.is_empty() {
+            let mut data = std::collections::HashMap::new();
+            let players: Vec<&str> = found.iter().map(|e| e.player.as_str()).collect();
+            st.players_data(&players, &mut |player, bytes| {
+                data.insert(player.to_owned(), bytes.to_vec());
+                Ok(())
+            })?;
+            for e in &mut found {
+                e.data = data.remove(&e.player);
+            }
+        }
+        Ok(found)
+    }
+
+    /// `player`'s entry with up to `k` entries above and `k` below, in
+    /// ranking order; empty if the player is not on the board.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name `set_score` would refuse;
+    /// [`Error::Corrupt`] when the stored rows contradict each other; a
+    /// store error.
+    pub fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
+        check_player(player)?;
+        self.exact_only("around")?;
+        if let Some(split) = self.split() {
+            return split.around(player, k);
+        }
+        self.read(|st, g| {
+            let Some((score, arrival)) = st.player(player)? else {
+                return Ok(Vec::new());
+            };
+            let want = Want {
+                distinct: false,
+                counter: true,
+            };
+            let place = player_place(st, g, score, want)?;
+            let position =
+                place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1;
+            let (from, to) = (
+                position.saturating_sub(k).max(1),
+                position.saturating_add(k),
+            );
+            self.entries(st, g, query::page(st, g, from, to)?)
+        })
+    }
+
+    /// How many players are on the board. Reads: the root.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] for a negative stored count, or a store error.
+    pub fn len(&self) -> Result<u64> {
+        if self.rules().approx {
+            return approx::len(self);
+        }
+        if let Some(split) = self.split() {
+            return split.len();
+        }
+        self.read(|st, g| query::len(st, g))
+    }
+
+    /// Whether no player is on the board.
+    ///
+    /// # Errors
+    ///
+    /// As [`len`](Ranking::len).
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Recomputes every tree node from the player table (O(n), for tests
+    /// and after a crash) and compares. Errors with [`Error::Corrupt`] on the
+    /// first mismatch: a count that differs or is negative, a shard row out
+    /// of place, an arrival tree that disagrees with its players.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] naming the first mismatch, or a store error.
+    pub fn check_integrity(&self) -> Result<()> {
+        self.exact_only("check_integrity")?;
+        if let Some(split) = self.split() {
+            return split.check_integrity();
+        }
+        let shards = self.inner.config.shard_count();
+        self.read(|st, g| integrity::check(st, g, shards))
+    }
+}
+
+/// Where a held score sits: the player row says `score` is held, so a
+/// counter of 0 would be corruption.
+pub(super) fn player_place(
+    st: &dyn Storage,
+    g: &Geometry,
+    score: i64,
+    want: Want,
+) -> Result<query::ScorePlace> {
+    let offset = g.offset(score).ok_or_else(|| {
+        st.corrupt(
+            format!("player score {score}"),
+            "outside the board's range".into(),
+        )
+    })?;
+    let place = query::place_of(st, g, offset, want)?;
+    if want.counter && place.counter == 0 {
+        return Err(st.corrupt(
+            format!("leaf of score {score}"),
+            "a player holds it, but its arrival counter is 0".into(),
+        ));
+    }
+    Ok(place)
+}
