@@ -1,9 +1,9 @@
 //! Macros for [`autoshard`](https://docs.rs/autoshard). Depend on `autoshard`
 //! and use them from there; the generated code names `::autoshard` paths.
 //!
-//! The derive is split by compiler phase: [`ast`] parses, [`valid`] checks
-//! the struct as a whole, [`expand`] generates (and [`fields`] the field
-//! handles queries name), and [`fallback`] emits a stub impl next to the
+//! The derive is split by compiler phase: `ast` parses, `valid` checks
+//! the struct as a whole, `expand` generates (and `fields` the field
+//! handles queries name), and `fallback` emits a stub impl next to the
 //! errors so one mistake gives one message.
 
 mod ast;

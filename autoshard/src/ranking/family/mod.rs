@@ -1,60 +1,6 @@
 //! Board families: periodic and filtered leaderboards fed by one
-//! submission.
-//!
-//! A [`Family`] is one board shape ([`RankingConfig`]) kept per window
-//! (all-time, yearly, monthly, weekly, daily, hourly) and per period of
-//! each window, overall and per value of each filter dimension (age group,
-//! weight class, club): Strava's "this month, 35-44" board and seed 001's
-//! daily / weekly / all-time boards. One [`submit`](FamilyEntry::submit)
-//! updates the current period of every window, overall and per filter
-//! value the player has, in ONE write transaction: a reader of any member
-//! sees the submission in all of them or in none. Period boards are
-//! created on first use; old periods are dropped by
-//! [`Family::drop_expired`] (and, by default, by the submission that opens
-//! a new period). docs/design.md ("Board families") has the data model
-//! and invariants.
-//!
-//! Members are ordinary boards: [`Family::board`] hands out a [`Ranking`]
-//! for a window, a period and optionally a filter value, and every query of
-//! a board works on it. Their names start with U+0002, which no board name
-//! [`Ranking::create`] accepts may hold, so they never collide with an
-//! application's boards; [`Ranking::list`] leaves them out.
-//!
-//! [`FamilyEntry::enqueue`] queues a submission instead (one row, group
-//! committed), which a [`FamilyWorker`] or [`Family::drain_queued`] applies
-//! exactly once, to every member in one transaction as `submit` would.
-//!
-//! Redis Cluster keeps each board in its own hash slot, so no transaction
-//! spans two: families fail there with [`Error::Unsupported`].
-//!
-//! ```
-//! use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Window};
-//!
-//! # fn main() -> autoshard::Result<()> {
-//! let db = autoshard::Sqlite::memory()?;
-//! // Best elapsed seconds on a segment, this month and all time, by age group.
-//! let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
-//! let config = FamilyConfig::new(segment)
-//!     .window(Window::AllTime)
-//!     .window(Window::Month)
-//!     .filter("age_group", ["u35", "35-44", "45+"]);
-//! let hawk_hill = Family::create(&db, "hawk-hill", config)?;
-//!
-//! let nov_24 = 1_795_516_200; // 2026-11-24 10:30 UTC
-//! hawk_hill.entry("ann", 301).filter("age_group", "35-44").at(nov_24).submit()?;
-//! hawk_hill.entry("bo", 290).filter("age_group", "u35").at(nov_24).submit()?;
-//! let pr = hawk_hill.entry("ann", 285).filter("age_group", "35-44").at(nov_24 + 60).submit()?;
-//! assert!(pr.get(Window::Month, None).unwrap().new_best);
-//!
-//! let month = hawk_hill.board(Window::Month, Period::At(nov_24), None)?.unwrap();
-//! assert_eq!(month.top(1)?[0].player, "ann");
-//! let group = hawk_hill.board(Window::Month, Period::At(nov_24), Some(("age_group", "35-44")))?;
-//! assert_eq!(group.unwrap().len()?, 1);
-//! // Nothing was submitted in October.
-//! assert!(hawk_hill.board(Window::Month, Period::Before(nov_24), None)?.is_none());
-//! # Ok(())
-//! # }
-//! ```
+//! submission. What a user needs is on [`Family`]; docs/design.md ("Board
+//! families") has the data model and invariants.
 
 mod config;
 mod dims;
@@ -104,8 +50,62 @@ fn hidden_config() -> RankingConfig {
     RankingConfig::new(0..1).entry_data(MAX_ENTRY_DATA)
 }
 
-/// A family of leaderboards: windows × periods × filter values, fed by one
-/// submission. See the [module docs](self).
+/// A family of leaderboards: periodic and filtered boards fed by one
+/// submission.
+///
+/// A [`Family`] is one board shape ([`RankingConfig`]) kept per window
+/// (all-time, yearly, monthly, weekly, daily, hourly) and per period of
+/// each window, overall and per value of each filter dimension (age group,
+/// weight class, club): Strava's "this month, 35-44" board and seed 001's
+/// daily / weekly / all-time boards. One [`submit`](FamilyEntry::submit)
+/// updates the current period of every window, overall and per filter
+/// value the player has, in ONE write transaction: a reader of any member
+/// sees the submission in all of them or in none. Period boards are
+/// created on first use; old periods are dropped by
+/// [`Family::drop_expired`] (and, by default, by the submission that opens
+/// a new period).
+///
+/// Members are ordinary boards: [`Family::board`] hands out a [`Ranking`]
+/// for a window, a period and optionally a filter value, and every query of
+/// a board works on it. Their names start with U+0002, which no board name
+/// [`Ranking::create`] accepts may hold, so they never collide with an
+/// application's boards; [`Ranking::list`] leaves them out.
+///
+/// [`FamilyEntry::enqueue`] queues a submission instead (one row, group
+/// committed), which a [`FamilyWorker`] or [`Family::drain_queued`] applies
+/// exactly once, to every member in one transaction as `submit` would.
+///
+/// Redis Cluster keeps each board in its own hash slot, so no transaction
+/// spans two: families fail there with [`Error::Unsupported`].
+///
+/// ```
+/// use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Window};
+///
+/// # fn main() -> autoshard::Result<()> {
+/// let db = autoshard::Sqlite::memory()?;
+/// // Best elapsed seconds on a segment, this month and all time, by age group.
+/// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+/// let config = FamilyConfig::new(segment)
+///     .window(Window::AllTime)
+///     .window(Window::Month)
+///     .filter("age_group", ["u35", "35-44", "45+"]);
+/// let hawk_hill = Family::create(&db, "hawk-hill", config)?;
+///
+/// let nov_24 = 1_795_516_200; // 2026-11-24 10:30 UTC
+/// hawk_hill.entry("ann", 301).filter("age_group", "35-44").at(nov_24).submit()?;
+/// hawk_hill.entry("bo", 290).filter("age_group", "u35").at(nov_24).submit()?;
+/// let pr = hawk_hill.entry("ann", 285).filter("age_group", "35-44").at(nov_24 + 60).submit()?;
+/// assert!(pr.get(Window::Month, None).unwrap().new_best);
+///
+/// let month = hawk_hill.board(Window::Month, Period::At(nov_24), None)?.unwrap();
+/// assert_eq!(month.top(1)?[0].player, "ann");
+/// let group = hawk_hill.board(Window::Month, Period::At(nov_24), Some(("age_group", "35-44")))?;
+/// assert_eq!(group.unwrap().len()?, 1);
+/// // Nothing was submitted in October.
+/// assert!(hawk_hill.board(Window::Month, Period::Before(nov_24), None)?.is_none());
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Cloning is cheap and shares the handle (and its cache of open members).
 #[derive(Clone)]
