@@ -82,55 +82,8 @@ fn code_jam_example() {
     board.check_integrity().unwrap();
 }
 
-/// The Redis article's tie example: 18, 15, 15, 7, 7, 7, 3.
-#[test]
-fn redis_tie_example() {
-    let board = Board::new(0..100, 4, 1);
-    let scores = [
-        ("a", 18),
-        ("b", 15),
-        ("c", 15),
-        ("d", 7),
-        ("e", 7),
-        ("f", 7),
-        ("g", 3),
-    ];
-    for (p, s) in scores {
-        board.set(p, s).unwrap();
-    }
-    let ranks = |tie| -> Vec<u64> {
-        scores
-            .iter()
-            .map(|(p, _)| board.rank(p, tie).unwrap().unwrap())
-            .collect()
-    };
-    assert_eq!(ranks(Tie::Standard), [1, 2, 2, 4, 4, 4, 7]);
-    assert_eq!(ranks(Tie::Dense), [1, 2, 2, 3, 3, 3, 4]);
-    assert_eq!(ranks(Tie::Ordinal), [1, 2, 3, 4, 5, 6, 7]);
-
-    // Setting the same score again keeps the place; leaving and coming
-    // back puts the player behind everyone who holds it now.
-    board.set("d", 7).unwrap();
-    assert_eq!(board.rank("d", Tie::Ordinal).unwrap(), Some(4));
-    board.set("d", 8).unwrap();
-    board.set("d", 7).unwrap();
-    assert_eq!(ranks(Tie::Ordinal), [1, 2, 3, 6, 4, 5, 7]);
-    let page: Vec<_> = board
-        .page(4, 6)
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.player, e.rank, e.dense, e.position))
-        .collect();
-    assert_eq!(
-        page,
-        [
-            ("e".into(), 4, 3, 4),
-            ("f".into(), 4, 3, 5),
-            ("d".into(), 4, 3, 6)
-        ]
-    );
-    board.check_integrity().unwrap();
-}
+// The Redis article's tie example runs on every store in
+// `tests/stores_ranking.rs`.
 
 #[test]
 fn full_i64_range_ranks_the_extremes() {
