@@ -4,7 +4,9 @@
 //! few reads of the board's tree instead of a scan of every question, and
 //! it is exact: the board is checked against every loaded total.
 
-use super::{load_all, thousands, verdict, Result, QUESTIONS};
+use super::checks::load_all;
+use super::format::{thousands, verdict};
+use super::{Result, QUESTIONS};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use autoshard::Sqlite;
 

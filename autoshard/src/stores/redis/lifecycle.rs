@@ -3,7 +3,7 @@
 //! A board's keys share one slot, so one script deletes them all at once:
 //! it unlinks the trees, players, order, queue streams, heads and dead
 //! letters, and sets the version key to [`DELETED`], which every later
-//! read of a handle of the board meets first (`board_tx.rs`): it fails
+//! read of a handle of the board meets first (`board_tx/mod.rs`): it fails
 //! with [`Error::RankingNotFound`], and a commit prepared before the
 //! delete finds the version moved and runs again into the same error. The
 //! registry entry is on a slot of its own and goes second, only if it still

@@ -1,233 +1,24 @@
-//! [`Storage`] over one optimistic board transaction on Redis Cluster.
-//!
-//! Every read is one [`scripts::board_read`] call that also checks the
-//! board's version: the first read learns it, every later one is refused
-//! (`STALE`) if a commit replaced it meanwhile, so whatever `f` sees comes
-//! from one state of the board. Writes are buffered, with what they wrote
-//! remembered so that the transaction reads its own writes, and committed
-//! by [`scripts::board_commit`] if the version is still the one read.
+//! The seam's [`Storage`] calls on a [`BoardTx`]: tree nodes, arrival
+//! nodes and entry data as hash fields, players as hash fields plus members
+//! of the ranking order's sorted set, the queue as streams, and the parsing
+//! of what each of them holds.
 //!
 //! Range reads (`entries_*`, the scans, the queue) read the stored state:
 //! the ranking's write path never lists players or scans after writing
 //! (`ranking/apply.rs` reads player rows, leaves, arrival nodes and inner
 //! shard rows, all point reads), which `debug_assert`s check.
 
-use super::board_codec::{
+use super::{BoardTx, Hash, Mode, Write, ORDER};
+use crate::error::Result;
+use crate::seam::{
+    NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage, NOTHING_APPLIED,
+};
+use crate::stores::redis::board_codec::{
     array, arrival_field, ascending, bound, bytes, count, dead_letter_json, descending, node_field,
     order_member, pairs, queued_row,
 };
-use super::boards::BoardKeys;
-use super::{scripts, Conn, Piece, RedisCluster, Reply};
-use crate::error::{Error, Result};
-use crate::seam::{
-    BoardSpec, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage, NOTHING_APPLIED,
-};
-use redis::Value;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Read,
-    Write,
-}
-
-/// The hashes of a board, by their index in [`BoardKeys::data`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Hash {
-    Nodes = 0,
-    Arrivals = 1,
-    Players = 2,
-    /// Entry data: player -> bytes.
-    Data = 6,
-}
-
-const ORDER: usize = 3;
-const DEAD: usize = 4;
-const DEAD_IDS: usize = 5;
-/// What a reset unlinks: everything but the dead-letter counter, so a dead
-/// letter's id is never given again.
-const CLEARED: [usize; 6] = [
-    Hash::Nodes as usize,
-    Hash::Arrivals as usize,
-    Hash::Players as usize,
-    ORDER,
-    DEAD,
-    Hash::Data as usize,
-];
-
-/// A buffered write.
-enum Write {
-    Put(Hash, Vec<u8>, Vec<u8>),
-    Delete(Hash, Vec<u8>),
-    Rank(Vec<u8>),
-    Unrank(Vec<u8>),
-    /// Deletes queue shard `.0`'s entries below id `.1`.
-    Trim(u32, String),
-    DeadLetter(String),
-    /// Unlinks the keys of [`CLEARED`]: a reset.
-    Clear,
-}
-
-/// Hash fields by `(hash, field)`: their value, `None` if absent.
-type Known = HashMap<(Hash, Vec<u8>), Option<Vec<u8>>>;
-
-pub(crate) struct BoardTx<'a> {
-    db: &'a RedisCluster,
-    conn: RefCell<&'a mut Conn>,
-    keys: &'a BoardKeys,
-    version_key: String,
-    data: Vec<String>,
-    name: &'a str,
-    spec: BoardSpec,
-    mode: Mode,
-    /// The version the reads saw; `None` before the first.
-    version: RefCell<Option<String>>,
-    stale: Cell<bool>,
-    /// Whether the transaction reset the board: every field not written
-    /// since is absent, without a read.
-    cleared: Cell<bool>,
-    /// Hash fields read or written so far (`None`: absent).
-    known: RefCell<Known>,
-    writes: RefCell<Vec<Write>>,
-}
-
-impl<'a> BoardTx<'a> {
-    pub fn new(
-        db: &'a RedisCluster,
-        conn: &'a mut Conn,
-        keys: &'a BoardKeys,
-        name: &'a str,
-        spec: BoardSpec,
-        mode: Mode,
-    ) -> Self {
-        BoardTx {
-            db,
-            conn: RefCell::new(conn),
-            keys,
-            version_key: keys.version(),
-            data: keys.data(),
-            name,
-            spec,
-            mode,
-            version: RefCell::new(None),
-            stale: Cell::new(false),
-            cleared: Cell::new(false),
-            known: RefCell::default(),
-            writes: RefCell::default(),
-        }
-    }
-
-    /// Whether a read found the board changed since the first read: the run
-    /// is void, whatever `f` returned.
-    pub fn stale(&self) -> bool {
-        self.stale.get()
-    }
-
-    /// Reads the version if no read has yet: a transaction that read
-    /// nothing (a reset, a flush's check) would otherwise check no version,
-    /// neither for a deleted board (`RankingNotFound`) nor at its commit.
-    pub fn confirm(&self) -> Result<()> {
-        if self.version.borrow().is_none() {
-            self.read(&self.version_key, "EXISTS", &[])?;
-        }
-        Ok(())
-    }
-
-    /// One version-checked read of `key`: the command's reply.
-    fn read(&self, key: &str, op: &str, args: &[&[u8]]) -> Result<Value> {
-        if self.stale.get() {
-            return Err(Error::Conflict { attempts: 1 });
-        }
-        let version = self.version.borrow().clone().unwrap_or_default();
-        let mut invocation = scripts::board_read().prepare_invoke();
-        invocation
-            .key(&self.version_key)
-            .key(key)
-            .arg(&version)
-            .arg(op);
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let mut conn = self.conn.borrow_mut();
-        let reply: Value = self.db.with_conn(&mut conn, |c| invocation.invoke(c))?;
-        let mut reply = array(reply).into_iter();
-        match reply.next().and_then(bytes).as_deref() {
-            Some(b"OK") => {}
-            Some(b"STALE") => {
-                self.stale.set(true);
-                // Not seen by the caller: `board_transaction` runs `f`
-                // again once it returns.
-                return Err(Error::Conflict { attempts: 1 });
-            }
-            other => return Err(self.unexpected(format!("{other:?}"))),
-        }
-        let seen = reply.next().and_then(bytes).unwrap_or_default();
-        if seen == super::lifecycle::DELETED.as_bytes() {
-            return Err(super::lifecycle::not_found(self.name));
-        }
-        self.version
-            .borrow_mut()
-            .get_or_insert_with(|| String::from_utf8_lossy(&seen).into_owned());
-        Ok(reply.next().unwrap_or(Value::Nil))
-    }
-
-    fn unexpected(&self, what: String) -> Error {
-        Error::SchemaMismatch {
-            kind: "redis script".into(),
-            reason: format!("unexpected board read reply {what}"),
-        }
-    }
-
-    /// The values of `fields` of `hash`, from this transaction's reads and
-    /// writes where known, the rest in one read.
-    fn fields(&self, hash: Hash, fields: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let missing: Vec<&[u8]> = {
-            let known = self.known.borrow();
-            fields
-                .iter()
-                .filter(|f| !known.contains_key(&(hash, f.to_vec())))
-                .map(Vec::as_slice)
-                .collect()
-        };
-        if !missing.is_empty() && self.cleared.get() {
-            let mut known = self.known.borrow_mut();
-            for field in missing {
-                known.insert((hash, field.to_vec()), None);
-            }
-        } else if !missing.is_empty() {
-            let values = array(self.read(&self.data[hash as usize], "HMGET", &missing)?);
-            if values.len() != missing.len() {
-                return Err(self.unexpected(format!(
-                    "{} values for {}",
-                    values.len(),
-                    missing.len()
-                )));
-            }
-            let mut known = self.known.borrow_mut();
-            for (field, value) in missing.into_iter().zip(values) {
-                known.insert((hash, field.to_vec()), bytes(value));
-            }
-        }
-        let known = self.known.borrow();
-        Ok(fields
-            .iter()
-            .map(|f| known[&(hash, f.clone())].clone())
-            .collect())
-    }
-
-    fn put(&self, hash: Hash, field: Vec<u8>, value: &[u8]) {
-        debug_assert_eq!(self.mode, Mode::Write, "a read transaction writes");
-        let write = if value.is_empty() {
-            Write::Delete(hash, field.clone())
-        } else {
-            Write::Put(hash, field.clone(), value.to_vec())
-        };
-        self.writes.borrow_mut().push(write);
-        let value = (!value.is_empty()).then(|| value.to_vec());
-        self.known.borrow_mut().insert((hash, field), value);
-    }
-
+impl BoardTx<'_> {
     fn player_row(&self, player: &str, stored: Option<Vec<u8>>) -> Result<Option<(i64, u64)>> {
         let Some(stored) = stored else {
             return Ok(None);
@@ -300,73 +91,6 @@ impl<'a> BoardTx<'a> {
     fn unsigned<T: TryFrom<i64>>(&self, value: i64, what: &str) -> Result<T> {
         T::try_from(value)
             .map_err(|_| self.corrupt(what.into(), format!("{value} is out of range")))
-    }
-
-    /// Commits the buffered writes: `false` if a concurrent commit came
-    /// first (run the transaction again). A transaction that wrote nothing
-    /// has nothing to commit: its reads were of one state already.
-    pub fn commit(self) -> Result<bool> {
-        let writes = self.writes.take();
-        if writes.is_empty() {
-            return Ok(true);
-        }
-        let mut keys = self.data.clone();
-        let mut queues: HashMap<u32, usize> = HashMap::new();
-        let mut args: Vec<Vec<u8>> = Vec::new();
-        let index = |i: usize| (i + 3).to_string().into_bytes();
-        for write in writes {
-            match write {
-                Write::Put(h, field, value) => {
-                    args.extend([b"H".to_vec(), index(h as usize), field, value]);
-                }
-                Write::Delete(h, field) => args.extend([b"h".to_vec(), index(h as usize), field]),
-                Write::Rank(member) => args.extend([b"Z".to_vec(), index(ORDER), member]),
-                Write::Unrank(member) => args.extend([b"z".to_vec(), index(ORDER), member]),
-                Write::Trim(queue, below) => {
-                    let at = *queues.entry(queue).or_insert_with(|| {
-                        keys.push(self.keys.queue(queue));
-                        keys.len() - 1
-                    });
-                    args.extend([b"X".to_vec(), index(at), below.into_bytes()]);
-                }
-                Write::Clear => {
-                    args.push(b"C".to_vec());
-                    args.extend(CLEARED.iter().map(|&i| index(i)));
-                }
-                Write::DeadLetter(json) => {
-                    args.extend([
-                        b"D".to_vec(),
-                        index(DEAD),
-                        index(DEAD_IDS),
-                        json.into_bytes(),
-                    ]);
-                }
-            }
-        }
-        let mut conn = self.conn.borrow_mut();
-        let id = self.db.next_seq(&mut conn);
-        // The commit's operation id is the new version: unique, so a state
-        // rolled back by a failover never passes for a later one.
-        let expected = self.version.take().unwrap_or_default();
-        let mut binary = vec![
-            expected.into_bytes(),
-            format!("{}:{}", id.0, id.1).into_bytes(),
-        ];
-        binary.extend(args);
-        let piece = Piece {
-            script: scripts::board_commit(),
-            key: &self.version_key,
-            slot: self.keys.slot,
-            args: Vec::new(),
-            binary,
-            more_keys: &keys,
-        };
-        let reply = self.db.run(&mut conn, &piece, id)?;
-        match reply {
-            Reply::Conflict => Ok(false),
-            reply if reply.applied() => Ok(true),
-            other => Err(self.unexpected(format!("{other:?} to a commit"))),
-        }
     }
 }
 
