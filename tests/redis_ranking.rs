@@ -63,7 +63,7 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
 /// dead-letter counter, while a board next to it keeps everything.
 ///
 /// Control: with the entry-data key left out of the reset's script
-/// (`CLEARED` in `board_tx.rs` without `Hash::Data`), the `:e` key outlives
+/// (`CLEARED` in `board_tx/mod.rs` without `Hash::Data`), the `:e` key outlives
 /// the reset and the test fails at `after`.
 #[test]
 fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {

@@ -101,7 +101,7 @@ fn list_shows_the_boards_and_delete_removes_one_and_only_its_rows<S: Boards>() {
 /// failing; deleting the board row instead of keeping a tombstone, the new
 /// board gets the old id (largest rowid plus one) and `old.set_score` writes
 /// into it. On Redis, without the check of the version tombstone in
-/// `board_tx.rs`, `old.len()` reads an empty board too.
+/// `board_tx/mod.rs`, `old.len()` reads an empty board too.
 fn a_deleted_boards_handle_fails_typed_and_writes_nothing_into_a_new_board<S: Boards>() {
     let store = S::fresh();
     let old = Ranking::create(store.db(), "season", config()).unwrap();
