@@ -6,7 +6,7 @@
 //! (at a random UTC offset and first weekday), players changing filter
 //! values, increments refused past the range; then expired periods
 //! dropped. After each case every member board in the store must hold
-//! exactly the model's players, scores and standard ranks (boards a
+//! exactly the model's players, scores, standard and dense ranks (boards a
 //! refused submission created may be empty), and pass `check_integrity`.
 //!
 //! The model takes each period's key from `Family::span` (the calendar is
@@ -61,8 +61,9 @@ const DIM_WIDTH: i64 = 3;
 
 /// A score as the model holds it: one value, or a composite tuple.
 type Score = Vec<i64>;
-/// Every non-empty member board: `member -> {player: (score, standard rank)}`.
-type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (Score, u64)>>;
+/// Every non-empty member board: `member -> {player: (score, standard
+/// rank, dense rank)}`.
+type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (Score, u64, u64)>>;
 
 #[derive(Debug, Clone)]
 struct Op {
@@ -174,7 +175,7 @@ impl Model {
         Some(written)
     }
 
-    /// Players, scores and standard ranks of every non-empty board.
+    /// Players, scores, standard and dense ranks of every non-empty board.
     fn snapshot(&self) -> Snapshot {
         let mut out = Snapshot::new();
         for (member, board) in &self.boards {
@@ -182,8 +183,10 @@ impl Model {
                 continue;
             }
             let ranked = board.iter().map(|(p, s)| {
-                let better = board.values().filter(|o| self.is_better(o, s));
-                (p.clone(), (s.clone(), better.count() as u64 + 1))
+                let better: Vec<&Score> = board.values().filter(|o| self.is_better(o, s)).collect();
+                let distinct: std::collections::BTreeSet<&Score> = better.iter().copied().collect();
+                let ranks = (better.len() as u64 + 1, distinct.len() as u64 + 1);
+                (p.clone(), (s.clone(), ranks.0, ranks.1))
             });
             out.insert(member.clone(), ranked.collect());
         }
@@ -218,7 +221,7 @@ fn stored(f: &Family) -> Snapshot {
         .map(|(member, board)| {
             let board = board
                 .into_iter()
-                .map(|(p, (s, rank))| (p, (score(f, s), rank)));
+                .map(|(p, (s, rank, dense))| (p, (score(f, s), rank, dense)));
             (member, board.collect())
         })
         .collect()

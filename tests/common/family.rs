@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 pub type MemberKey = (Window, i64, Option<(String, String)>);
 
 /// Every member board of a family: `member -> {player: (score, standard
-/// rank)}`.
-pub type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (i64, u64)>>;
+/// rank, dense rank)}`.
+pub type Snapshot = BTreeMap<MemberKey, BTreeMap<String, (i64, u64, u64)>>;
 
 /// Every member board the family has in the store, read through
 /// [`Family::board`], each checked with `check_integrity`.
@@ -36,7 +36,7 @@ pub fn snapshot(family: &Family) -> Snapshot {
                     .top(1_000_000)
                     .unwrap()
                     .into_iter()
-                    .map(|e| (e.player, (e.score, e.rank)))
+                    .map(|e| (e.player, (e.score, e.rank, e.dense)))
                     .collect();
                 out.insert((window, span.key, filter.clone()), entries);
             }
