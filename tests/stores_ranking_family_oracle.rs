@@ -1,5 +1,6 @@
 //! Board families against a plain in-memory model, on SQLite files and
-//! PostgreSQL: random windows × filters × policies × orders × composite
+//! PostgreSQL, direct and through the queue (`enqueue`, drained at random
+//! points): random windows × filters × policies × orders × composite
 //! scores of 1 to 4 dimensions (each higher- or lower-is-better, compared
 //! by the model as tuples), submissions
 //! at random times over nine days across a week, a month and a year end
@@ -76,6 +77,8 @@ struct Op {
     filters: [Option<usize>; 2],
     day: i64,
     hour: i64,
+    /// In a queued case: whether the queue is drained after this op.
+    drain: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -87,14 +90,16 @@ fn op() -> impl Strategy<Value = Op> {
         [filter.clone(), filter],
         0..9i64,
         prop::sample::select(vec![0i64, 4, 12, 23]),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(player, value, tuple, filters, day, hour)| Op {
+        .prop_map(|(player, value, tuple, filters, day, hour, drain)| Op {
             player,
             value,
             tuple,
             filters,
             day,
             hour,
+            drain,
         })
 }
 
@@ -259,8 +264,13 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
     );
     let order = prop::sample::select(vec![Order::HigherIsBetter, Order::LowerIsBetter]);
     let dims = prop::option::weighted(0.4, prop::collection::vec(order, 1..=4));
-    let strategy = (shape, dims, prop::collection::vec(op(), 1..14));
-    let outcome = runner.run(&strategy, |(shape, dims, ops)| {
+    let strategy = (
+        shape,
+        dims,
+        any::<bool>(),
+        prop::collection::vec(op(), 1..14),
+    );
+    let outcome = runner.run(&strategy, |(shape, dims, queued, ops)| {
         let (mut policy, order, windows, offset, week, keep) = shape;
         case.set(case.get() + 1);
         let dims = dims.unwrap_or_default();
@@ -303,6 +313,7 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
             values: HashMap::new(),
         };
         let mut latest = BASE;
+        let mut dead_letters = 0;
         for op in &ops {
             let ts = BASE + op.day * DAY + op.hour * 3600;
             latest = latest.max(ts);
@@ -316,6 +327,21 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
                     entry = entry.filter(DIMS[d].0, DIMS[d].1[*v]);
                 }
             }
+            if queued {
+                // Refused at enqueue (a score outside the range) or by the
+                // worker (a sum outside it: a dead letter); either way the
+                // model's refusal, applied in queue order.
+                let want = model.submit(&f, op, ts);
+                match entry.enqueue() {
+                    Ok(()) => dead_letters += u64::from(want.is_none()),
+                    Err(autoshard::Error::ScoreOutOfRange { .. }) => prop_assert!(want.is_none()),
+                    Err(e) => return Err(e.into()),
+                }
+                if op.drain {
+                    f.drain_queued()?;
+                }
+                continue;
+            }
             let done = entry.submit();
             match model.submit(&f, op, ts) {
                 Some(want) => prop_assert_eq!(written(&f, &done?), want),
@@ -326,6 +352,8 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
                 ),
             }
         }
+        f.drain_queued()?;
+        prop_assert_eq!(f.dead_letters()?.len() as u64, dead_letters);
         prop_assert_eq!(stored(&f), model.snapshot());
         // Retention: what the family keeps as of the latest submission.
         f.drop_expired_at(latest)?;
