@@ -172,7 +172,7 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
         }
     }
     for ((window, _, filter), board) in &snap {
-        for (player, &(score, _)) in board {
+        for (player, &(score, _, _)) in board {
             assert_eq!(
                 score,
                 totals[player.as_str()],
