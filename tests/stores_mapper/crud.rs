@@ -4,11 +4,11 @@
 use crate::entities::Question;
 use crate::stores::TestStore;
 use crate::{diff, int_sum, saved, NOTHING};
-use crate::{redis_cluster_tests, store_tests};
+use crate::{every_store_tests, redis_cluster_tests, store_tests};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-store_tests!(
+every_store_tests!(
     insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field,
     insert_of_an_existing_id_fails_and_changes_nothing,
     insert_resets_pending_so_nothing_is_counted_twice,
@@ -20,19 +20,6 @@ store_tests!(
     saving_a_never_inserted_entity_is_not_found_and_keeps_the_delta,
     saving_a_deleted_entity_is_not_found_and_keeps_the_delta,
     delete_removes_the_entity_and_all_its_shard_rows,
-);
-redis_cluster_tests!(
-    insert_writes_n_rows_for_a_static_field_and_one_for_a_dynamic_field,
-    insert_of_an_existing_id_fails_and_changes_nothing,
-    insert_resets_pending_so_nothing_is_counted_twice,
-    load_of_a_missing_id_is_none,
-    static_save_folds_into_exactly_one_shard_within_range,
-    dynamic_save_appends_exactly_one_row,
-    saving_with_nothing_pending_writes_nothing,
-    several_sharded_fields_and_the_document_commit_together,
-    saving_a_never_inserted_entity_is_not_found_and_keeps_the_delta,
-    delete_removes_the_entity_and_all_its_shard_rows,
-    saving_a_deleted_entity_is_not_found_and_keeps_the_delta,
 );
 
 // --- insert --------------------------------------------------------------

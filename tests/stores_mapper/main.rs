@@ -6,9 +6,9 @@
 //! field's first row is 0, and a save appends above every existing row.
 //! Tests of SQLite's own numbering and raw-SQL edits stay in `mapper.rs`.
 //!
-//! One module per concern, each listing its tests in `store_tests!` (and
-//! the subset that holds on Redis Cluster in `redis_cluster_tests!`); the
-//! helpers they share are here.
+//! One module per concern, each listing its tests in `store_tests!` and
+//! the subset that holds on Redis Cluster in `redis_cluster_tests!` (or all
+//! of them in `every_store_tests!`); the helpers they share are here.
 
 use autoshard::{CompactionStats, Saved, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +19,7 @@ mod entities;
 mod stores;
 use stores::Rows;
 
-// Why the modules' `redis_cluster_tests!` lists are shorter than their
+// Why some modules' `redis_cluster_tests!` lists are shorter than their
 // `store_tests!` lists, or absent:
 // Compaction folds per bucket on Redis Cluster (a cross-slot fold is not
 // atomic), so the tests that count merged rows or look at the compacted

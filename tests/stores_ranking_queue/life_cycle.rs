@@ -3,19 +3,13 @@
 //! handles that stop on drop and are woken by an enqueue.
 
 use crate::Boards;
-use crate::{redis_cluster_tests, store_tests};
+use crate::{every_store_tests, redis_cluster_tests, store_tests};
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::Error;
 use std::thread;
 use std::time::{Duration, Instant};
 
-store_tests!(
-    bad_input_is_refused_before_anything_is_queued,
-    flush_without_a_worker_times_out_and_keeps_the_updates,
-    flush_does_not_wait_for_later_updates,
-    worker_handles_stop_on_drop_and_report_what_they_did,
-);
-redis_cluster_tests!(
+every_store_tests!(
     bad_input_is_refused_before_anything_is_queued,
     flush_without_a_worker_times_out_and_keeps_the_updates,
     flush_does_not_wait_for_later_updates,

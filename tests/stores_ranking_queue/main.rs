@@ -12,8 +12,8 @@
 //! stay in `ranking_queue/`.
 //!
 //! One module per concern; the store-neutral ones list their tests in
-//! `store_tests!` and `redis_cluster_tests!`. The stores' boards and the
-//! seed are here.
+//! `every_store_tests!`, or in `store_tests!` and `redis_cluster_tests!`.
+//! The stores' boards and the seed are here.
 #![cfg(unix)]
 
 use autoshard::ranking::RankingStore;

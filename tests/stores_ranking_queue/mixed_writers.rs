@@ -1,7 +1,7 @@
 //! Direct writers and queued writers at once, against the oracle.
 
 use crate::oracle::{apply, assert_board, write, Scores, RANGE};
-use crate::{redis_cluster_tests, store_tests};
+use crate::{every_store_tests, redis_cluster_tests, store_tests};
 use crate::{seed, Boards};
 use autoshard::ranking::{Ranking, RankingConfig};
 use rand::rngs::SmallRng;
@@ -10,8 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Barrier;
 use std::thread;
 
-store_tests!(direct_and_queued_writers_at_once_match_the_oracle);
-redis_cluster_tests!(direct_and_queued_writers_at_once_match_the_oracle);
+every_store_tests!(direct_and_queued_writers_at_once_match_the_oracle);
 
 /// 4 threads call `set_score`/`remove` while 4 threads `enqueue` and a
 /// worker drains in small batches. Each thread owns its players, so its own
