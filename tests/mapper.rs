@@ -2,7 +2,7 @@
 //! on the same file edits and reads `as_entity_<kind>` and `as_shard_<kind>`
 //! behind the store's back, and SQLite's own shard numbering (a dynamic save
 //! appends at `max(shard) + 1`). The behaviour every store shares is tested
-//! once for all stores in `stores_mapper.rs`.
+//! once for all stores in `stores_mapper/`.
 
 use autoshard::{CompactionStats, Error, Pending, Saved};
 use autoshard::{Sqlite, Store};

@@ -1,7 +1,7 @@
 //! The ranking tree on SQLite only: damage done to the rows behind the
 //! store's back. Behaviour shared by every store (the oracle property test,
 //! the Code Jam and Redis examples, bad input, threads) is in
-//! `stores_ranking.rs`.
+//! `stores_ranking/`.
 
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Sqlite};

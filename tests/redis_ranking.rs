@@ -1,5 +1,5 @@
 //! Ranking boards on Redis Cluster where the shared suites
-//! (`stores_ranking.rs`, `stores_ranking_queue.rs`) cannot look: where a
+//! (`stores_ranking/`, `stores_ranking_queue/`) cannot look: where a
 //! board's keys live, and queue entries written behind the store's back
 //! into its streams (the shared dead-letter test edits rows with SQL).
 //! docs/design.md, "Ranking boards on Redis Cluster".
