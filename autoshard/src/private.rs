@@ -40,7 +40,7 @@ impl RankedScore for u8 {}
 impl RankedScore for u16 {}
 impl RankedScore for u32 {}
 
-/// Hooks of the ranking queue's crash tests (`tests/ranking_queue.rs`),
+/// Hooks of the ranking queue's crash tests (`tests/ranking_queue/`),
 /// process-wide: a child process sets them before it starts a worker.
 pub mod queue_hooks {
     use crate::ranking::queue_hooks as hooks;

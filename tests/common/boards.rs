@@ -1,4 +1,4 @@
-//! The ranking suites' view of a store under test (`stores_ranking.rs`,
+//! The ranking suites' view of a store under test (`stores_ranking/`,
 //! `stores_ranking_policy.rs`): its database handle for `Ranking`, and how
 //! hard its property tests may push it.
 #![allow(dead_code)] // each suite uses its own part of this
