@@ -5,7 +5,7 @@
 //!
 //! Range reads (`entries_*`, the scans, the queue) read the stored state:
 //! the ranking's write path never lists players or scans after writing
-//! (`ranking/apply.rs` reads player rows, leaves, arrival nodes and inner
+//! (`ranking/apply/` reads player rows, leaves, arrival nodes and inner
 //! shard rows, all point reads), which `debug_assert`s check.
 
 use super::{BoardTx, Hash, Mode, Write, ORDER};
