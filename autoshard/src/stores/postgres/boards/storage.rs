@@ -7,16 +7,12 @@
 use super::locks::EXCLUSIVE_ABOVE;
 use super::{small, BoardLock, PgTx};
 use crate::error::{Error, Result};
-use crate::seam::{NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
+use crate::seam::{signed, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
 use crate::stores::postgres::{lifecycle, queue};
 
 /// Positions are below 2^63 by construction; see [`Storage`].
 fn int(position: u64) -> i64 {
     i64::try_from(position).expect("positions are below 2^63")
-}
-
-fn limit(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 impl PgTx<'_, '_> {
@@ -194,7 +190,7 @@ impl Storage for PgTx<'_, '_> {
     ) -> Result<()> {
         let rows = self.query(
             &self.sql.entries_at,
-            &[&self.board, &score, &int(arrival), &limit(n)],
+            &[&self.board, &score, &int(arrival), &signed(n)],
         )?;
         for row in &rows {
             out.push((row.try_get(0)?, score));
@@ -203,7 +199,7 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn entries_below(&self, score: i64, n: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
-        let rows = self.query(&self.sql.entries_below, &[&self.board, &score, &limit(n)])?;
+        let rows = self.query(&self.sql.entries_below, &[&self.board, &score, &signed(n)])?;
         for row in &rows {
             out.push((row.try_get(0)?, row.try_get(1)?));
         }

@@ -4,7 +4,7 @@
 
 use super::SqliteTx;
 use crate::error::Result;
-use crate::seam::{NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
+use crate::seam::{signed, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
 use crate::stores::sqlite::{lifecycle, queue};
 use rusqlite::params;
 use rusqlite::types::ValueRef;
@@ -76,10 +76,6 @@ const MAX_PATH: usize = 64;
 /// Positions are below 2^63 by construction; see [`Storage`].
 fn int(position: u64) -> i64 {
     i64::try_from(position).expect("positions are below 2^63")
-}
-
-fn limit(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 impl Storage for SqliteTx<'_> {
@@ -262,7 +258,7 @@ impl Storage for SqliteTx<'_> {
             "SELECT player FROM autoshard_rank_players \
              WHERE board = ?1 AND score = ?2 AND arrival >= ?3 ORDER BY arrival LIMIT ?4",
         )?;
-        let mut rows = stmt.query(params![self.board, score, int(arrival), limit(n)])?;
+        let mut rows = stmt.query(params![self.board, score, int(arrival), signed(n)])?;
         while let Some(row) = rows.next()? {
             out.push((row.get(0)?, score));
         }
@@ -274,7 +270,7 @@ impl Storage for SqliteTx<'_> {
             "SELECT player, score FROM autoshard_rank_players \
              WHERE board = ?1 AND score < ?2 ORDER BY score DESC, arrival LIMIT ?3",
         )?;
-        let mut rows = stmt.query(params![self.board, score, limit(n)])?;
+        let mut rows = stmt.query(params![self.board, score, signed(n)])?;
         while let Some(row) = rows.next()? {
             out.push((row.get(0)?, row.get(1)?));
         }
