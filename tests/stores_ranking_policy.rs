@@ -29,7 +29,7 @@ mod stores;
 use boards::Boards;
 #[path = "common/policy_oracle.rs"]
 mod policy_oracle;
-use policy_oracle::{range, verify, Oracle, Report};
+use policy_oracle::{order, policy, range, verify, Oracle, Report};
 
 store_tests!(
     policies_and_orders_agree_with_a_sorted_list,
@@ -92,19 +92,6 @@ fn op() -> impl Strategy<Value = Op> {
         2 => prop::collection::vec((0..8usize, prop::option::weighted(0.9, 0..12usize)), 1..10)
             .prop_map(Op::Queue),
     ]
-}
-
-fn policy() -> impl Strategy<Value = Policy> {
-    prop_oneof![
-        Just(Policy::Replace),
-        Just(Policy::Best),
-        Just(Policy::Worst),
-        Just(Policy::Increment),
-    ]
-}
-
-fn order() -> impl Strategy<Value = Order> {
-    prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)]
 }
 
 /// A board's shape and the values its players submit: scores of the range

@@ -14,7 +14,7 @@
 //! proptest failed at once on SQLite (a dense rank one too high, a score
 //! held in two trees counted twice).
 
-use autoshard::ranking::{Order, Policy, Ranking, RankingConfig, Submission, Tie};
+use autoshard::ranking::{Policy, Ranking, RankingConfig, Submission, Tie};
 use autoshard::Error;
 use proptest::prelude::*;
 
@@ -25,7 +25,7 @@ mod stores;
 use boards::Boards;
 #[path = "common/policy_oracle.rs"]
 mod policy_oracle;
-use policy_oracle::{range, verify, Oracle, Report};
+use policy_oracle::{order, policy, range, verify, Oracle, Report};
 
 store_tests!(
     every_query_agrees_with_the_oracle_on_1_2_4_trees,
@@ -74,19 +74,6 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop::collection::vec((0..10usize, prop::option::weighted(0.9, 0..12usize)), 1..8)
             .prop_map(Op::Queue),
     ]
-}
-
-fn policy() -> impl Strategy<Value = Policy> {
-    prop_oneof![
-        Just(Policy::Replace),
-        Just(Policy::Best),
-        Just(Policy::Worst),
-        Just(Policy::Increment),
-    ]
-}
-
-fn order() -> impl Strategy<Value = Order> {
-    prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)]
 }
 
 /// A board's shape (trees, range, branching, shards) and the values its

@@ -260,6 +260,21 @@ pub fn verify(board: &Ranking, oracle: &Oracle, probes: &[i64]) -> Result<(), Te
     Ok(())
 }
 
+/// Every update policy.
+pub fn policy() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        Just(Policy::Replace),
+        Just(Policy::Best),
+        Just(Policy::Worst),
+        Just(Policy::Increment),
+    ]
+}
+
+/// Either score order.
+pub fn order() -> impl Strategy<Value = Order> {
+    prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)]
+}
+
 /// Score ranges from width 1 to the whole of `i64`, at both ends of it.
 pub fn range() -> impl Strategy<Value = (i64, i64)> {
     prop_oneof![
