@@ -219,3 +219,55 @@ fn a_busy_error_is_reported_and_the_save_can_be_retried() {
     assert_eq!((saved.attempts, saved.shard_writes), (1, 1));
     assert_eq!(load(&impatient).views, INITIAL + 1);
 }
+
+/// Handles that open a file nobody has made yet, all at once, each switch
+/// it to WAL, and SQLite refuses one of two such lock upgrades with
+/// `SQLITE_BUSY` without calling the busy handler. Every open must still
+/// succeed within the busy timeout (a service's threads or processes
+/// starting together; the first enqueues of a board, which open its queue
+/// file). Before the fix about one round in 25 failed with a raw
+/// "database is locked".
+#[test]
+fn handles_opening_a_new_file_at_once_all_open_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for round in 0..200 {
+        let failed = race_to_open(|path| Sqlite::open(path).map(drop).map_err(|e| e.to_string()));
+        assert_eq!(failed, None, "round {round}");
+    }
+}
+
+/// The control: the same race with plain connections that only have a
+/// busy timeout shows `SQLITE_BUSY` (so the test above exercises it).
+#[test]
+fn plain_connections_opening_a_new_file_at_once_meet_busy() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let open = |path: &std::path::Path| {
+        let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let failed = (0..5_000).find_map(|_| race_to_open(open));
+    let error = failed.expect("5,000 races without one SQLITE_BUSY");
+    assert!(error.contains("database is locked"), "{error}");
+}
+
+/// Eight threads opening one new file at once: the first error, if any.
+fn race_to_open(open: impl Fn(&std::path::Path) -> Result<(), String> + Sync) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let start = std::sync::Barrier::new(8);
+    thread::scope(|s| {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    open(&path)
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        results.into_iter().find_map(Result::err)
+    })
+}

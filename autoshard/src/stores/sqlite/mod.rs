@@ -22,7 +22,7 @@ mod trees;
 mod values;
 
 use crate::deadline::Deadline;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Retryable};
 use crate::seam::{Backend, Boards, Entities, Kind};
 use crate::stores::pool::{Pool, Pooled};
 use crate::stores::registry::KindCache;
@@ -166,8 +166,9 @@ impl SqliteBuilder {
     /// # Errors
     ///
     /// [`Error::Sqlite`] when the file cannot be opened or created, or is
-    /// not a database; [`Error::Busy`] when another process holds it through
-    /// the whole busy timeout while recovering it.
+    /// not a database; [`Error::Busy`] when other handles keep it locked
+    /// through the whole busy timeout (recovering it, or switching a new
+    /// file to WAL).
     pub fn open(self) -> Result<Sqlite> {
         let pool_size = if self.path.is_some() {
             self.pool_size
@@ -208,22 +209,38 @@ impl SqliteBuilder {
         // Handles opened at once race for WAL recovery, and the losers get
         // SQLITE_BUSY_RECOVERY from the first pragma: wait for it like a
         // transaction waits for the write lock, instead of failing the open.
-        let outer = LOCK_DEADLINE.replace(Some(Deadline::after(self.busy_timeout)));
-        let pragmas = (|| -> rusqlite::Result<()> {
-            // journal_mode answers with a row, so it cannot go through execute.
-            let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-            conn.execute_batch(&format!(
-                "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA mmap_size = {}; \
-                 PRAGMA cache_size = -{};",
-                self.synchronous.pragma(),
-                self.mmap_size,
-                // A negative cache_size is in KiB.
-                self.cache_size.div_ceil(1024)
-            ))
-        })();
+        // Handles opening a new file at once all try to switch it to WAL,
+        // and SQLite answers one of two such lock upgrades with SQLITE_BUSY
+        // at once, without the busy handler (it would deadlock): that
+        // pragma is tried again until the busy timeout has passed.
+        let deadline = Deadline::after(self.busy_timeout);
+        let outer = LOCK_DEADLINE.replace(Some(deadline));
+        let mut attempts = 0;
+        let pragmas = loop {
+            attempts += 1;
+            match self.pragmas(&conn) {
+                Err(e) if e.is_retryable() && !deadline.passed() => backoff(attempts),
+                other => break other,
+            }
+        };
         LOCK_DEADLINE.set(outer);
-        pragmas?;
-        Ok(conn)
+        match pragmas {
+            Err(e) if e.is_retryable() => Err(Error::Busy { attempts }),
+            other => other.map(|()| conn).map_err(Error::from),
+        }
+    }
+
+    fn pragmas(&self, conn: &Connection) -> rusqlite::Result<()> {
+        // journal_mode answers with a row, so it cannot go through execute.
+        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; PRAGMA mmap_size = {}; \
+             PRAGMA cache_size = -{};",
+            self.synchronous.pragma(),
+            self.mmap_size,
+            // A negative cache_size is in KiB.
+            self.cache_size.div_ceil(1024)
+        ))
     }
 }
 
