@@ -83,7 +83,8 @@ fn seed() -> u64 {
         })
 }
 
-/// Kills per write path in the default run (`AUTOSHARD_KILLS` overrides).
+/// Enqueuer kills in the default run (`AUTOSHARD_KILLS` overrides; the
+/// worker, slower to restart and refill, is killed 40 times).
 const KILLS: u64 = 100;
 
 // ---------------------------------------------------------------------------

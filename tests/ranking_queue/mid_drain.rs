@@ -1,4 +1,4 @@
-//! A worker child killed at a random moment mid-drain, 100 times (20 on a
+//! A worker child killed at a random moment mid-drain, 40 times (20 on a
 //! board of increments): the queue left is a suffix, the board is the
 //! board before plus exactly the drained prefix, and a restarted worker
 //! applies the rest once. The control's worker deletes in a second
@@ -7,7 +7,7 @@
 
 use crate::child::kills;
 use crate::oracle::{apply_as, assert_board, read_scores, write, Scores, RANGE};
-use crate::{common, queue_rows, seed, serial, spawn, sync_for, Mode, QueueRow, BOARD, KILLS};
+use crate::{common, queue_rows, seed, serial, spawn, sync_for, Mode, QueueRow, BOARD};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use autoshard::{Sqlite, Synchronous};
 use rand::rngs::SmallRng;
@@ -221,11 +221,13 @@ fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<Wo
     Ok(stats)
 }
 
+/// 40 kills (twice the bar's 20; `AUTOSHARD_KILLS` for a soak): each one
+/// is a process start and a refill, about 0.4 s in the debug build.
 #[test]
-fn worker_killed_100_times_mid_drain_applies_every_update_exactly_once() {
+fn worker_killed_40_times_mid_drain_applies_every_update_exactly_once() {
     let _serial = serial();
     let stats =
-        kill_workers(Mode::Worker, Policy::Replace, kills(KILLS)).unwrap_or_else(|e| panic!("{e}"));
+        kill_workers(Mode::Worker, Policy::Replace, kills(40)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("worker kills: {stats:?}");
 }
 

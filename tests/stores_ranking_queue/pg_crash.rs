@@ -23,8 +23,8 @@ const ENV_SPLIT: &str = "AUTOSHARD_RQPG_SPLIT";
 const BOARD: &str = "crash";
 const KILLS: u32 = 20;
 const PLAYERS: usize = 300;
-const UPDATES: usize = 240;
-const BATCH: usize = 12;
+const UPDATES: usize = 120;
+const BATCH: usize = 8;
 
 /// `(queue shard, seq) -> (player, score)`.
 type Rows = BTreeMap<(i32, i64), (String, Option<i64>)>;
