@@ -41,7 +41,7 @@ enum Op {
 /// everything applies it by net effect, which must end in the same place.
 ///
 /// Control: with `store_entry_data` not called by the worker
-/// (`ranking/queue/mod.rs`), every store fails; with a removal's clearing
+/// (`ranking/queue/drain.rs`), every store fails; with a removal's clearing
 /// skipped when a later score of the same batch brings the player back,
 /// the whole-batch cases fail (the player keeps data from before the
 /// batch). The rule itself (which

@@ -108,7 +108,7 @@ pub mod testing;
 mod value;
 
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private;
 
 pub use crate::__private::ShardValue;

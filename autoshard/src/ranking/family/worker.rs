@@ -16,9 +16,9 @@ use super::submit::{encode_values, read_values};
 use super::window::Period;
 use super::{Family, Window};
 use crate::error::{Error, Result};
-use crate::ranking::queue::QueueState;
+use crate::ranking::queue::{deletable, QueueState};
 use crate::ranking::{apply_updates, Ranking};
-use crate::seam::{Board, QueuedRow, Storage, NOTHING_APPLIED};
+use crate::seam::{Board, QueuedRow, Storage};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -408,12 +408,7 @@ impl Family {
             }
         };
         let (done, opened) = done;
-        let through: Vec<(u32, i64)> = done
-            .marks
-            .iter()
-            .filter(|&&(_, mark, took)| (took || sweep) && mark != NOTHING_APPLIED)
-            .map(|&(queue, mark, _)| (queue, mark))
-            .collect();
+        let through = deletable(&done.marks, sweep);
         if !through.is_empty() {
             let players = &self.inner.players;
             match self.inner.boards.delete_queued(players.inner.id, &through) {

@@ -29,10 +29,12 @@
 mod compare;
 pub(crate) mod conformance;
 pub(crate) mod harness;
+mod protocol;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use self::compare::{assert_same, diff};
+use self::protocol::{Mode, Protocol, Who};
 
 use super::storage::{self, Storage};
 use super::tree::Geometry;
@@ -184,52 +186,6 @@ impl MemoryStorage {
     }
 }
 
-enum Mode {
-    Read,
-    /// `None`: unchecked.
-    Write(Option<Protocol>),
-}
-
-/// What a write transaction has announced and done so far.
-#[derive(Default)]
-struct Protocol {
-    players: Option<BTreeSet<String>>,
-    leaves: Option<BTreeSet<u64>>,
-    /// Inner shard rows read through `node_shard`, in call order.
-    shard_rows: Vec<(u32, u64, u32)>,
-    written: BTreeSet<String>,
-}
-
-impl Protocol {
-    fn player_locked(&self, player: &str) -> Result<(), String> {
-        match &self.players {
-            Some(locked) if locked.contains(player) => Ok(()),
-            _ => Err(format!("player {player:?} is not locked")),
-        }
-    }
-
-    fn leaf_locked(&self, idx: u64) -> Result<(), String> {
-        match &self.leaves {
-            Some(locked) if locked.contains(&idx) => Ok(()),
-            _ => Err(format!("leaf {idx} is not locked")),
-        }
-    }
-
-    fn written_once(&mut self, row: String) -> Result<(), String> {
-        match self.written.insert(row.clone()) {
-            true => Ok(()),
-            false => Err(format!("{row} written twice")),
-        }
-    }
-}
-
-/// Whether a call belongs to writers only.
-#[derive(PartialEq)]
-enum Who {
-    Anyone,
-    Writers,
-}
-
 /// One transaction on a [`MemoryStorage`].
 pub(crate) struct MemoryTx<'a> {
     storage: &'a MemoryStorage,
@@ -243,38 +199,6 @@ impl MemoryTx<'_> {
 
     fn tables_mut(&self) -> RefMut<'_, Tables> {
         self.storage.tables.borrow_mut()
-    }
-
-    /// Checks `call` against the transaction's protocol; panics on a
-    /// violation.
-    fn rule(&self, who: Who, call: &str, rule: impl FnOnce(&mut Protocol) -> Result<(), String>) {
-        match &mut *self.mode.borrow_mut() {
-            Mode::Read if who == Who::Writers => {
-                panic!("storage protocol: {call} in a read transaction")
-            }
-            Mode::Read | Mode::Write(None) => {}
-            Mode::Write(Some(protocol)) => {
-                if let Err(why) = rule(protocol) {
-                    panic!("storage protocol: {call}: {why}");
-                }
-            }
-        }
-    }
-
-    /// The leaf whose lock covers `score`'s arrival tree.
-    fn leaf_of(&self, score: i64) -> Result<u64, String> {
-        let g = &self.storage.geometry;
-        g.offset(score)
-            .map(|offset| g.node(offset, 1))
-            .ok_or_else(|| format!("score {score} is outside the board"))
-    }
-
-    fn canonical(&self, what: &str, v: &[u8]) {
-        let trimmed = !v.ends_with(&[0; 8]);
-        assert!(
-            storage::well_formed(v, self.storage.geometry.b()) && trimmed,
-            "storage protocol: {what}: {v:?} is not a canonical vector of at most B entries"
-        );
     }
 }
 

@@ -23,21 +23,20 @@
 //!   name), and a shard's sequence numbers never go back, so draining each
 //!   shard oldest-first applies a player's updates in acknowledgement order.
 
+mod drain;
 mod group;
 mod worker;
 
 pub use self::worker::{Worker, WorkerHandle, WorkerStats};
 
+#[cfg(test)]
+use self::drain::drain_in;
+pub(in crate::ranking) use self::drain::{deletable, Drained};
 pub(crate) use self::group::QueueState;
-use super::apply::{apply_updates_from, store_entry_data, Refused};
-use super::cache::{CachedTx, NodeCache};
-use super::handle::check_player;
-use super::policy::Rules;
-use super::tree::Geometry;
 use super::Ranking;
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{DeadLetter, QueuedRow, QueuedUpdate, Storage, NOTHING_APPLIED};
+use crate::seam::{DeadLetter, QueuedUpdate};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -58,23 +57,6 @@ const BUSY_PAUSE: Duration = Duration::from_millis(5);
 /// How often `flush` looks at the queue when no worker of this process
 /// signals progress: a worker in another process cannot signal.
 const FLUSH_POLL: Duration = Duration::from_millis(5);
-
-/// What one worker transaction did.
-pub(in crate::ranking) struct Drained {
-    /// Rows taken from the queue: applied or set aside.
-    pub(in crate::ranking) taken: usize,
-    /// Updates applied.
-    applied: usize,
-    /// Rows moved to the dead letters.
-    dead_letters: usize,
-    /// Whether a queue shard was skipped because another worker held it:
-    /// the queue may not be empty although nothing was taken.
-    contended: bool,
-    /// The claimed shards' applied-through marks after the batch, and
-    /// whether the batch took rows from each: what the queue's delete
-    /// removes once the batch committed.
-    marks: Vec<(u32, i64, bool)>,
-}
 
 /// Test hooks of the crash tests (`__private::queue_hooks`): a worker that
 /// aborts the process between a committed apply and the queue's delete,
@@ -321,68 +303,6 @@ impl Ranking {
         Ok(self.inner.queue.get_or_init(|| state).clone())
     }
 
-    /// One worker batch: its board transaction ([`drain_in_from`]), then the
-    /// queue's delete of what it applied; with `dead_letter` false, a row
-    /// that cannot be applied fails it instead of being set aside. With
-    /// `sweep`, the delete also covers claimed shards the batch took nothing
-    /// from: rows a worker that crashed before its delete left behind.
-    pub(in crate::ranking) fn drain_batch(
-        &self,
-        (max, first, dead_letter, sweep): (usize, u32, bool, bool),
-        cache: Option<&mut NodeCache>,
-    ) -> Result<Drained> {
-        let (queues, rules) = (self.queues().max(1), self.rules());
-        let with_data = (rules, self.config().entry_data_limit());
-        let mut staged = None;
-        let floor = &|n| self.arrival_floor(n);
-        let outcome = self.write_generation(|st: &dyn Storage, before| {
-            let g = self.geometry();
-            let cached = cache
-                .as_deref()
-                .and_then(|c| CachedTx::begin(st, c, before));
-            let Some(cached) = cached else {
-                return drain_in_from(st, g, with_data, queues, max, first, dead_letter, floor);
-            };
-            let drained = drain_in_from(
-                &cached,
-                g,
-                with_data,
-                queues,
-                max,
-                first,
-                dead_letter,
-                floor,
-            )?;
-            staged = Some(cached.finish());
-            Ok(drained)
-        });
-        if let Some(cache) = cache {
-            match (&outcome, staged) {
-                (Ok(_), Some(staged)) => cache.commit(staged),
-                // Failed, or in doubt: the next batch reads afresh.
-                _ => cache.clear(),
-            }
-        }
-        let drained = outcome?;
-        let through: Vec<(u32, i64)> = drained
-            .marks
-            .iter()
-            .filter(|&&(_, mark, took)| (took || sweep) && mark != NOTHING_APPLIED)
-            .map(|&(queue, mark, _)| (queue, mark))
-            .collect();
-        if !through.is_empty() {
-            hooks::before_delete();
-            match self.inner.boards.delete_queued(self.inner.id, &through) {
-                // The batch is applied and marked: rows left queued below
-                // the marks are never taken again, and the next delete of
-                // their shard removes them.
-                Err(e) if e.is_retryable() => {}
-                other => other?,
-            }
-        }
-        Ok(drained)
-    }
-
     /// The queued updates that could not be applied and were moved aside,
     /// oldest first: increments whose sum would have left the board's range,
     /// and rows written behind the library's back (a hand edit, or damage to
@@ -417,165 +337,6 @@ impl Ranking {
         self.queue_state()?;
         self.inner.boards.delete_dead_letter(self.inner.id, id)
     }
-}
-
-/// [`drain_in_from`] handing out the arrival numbers of a board of one
-/// tree, for the tests.
-#[cfg(test)]
-fn drain_in(
-    st: &dyn Storage,
-    g: &Geometry,
-    rules: (Rules, u32),
-    queues: u32,
-    max: usize,
-    first: u32,
-    dead_letter: bool,
-) -> Result<Drained> {
-    drain_in_from(st, g, rules, queues, max, first, dead_letter, &|_| 0)
-}
-
-/// One worker transaction over any storage: from each queue shard no
-/// other worker holds, taken in turn from `first`, the oldest rows above the
-/// shard's applied-through mark (up to `max` in all); those that cannot be
-/// applied (an invalid player name, a score outside the board, a row the
-/// store cannot read) moved to the dead letters, or with `dead_letter`
-/// false reported as [`Error::Corrupt`]; the others applied in queue order
-/// under the board's policy with the code direct writes use (inner-node deltas to shard 0: the
-/// worker writes in big batches, so it need not spread); then each shard's
-/// mark moved to the last row taken. All in the caller's transaction, so
-/// applied (or set aside) and marked together. Deleting the rows is the
-/// caller's, after the commit. An increment whose sum would leave the
-/// range (which `enqueue` cannot know) is refused where it falls in the
-/// player's sequence: moved to the dead letters, the player's later updates
-/// applied without it; or with `dead_letter` false the batch fails with
-/// [`Error::ScoreOutOfRange`]. Entry data queued with an update is stored
-/// as `submit_with` would store it (on a board that keeps data: `limit` is
-/// its most bytes, 0 for none).
-///
-/// A shard's rows must come in increasing sequence order above the mark:
-/// a queue index that damage put out of order would otherwise hand out a
-/// row the mark then skips, or one it already covers.
-///
-///
-/// `floor(n)` is the lowest arrival number the batch's `n` updates may
-/// take (`Ranking::arrival_floor`).
-#[allow(clippy::too_many_arguments)] // one call site, each a distinct knob
-fn drain_in_from(
-    st: &dyn Storage,
-    g: &Geometry,
-    (rules, limit): (Rules, u32),
-    queues: u32,
-    max: usize,
-    first: u32,
-    dead_letter: bool,
-    floor: &dyn Fn(usize) -> u64,
-) -> Result<Drained> {
-    let mut rows = Vec::new();
-    // Per queue shard read: the shard, its mark, and its rows' range in
-    // `rows`.
-    let mut taken = Vec::new();
-    let mut marks = Vec::new();
-    let mut contended = false;
-    for k in 0..queues {
-        let room = max - rows.len();
-        if room == 0 {
-            break;
-        }
-        let queue = (first + k) % queues;
-        if !st.claim_queue(queue)? {
-            contended = true;
-            continue;
-        }
-        let mark = st.applied_through(queue)?;
-        let after = if hooks::IGNORE_MARKS.load(Ordering::Relaxed) {
-            NOTHING_APPLIED
-        } else {
-            mark
-        };
-        let start = rows.len();
-        st.take_queued(queue, after, room, &mut rows)?;
-        if rows.len() > start {
-            taken.push((queue, after, start..rows.len()));
-        } else {
-            marks.push((queue, mark, false));
-        }
-    }
-    let row_name = |queue: u32, seq: i64| format!("queued update (queue {queue}, seq {seq})");
-    for (queue, after, range) in &taken {
-        let mut last = *after;
-        for row in &rows[range.clone()] {
-            if row.seq <= last {
-                return Err(st.corrupt(
-                    row_name(*queue, row.seq),
-                    format!("taken after seq {last}: the queue is out of order"),
-                ));
-            }
-            last = row.seq;
-        }
-    }
-    let mut updates = Vec::with_capacity(rows.len());
-    // The queue shard and row of each update.
-    let mut origins = Vec::with_capacity(rows.len());
-    let mut dead_letters = 0;
-    for (queue, _, range) in &taken {
-        for row in &rows[range.clone()] {
-            let Some(reason) = unappliable(g, (rules, limit), row) else {
-                updates.push((row.player.as_str(), row.score));
-                origins.push((*queue, row));
-                continue;
-            };
-            if !dead_letter {
-                return Err(st.corrupt(row_name(*queue, row.seq), reason));
-            }
-            st.dead_letter(*queue, row.seq, &row.player, row.score, &reason)?;
-            dead_letters += 1;
-        }
-    }
-    let mut refused = Refused::new();
-    if !updates.is_empty() {
-        let refusals = dead_letter.then_some(&mut refused);
-        let base = floor(updates.len());
-        let floor = |i: usize| if base == 0 { 0 } else { base + i as u64 };
-        let steps = apply_updates_from(st, g, rules, 0, &updates, refusals, &floor)?;
-        if limit > 0 {
-            let data = origins.iter().map(|(_, row)| row.data.as_deref());
-            store_entry_data(st, rules, &updates, data, &steps, &refused)?;
-        }
-    }
-    for (i, why) in &refused {
-        let (queue, row) = origins[*i];
-        st.dead_letter(queue, row.seq, &row.player, row.score, &why.to_string())?;
-    }
-    dead_letters += refused.len();
-    for (queue, _, range) in taken {
-        let last = rows[range.end - 1].seq;
-        st.set_applied_through(queue, last)?;
-        marks.push((queue, last, true));
-    }
-    Ok(Drained {
-        taken: rows.len(),
-        applied: updates.len() - refused.len(),
-        dead_letters,
-        contended,
-        marks,
-    })
-}
-
-/// Why a queued row cannot be applied, if it cannot: what `enqueue` would
-/// have refused it for, or why the store could not read it.
-fn unappliable(g: &Geometry, (rules, limit): (Rules, u32), row: &QueuedRow) -> Option<String> {
-    if let Some(why) = &row.unreadable {
-        return Some(why.clone());
-    }
-    if let Some(data) = row.data.as_ref().filter(|d| d.len() > limit as usize) {
-        let (len, max) = (data.len(), limit as usize);
-        return Some(Error::EntryDataTooLarge { len, max }.to_string());
-    }
-    let refused = check_player(&row.player).and_then(|()| match row.score {
-        Some(value) => rules.check_value(g, value),
-        None => Ok(()),
-    });
-    refused.err().map(|e| e.to_string())
 }
 
 /// The queue state of board `board` in `database`, shared by every handle of

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ranking::memory::harness::Board;
+use crate::ranking::policy::Rules;
 use std::collections::BTreeMap;
 
 /// Queued rows by `(queue shard, seq)`: player and score.

@@ -26,6 +26,7 @@ mod queue;
 mod ranked;
 mod schema;
 mod tx;
+mod values;
 
 use crate::error::{Error, Result};
 use crate::seam::{Backend, Boards, Entities, Kind};

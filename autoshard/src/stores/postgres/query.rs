@@ -2,8 +2,8 @@
 //! and then the shard rows of the entities it returned, both in one
 //! `REPEATABLE READ READ ONLY` transaction, so in one snapshot.
 
-use super::entities::{read_key, value_at};
 use super::schema::identifier;
+use super::values::{read_key, value_at};
 use super::{Postgres, Tx};
 use crate::entity::KeyKind;
 use crate::error::Result;

@@ -1,8 +1,9 @@
 //! How a board's rows are written in Redis: hash fields, ranking-order
-//! members, queue entries, dead letters, and the replies that carry them.
+//! members, queue entries, dead letters, the replies that carry them, and
+//! the registry record of a board's configuration.
 
 use crate::error::{Error, Result};
-use crate::seam::{DeadLetter, Part, QueuedRow};
+use crate::seam::{BoardSpec, DeadLetter, Part, QueuedRow, DEFAULT_ORDER, DEFAULT_POLICY};
 use redis::Value;
 
 /// Positions are below 2^63 (the seam's `Storage` says so), so they print
@@ -147,6 +148,79 @@ pub(crate) fn queued_row(entry: Value) -> std::result::Result<QueuedRow, String>
     })
 }
 
+/// A board's registry record: its id and configuration, `|`-separated.
+pub(super) fn record(id: i64, spec: &BoardSpec) -> String {
+    let record = format!(
+        "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
+        spec.min,
+        spec.max,
+        spec.branching,
+        spec.shards,
+        spec.queues,
+        spec.policy,
+        spec.order,
+        spec.entry_data
+    );
+    // A composite board's dimensions are a tenth field (they hold no `|`),
+    // so every other board's record stays as it was.
+    match spec.dims.as_str() {
+        "" => record,
+        dims => format!("{record}|{dims}"),
+    }
+}
+
+pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
+    let corrupt = || Error::Corrupt {
+        kind: "ranking",
+        id: name.to_owned(),
+        field: "configuration".into(),
+        reason: format!("unreadable registry record {stored:?}"),
+    };
+    let mut fields: Vec<&str> = stored.split('|').collect();
+    let dims = match fields.len() {
+        10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
+        _ => "",
+    };
+    // A record written before policies, orders and entry data existed has
+    // six fields; it is a `Replace`, higher-is-better board without data.
+    let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
+        [id, min, max, branching, shards, queues] => (
+            id,
+            min,
+            max,
+            branching,
+            shards,
+            queues,
+            DEFAULT_POLICY,
+            DEFAULT_ORDER,
+            "0",
+        ),
+        [id, min, max, branching, shards, queues, policy, order, entry_data] => (
+            id, min, max, branching, shards, queues, policy, order, entry_data,
+        ),
+        _ => return Err(corrupt()),
+    };
+    let spec = || -> Option<(i64, BoardSpec)> {
+        Some((
+            id.parse().ok()?,
+            BoardSpec {
+                min: min.parse().ok()?,
+                max: max.parse().ok()?,
+                branching: branching.parse().ok()?,
+                shards: shards.parse().ok()?,
+                queues: queues.parse().ok()?,
+                policy: policy.to_owned(),
+                order: order.to_owned(),
+                entry_data: entry_data.parse().ok()?,
+                dims: dims.to_owned(),
+                buckets: 0,
+                exact_top: 0,
+            },
+        ))
+    };
+    spec().ok_or_else(corrupt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +253,50 @@ mod tests {
         let json = dead_letter_json(0, 0, "p", Some(-4), "r");
         assert_eq!(parse_dead_letter(1, "1", &json).unwrap().score, Some(-4));
         assert!(parse_dead_letter(1, "1", "{}").is_err());
+    }
+
+    #[test]
+    fn registry_records_round_trip() {
+        let spec = BoardSpec {
+            min: i64::MIN,
+            max: i64::MAX,
+            branching: 7,
+            shards: 3,
+            queues: 2,
+            policy: "best".into(),
+            order: "lower_is_better".into(),
+            entry_data: 0,
+            dims: String::new(),
+            buckets: 0,
+            exact_top: 0,
+        };
+        assert_eq!(
+            parse_record("b", &record(42, &spec)).unwrap(),
+            (42, spec.clone())
+        );
+        let composite = BoardSpec {
+            dims: "h:0:10,l:-5:5".into(),
+            ..spec.clone()
+        };
+        assert_eq!(
+            parse_record("b", &record(7, &composite)).unwrap(),
+            (7, composite)
+        );
+        // A record from before policies and orders reads as the defaults.
+        let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
+        assert_eq!(
+            old.1,
+            BoardSpec {
+                policy: DEFAULT_POLICY.into(),
+                order: DEFAULT_ORDER.into(),
+                ..spec
+            }
+        );
+        for bad in ["", "1|2|3", "x|0|1|2|1|1", "1|0|1|2|1|1|9"] {
+            assert!(
+                matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),
+                "{bad}"
+            );
+        }
     }
 }

@@ -32,13 +32,12 @@
 //! | `P:{t}:rk<id>:q<k>` | stream | queue shard `k`: entry `<seq>-1` with `p` (player) and `s` (score, absent for a removal) |
 //! | `P:{t}:rk<id>:d`, `:di` | hash, string | dead letters (id -> JSON) and their counter |
 
+use super::board_codec::{parse_record, record};
 use super::board_tx::{BoardTx, Mode};
 use super::keys::{key_slot, tag};
 use super::{scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{
-    Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
-};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -100,78 +99,6 @@ impl BoardKeys {
 pub(super) fn registry(prefix: &str) -> String {
     let slot = key_slot(format!("{prefix}/boards").as_bytes());
     format!("{prefix}:{{{}}}:boards", tag(slot))
-}
-
-fn record(id: i64, spec: &BoardSpec) -> String {
-    let record = format!(
-        "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
-        spec.min,
-        spec.max,
-        spec.branching,
-        spec.shards,
-        spec.queues,
-        spec.policy,
-        spec.order,
-        spec.entry_data
-    );
-    // A composite board's dimensions are a tenth field (they hold no `|`),
-    // so every other board's record stays as it was.
-    match spec.dims.as_str() {
-        "" => record,
-        dims => format!("{record}|{dims}"),
-    }
-}
-
-pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
-    let corrupt = || Error::Corrupt {
-        kind: "ranking",
-        id: name.to_owned(),
-        field: "configuration".into(),
-        reason: format!("unreadable registry record {stored:?}"),
-    };
-    let mut fields: Vec<&str> = stored.split('|').collect();
-    let dims = match fields.len() {
-        10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
-        _ => "",
-    };
-    // A record written before policies, orders and entry data existed has
-    // six fields; it is a `Replace`, higher-is-better board without data.
-    let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
-        [id, min, max, branching, shards, queues] => (
-            id,
-            min,
-            max,
-            branching,
-            shards,
-            queues,
-            DEFAULT_POLICY,
-            DEFAULT_ORDER,
-            "0",
-        ),
-        [id, min, max, branching, shards, queues, policy, order, entry_data] => (
-            id, min, max, branching, shards, queues, policy, order, entry_data,
-        ),
-        _ => return Err(corrupt()),
-    };
-    let spec = || -> Option<(i64, BoardSpec)> {
-        Some((
-            id.parse().ok()?,
-            BoardSpec {
-                min: min.parse().ok()?,
-                max: max.parse().ok()?,
-                branching: branching.parse().ok()?,
-                shards: shards.parse().ok()?,
-                queues: queues.parse().ok()?,
-                policy: policy.to_owned(),
-                order: order.to_owned(),
-                entry_data: entry_data.parse().ok()?,
-                dims: dims.to_owned(),
-                buckets: 0,
-                exact_top: 0,
-            },
-        ))
-    };
-    spec().ok_or_else(corrupt)
 }
 
 /// 1 ms doubling to 16 ms, jittered: optimistic writers of one board spread
@@ -539,51 +466,6 @@ mod tests {
             prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
         });
         assert!(case.load(Ordering::Relaxed) >= 16, "every case ran");
-    }
-
-    #[test]
-    fn registry_records_round_trip() {
-        let spec = BoardSpec {
-            min: i64::MIN,
-            max: i64::MAX,
-            branching: 7,
-            shards: 3,
-            queues: 2,
-            policy: "best".into(),
-            order: "lower_is_better".into(),
-            entry_data: 0,
-            dims: String::new(),
-            buckets: 0,
-            exact_top: 0,
-        };
-        assert_eq!(
-            parse_record("b", &record(42, &spec)).unwrap(),
-            (42, spec.clone())
-        );
-        let composite = BoardSpec {
-            dims: "h:0:10,l:-5:5".into(),
-            ..spec.clone()
-        };
-        assert_eq!(
-            parse_record("b", &record(7, &composite)).unwrap(),
-            (7, composite)
-        );
-        // A record from before policies and orders reads as the defaults.
-        let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
-        assert_eq!(
-            old.1,
-            BoardSpec {
-                policy: DEFAULT_POLICY.into(),
-                order: DEFAULT_ORDER.into(),
-                ..spec
-            }
-        );
-        for bad in ["", "1|2|3", "x|0|1|2|1|1", "1|0|1|2|1|1|9"] {
-            assert!(
-                matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),
-                "{bad}"
-            );
-        }
     }
 
     #[test]

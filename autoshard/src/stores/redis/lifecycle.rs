@@ -11,7 +11,8 @@
 //! is gone, which a retried delete finishes. Ids are random and never
 //! reused, so a board created again never meets the old one's keys.
 
-use super::boards::{parse_record, registry, BoardKeys};
+use super::board_codec::parse_record;
+use super::boards::{registry, BoardKeys};
 use super::RedisCluster;
 use crate::error::{Error, Result};
 use redis::Script;

@@ -1,0 +1,293 @@
+//! Runtime support for the code that `#[derive(Shardable)]` and
+//! `#[shard_method]` generate. Not part of the API: anything here may change
+//! in any release.
+
+use crate::entity::{Mode, Pending, Shardable};
+use crate::error::{Error, Result};
+use crate::fold::FoldOutput;
+use crate::value::{self, Value, ValueError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use serde;
+
+mod check;
+mod document;
+pub use check::{check_field, Checked};
+pub use document::{DocumentWriter, Parts};
+
+/// The seam's public face, for a wrapper type that delegates to a store
+/// (the shared test suites run the PostgreSQL store twice this way).
+pub use crate::seam::{Backend, Boards, Entities};
+
+/// The ranked fields of a kind (`#[shard(ranked = "board")]`), and the
+/// ranking layer's writer the derive wires to them: the derive sits above
+/// ranking, so it may name it; the stores below only call the hook.
+pub use crate::seam::{Ranked, RankedHook};
+
+/// The board writer of every ranked field.
+pub const RANKED_HOOK: RankedHook = RankedHook(crate::ranking::entity_board::apply);
+
+/// What a ranked field's type must be: an integer type whose every value a
+/// board's `i64` score holds.
+#[diagnostic::on_unimplemented(
+    message = "a `ranked` field must be an integer type a board score holds, not `{Self}`",
+    label = "not one of i8, i16, i32, i64, u8, u16, u32",
+    note = "a board keeps `i64` scores; `u64` and `usize` totals may not fit"
+)]
+pub trait RankedScore {}
+impl RankedScore for i8 {}
+impl RankedScore for i16 {}
+impl RankedScore for i32 {}
+impl RankedScore for i64 {}
+impl RankedScore for u8 {}
+impl RankedScore for u16 {}
+impl RankedScore for u32 {}
+
+/// Hooks of the ranking queue's crash tests (`tests/ranking_queue/`),
+/// process-wide: a child process sets them before it starts a worker.
+pub mod queue_hooks {
+    use crate::ranking::queue_hooks as hooks;
+    use std::sync::atomic::Ordering;
+
+    /// The process aborts between the `batches`-th committed worker batch
+    /// from now and that batch's queue delete (0: never), so a test can hit
+    /// the window between the two deterministically.
+    pub fn abort_before_delete(batches: u64) {
+        hooks::ABORT_BEFORE_DELETE.store(batches, Ordering::Relaxed);
+    }
+
+    /// Workers take every queued row, ignoring the applied-through marks:
+    /// the bug the marks guard against, for the crash test's control.
+    pub fn ignore_applied_marks(ignore: bool) {
+        hooks::IGNORE_MARKS.store(ignore, Ordering::Relaxed);
+    }
+}
+
+/// Hooks of the approximate boards' refresh tests
+/// (`tests/approx_crash.rs`), process-wide.
+pub mod approx_hooks {
+    use crate::ranking::approx_hooks as hooks;
+    use std::sync::atomic::Ordering;
+
+    /// Buckets a refresh writes per transaction (0: the default), and how
+    /// long it sleeps between two of them: a test stretches a refresh so a
+    /// kill or a reader lands in the middle of it.
+    pub fn refresh_chunks(buckets: u32, pause: std::time::Duration) {
+        hooks::CHUNK.store(buckets, Ordering::Relaxed);
+        hooks::PAUSE_MICROS.store(pause.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Refreshes write over the published snapshot's rows: the bug the
+    /// snapshot protocol guards against, for the crash test's control.
+    pub fn refresh_in_place(on: bool) {
+        hooks::IN_PLACE.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
+pub mod tree_hooks {
+    /// On this thread, queries of split boards order tied players tree
+    /// after tree instead of by who reached the score first: the wrong
+    /// merge the oracle tests' control shows they catch.
+    pub fn concatenate_ties(on: bool) {
+        crate::ranking::trees_hooks::CONCATENATE_TIES.set(on);
+    }
+
+    /// Process-wide, trees of split boards hand out arrival numbers from
+    /// their scores' counters alone (ties across trees then rank wrongly):
+    /// a benchmark's diagnostic of what board-wide arrival numbers cost.
+    pub fn local_arrivals(on: bool) {
+        use std::sync::atomic::Ordering;
+        crate::ranking::trees_hooks::LOCAL_ARRIVALS.store(on, Ordering::Relaxed);
+    }
+}
+
+/// One sharded field as declared: its name and `shards = N` or
+/// `shards = LOW..=HIGH` (neither: dynamic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// The field's name, which is also its key in the shard table.
+    pub name: &'static str,
+    /// Static shard count (`N`, or `HIGH` of an automatic count), or `None`
+    /// for dynamic sharding. Code that does not know automatic counts
+    /// (compaction's surplus, Redis Cluster) sees an automatic field as
+    /// static with `HIGH` shards, which is never wrong, only wasteful.
+    pub shards: Option<u32>,
+    /// `LOW` of an automatic count, `None` for every other field.
+    pub min_shards: Option<u32>,
+}
+
+impl FieldSpec {
+    /// `LOW..=HIGH` of an automatic field.
+    pub(crate) fn auto_range(&self) -> Option<(u32, u32)> {
+        Some((self.min_shards?, self.shards?))
+    }
+
+    /// Rows an insert writes: `N` of a static field, `LOW` of an automatic
+    /// one, one of a dynamic one.
+    pub(crate) fn initial_shards(&self) -> u32 {
+        self.min_shards.or(self.shards).unwrap_or(1)
+    }
+}
+
+/// Bound on unsharded field types.
+pub trait Document: Serialize + DeserializeOwned {}
+impl<T: Serialize + DeserializeOwned> Document for T {}
+
+/// What a sharded field's type must be: stored (serde), compared with the
+/// neutral element (to skip empty writes), and kept in `Pending` across
+/// threads. Implemented for every such type; name it in the bounds of a
+/// generic entity's impl blocks: `impl<T: autoshard::ShardValue> Counter<T>`.
+pub trait ShardValue: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static> ShardValue for T {}
+
+/// The id type of the stub impl emitted next to derive errors.
+#[derive(Debug, Clone)]
+pub enum Never {}
+
+impl crate::EntityId for Never {
+    const KEY_KIND: crate::KeyKind = crate::KeyKind::Int;
+    fn key(&self) -> Result<crate::Key<'_>> {
+        match *self {}
+    }
+    fn __from_key(_: crate::Key<'_>) -> Option<Self> {
+        None
+    }
+}
+
+/// Why a fold over stored values failed; stores add kind, id and field.
+#[derive(Debug)]
+pub enum FoldError {
+    /// A stored value did not decode into the field's type.
+    Decode(ValueError),
+    /// The user's fold returned an error.
+    Fold(Box<dyn std::error::Error + Send + Sync>),
+    /// The folded value could not be encoded.
+    Encode(ValueError),
+    /// Generated code was asked for a field index it does not have.
+    NoSuchField(usize),
+}
+
+impl FoldError {
+    pub(crate) fn into_error(self, kind: &'static str, id: &str, field: &'static str) -> Error {
+        match self {
+            FoldError::Decode(e) => Error::Corrupt {
+                kind,
+                id: id.to_owned(),
+                field: field.to_owned(),
+                reason: e.to_string(),
+            },
+            FoldError::Fold(source) => Error::Fold {
+                kind,
+                field,
+                source,
+            },
+            FoldError::Encode(e) => invalid_value(kind, field, e),
+            FoldError::NoSuchField(i) => no_such_field_error(kind, i),
+        }
+    }
+}
+
+fn invalid_value(kind: &'static str, field: &'static str, e: ValueError) -> Error {
+    Error::InvalidValue {
+        kind,
+        field,
+        reason: e.to_string(),
+    }
+}
+
+fn fold_typed<T: ShardValue, R: FoldOutput<T>>(
+    values: impl Iterator<Item = Value>,
+    neutral: T,
+    fold: fn(T, T) -> R,
+) -> Result<T, FoldError> {
+    values.into_iter().try_fold(neutral, |acc, stored| {
+        let next = value::decode(&stored).map_err(FoldError::Decode)?;
+        fold(acc, next).into_fold_result().map_err(FoldError::Fold)
+    })
+}
+
+/// Folds stored values of one field into one stored value.
+pub fn fold_values<T: ShardValue, R: FoldOutput<T>>(
+    values: &mut dyn Iterator<Item = Value>,
+    neutral: T,
+    fold: fn(T, T) -> R,
+) -> Result<Value, FoldError> {
+    // How `testing::laws` learns a field's type: it folds nothing and asks.
+    #[cfg(feature = "testing")]
+    crate::testing::note_field_type::<T>();
+    let folded = fold_typed(values, neutral, fold)?;
+    value::encode(&folded).map_err(FoldError::Encode)
+}
+
+/// Encodes a field's aggregate (what `insert` stores as the initial shard).
+pub fn encode_field<T: ShardValue>(
+    kind: &'static str,
+    field: &'static str,
+    v: &T,
+) -> Result<Value> {
+    value::encode(v).map_err(|e| invalid_value(kind, field, e))
+}
+
+/// Encodes a pending delta, or `None` when it is the neutral element and so
+/// needs no write.
+pub fn encode_pending<T: ShardValue>(
+    kind: &'static str,
+    field: &'static str,
+    pending: &T,
+    neutral: &T,
+) -> Result<Option<Value>> {
+    if pending == neutral {
+        return Ok(None);
+    }
+    encode_field(kind, field, pending).map(Some)
+}
+
+/// Error for an out-of-range field index (a bug in generated code).
+pub fn no_such_field<T>(kind: &'static str, field: usize) -> Result<T> {
+    Err(no_such_field_error(kind, field))
+}
+
+fn no_such_field_error(kind: &'static str, field: usize) -> Error {
+    Error::SchemaMismatch {
+        kind: kind.to_owned(),
+        reason: format!("no sharded field #{field}"),
+    }
+}
+
+/// The typed pending deltas inside an entity's `Pending`.
+pub fn pending_values<T: Shardable>(pending: &mut Pending<T>) -> &mut T::__Pending {
+    pending.values_mut()
+}
+
+/// Enters a shard method. Returns `true` for an outermost call, which must
+/// run the body twice; after this the sharded fields hold the pending deltas.
+pub fn begin_shard_run<T: Shardable>(entity: &mut T) -> bool {
+    // With nothing sharded there is no pending view to update: run once.
+    let Some(pending) = entity.__pending_mut().filter(|_| !T::__FIELDS.is_empty()) else {
+        return false;
+    };
+    if pending.mode() != Mode::Idle {
+        return false;
+    }
+    pending.set_mode(Mode::ShardRun);
+    entity.__swap_pending();
+    true
+}
+
+/// Between the two runs: swap the aggregate back in.
+pub fn begin_aggregate_run<T: Shardable>(entity: &mut T) {
+    entity.__swap_pending();
+    if let Some(pending) = entity.__pending_mut() {
+        pending.set_mode(Mode::AggregateRun);
+    }
+}
+
+/// After the second run. A panic in either run skips this, which leaves the
+/// entity marked so that `save` refuses it (`Error::Poisoned`).
+pub fn end_shard_method<T: Shardable>(entity: &mut T) {
+    if let Some(pending) = entity.__pending_mut() {
+        pending.set_mode(Mode::Idle);
+    }
+}
