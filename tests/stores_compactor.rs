@@ -16,7 +16,7 @@
 //! The control at the end shows the check failing live: two compactors
 //! that read the rows to fold outside the transaction that folds them (so
 //! both may fold the same rows) are caught within seconds. That it also
-//! catches a compactor that is not atomic is shown in `compactor_crash.rs`.
+//! catches a compactor that is not atomic is shown in `compactor_crash/`.
 //!
 //! The tests take a lock so they run one after another: each runs a dozen
 //! threads, and overlapping them would starve the 2 CI cores.
