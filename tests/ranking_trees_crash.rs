@@ -151,9 +151,9 @@ impl Db {
 }
 
 /// The board at `location`, created with `config` if given: a PostgreSQL
-/// or Redis Cluster URL, or the path of a SQLite file opened with `synchronous = NORMAL`
-/// (the kills are of processes, not of the machine: no fsync needed, and
-/// enqueues stay fast).
+/// or Redis Cluster URL, or the path of a SQLite file opened with
+/// `synchronous = NORMAL` (the kills are of processes, not of the machine:
+/// no fsync needed, and enqueues stay fast).
 fn board_at(location: &str, create: Option<RankingConfig>) -> Ranking {
     fn board(db: &impl RankingStore, create: Option<RankingConfig>) -> Ranking {
         match create {
