@@ -35,6 +35,7 @@ every_store_tests!(
     a_merge_that_concatenates_trees_fails_the_oracle,
     the_tree_count_is_stored_and_checked,
     queued_updates_drain_through_one_worker_per_tree,
+    every_read_merges_the_trees,
 );
 
 const TREES: [u32; 3] = [1, 2, 4];
@@ -434,4 +435,384 @@ fn queued_updates_drain_through_one_worker_per_tree<S: Boards>() {
     };
     assert_eq!(scores_of(&a), scores_of(&b));
     split.check_integrity().unwrap();
+}
+
+// ----------------------------------------------------- every public read
+
+/// What every read is checked against: the oracle's entries, and the same
+/// board kept in one tree (for the composite reads, which the oracle does
+/// not model; they are checked against the oracle elsewhere).
+struct Expect<'a> {
+    oracle: &'a Oracle,
+    one_tree: &'a Ranking,
+    names: &'a [String],
+}
+
+type Read = fn(&Ranking, &Expect) -> Result<(), String>;
+
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), String> {
+    match got == want {
+        true => Ok(()),
+        false => Err(format!("{what}: {got:?}, not {want:?}")),
+    }
+}
+
+fn ok<T>(what: &str, r: autoshard::Result<T>) -> Result<T, String> {
+    r.map_err(|e| format!("{what}: {e}"))
+}
+
+/// Every public read of `Ranking`, by name, with its check against the
+/// oracle. A read added to `Ranking` must join this list (or `NOT_READS`,
+/// with the reason): `every_read_of_ranking_is_listed` scans the crate's
+/// `impl Ranking` blocks and fails on any other `pub fn`.
+const EVERY_READ: &[(&str, Read)] = &[
+    ("rank_of_score", |b, x| {
+        for s in 0..12 {
+            let got = ok("rank_of_score", b.rank_of_score(s))?;
+            same(
+                &format!("rank_of_score({s})"),
+                got,
+                x.oracle.rank_of_score(s),
+            )?;
+        }
+        Ok(())
+    }),
+    ("rank", |b, x| {
+        for e in x.oracle.entries() {
+            for (tie, want) in [
+                (Tie::Standard, e.rank),
+                (Tie::Dense, e.dense),
+                (Tie::Ordinal, e.position),
+            ] {
+                let got = ok("rank", b.rank(&e.player, tie))?;
+                same(&format!("rank({}, {tie:?})", e.player), got, Some(want))?;
+            }
+        }
+        same(
+            "rank(nobody)",
+            ok("rank", b.rank("nobody", Tie::Dense))?,
+            None,
+        )
+    }),
+    ("score", |b, x| {
+        for e in x.oracle.entries() {
+            same(
+                &format!("score({})", e.player),
+                ok("score", b.score(&e.player))?,
+                Some(e.score),
+            )?;
+        }
+        same("score(nobody)", ok("score", b.score("nobody"))?, None)
+    }),
+    ("score_at_rank", |b, x| {
+        let entries = x.oracle.entries();
+        for r in 0..=entries.len() as u64 + 1 {
+            let want = r
+                .checked_sub(1)
+                .and_then(|i| entries.get(i as usize))
+                .map(|e| e.score);
+            same(
+                &format!("score_at_rank({r})"),
+                ok("score_at_rank", b.score_at_rank(r))?,
+                want,
+            )?;
+        }
+        Ok(())
+    }),
+    ("top", |b, x| {
+        let entries = x.oracle.entries();
+        for n in [0, 1, 7, entries.len() as u64 + 3] {
+            let want = &entries[..(n as usize).min(entries.len())];
+            same(&format!("top({n})"), &ok("top", b.top(n))?[..], want)?;
+        }
+        Ok(())
+    }),
+    ("page", |b, x| {
+        let entries = x.oracle.entries();
+        let n = entries.len() as u64;
+        for (from, to) in [(1, 1), (3, 9), (n - 2, n + 5), (n + 1, n + 2)] {
+            let want =
+                &entries[(from as usize - 1).min(entries.len())..(to as usize).min(entries.len())];
+            same(
+                &format!("page({from}, {to})"),
+                &ok("page", b.page(from, to))?[..],
+                want,
+            )?;
+        }
+        Ok(())
+    }),
+    ("around", |b, x| {
+        let entries = x.oracle.entries();
+        for e in &entries {
+            let at = e.position as usize - 1;
+            let want = &entries[at.saturating_sub(2)..(at + 3).min(entries.len())];
+            same(
+                &format!("around({})", e.player),
+                &ok("around", b.around(&e.player, 2))?[..],
+                want,
+            )?;
+        }
+        same(
+            "around(nobody)",
+            ok("around", b.around("nobody", 1))?,
+            vec![],
+        )
+    }),
+    ("among", |b, x| {
+        // Every third name, one twice, one not on the board: ranked among
+        // themselves as a board of only them would rank them.
+        let mut set: Vec<&str> = x.names.iter().step_by(3).map(String::as_str).collect();
+        set.extend(["nobody", set[0]]);
+        same(
+            "among",
+            ok("among", b.among(&set))?,
+            among_oracle(x.oracle, &set),
+        )
+    }),
+    ("len", |b, x| {
+        same("len", ok("len", b.len())?, x.oracle.entries().len() as u64)
+    }),
+    ("is_empty", |b, x| {
+        same(
+            "is_empty",
+            ok("is_empty", b.is_empty())?,
+            x.oracle.entries().is_empty(),
+        )
+    }),
+    ("check_integrity", |b, _| {
+        ok("check_integrity", b.check_integrity())
+    }),
+    ("queued", |b, _| {
+        same("queued", ok("queued", b.queued())?, 0)
+    }),
+    ("dead_letters", |b, _| {
+        same(
+            "dead_letters",
+            ok("dead_letters", b.dead_letters())?.len(),
+            0,
+        )
+    }),
+    ("rank_of_dims", |b, x| {
+        for s in 0..12 {
+            let (got, want) = (b.rank_of_dims(&[s]), x.one_tree.rank_of_dims(&[s]));
+            same(
+                &format!("rank_of_dims([{s}])"),
+                ok("rank_of_dims", got)?,
+                ok("one tree", want)?,
+            )?;
+        }
+        Ok(())
+    }),
+    ("dims", |b, x| {
+        for p in x.names {
+            same(
+                &format!("dims({p})"),
+                ok("dims", b.dims(p))?,
+                ok("one tree", x.one_tree.dims(p))?,
+            )?;
+        }
+        Ok(())
+    }),
+    ("dims_at_rank", |b, x| {
+        for r in 0..=x.names.len() as u64 + 1 {
+            let (got, want) = (b.dims_at_rank(r), x.one_tree.dims_at_rank(r));
+            same(
+                &format!("dims_at_rank({r})"),
+                ok("dims_at_rank", got)?,
+                ok("one tree", want)?,
+            )?;
+        }
+        Ok(())
+    }),
+];
+
+/// Public `&self` calls of `Ranking` that are not reads of its players,
+/// each with why it needs no merge check.
+const NOT_READS: &[&str] = &[
+    // Accessors and routing: no stored rows.
+    "name",
+    "config",
+    "tree_of",
+    "encode",
+    "decode",
+    // Writes, each checked against the oracle by the proptest above.
+    "set_score",
+    "set_scores",
+    "remove",
+    "submit",
+    "submit_with",
+    "enqueue",
+    "enqueue_remove",
+    "enqueue_with",
+    "set_dims",
+    "set_dims_batch",
+    "submit_dims",
+    "submit_dims_with",
+    "enqueue_dims",
+    "enqueue_dims_with",
+    "reset",
+    "delete_dead_letter",
+    // Queue work, drained by the proptest's queue steps.
+    "worker",
+    "tree_worker",
+    "flush",
+    "flush_within",
+    // Approximate boards are one tree: `trees` with `approximate` is refused.
+    "approx_rank",
+    "approx_snapshot",
+    "refresh",
+    "refresher",
+];
+
+/// `among(set)` by hand from the oracle's board: the set's entries in board
+/// order, ranks counted among them.
+fn among_oracle(oracle: &Oracle, set: &[&str]) -> Vec<autoshard::ranking::Entry> {
+    let mut out: Vec<autoshard::ranking::Entry> = Vec::new();
+    for mut e in oracle
+        .entries()
+        .into_iter()
+        .filter(|e| set.contains(&e.player.as_str()))
+    {
+        e.position = out.len() as u64 + 1;
+        (e.rank, e.dense) = match out.last() {
+            Some(last) if last.score == e.score => (last.rank, last.dense),
+            Some(last) => (e.position, last.dense + 1),
+            None => (1, 1),
+        };
+        out.push(e);
+    }
+    out
+}
+
+/// Every read in `EVERY_READ`, on boards of 1, 2 and 4 trees holding the
+/// same players (40 on 12 scores, so players tie within and across trees,
+/// with entry data), against the oracle.
+///
+/// Before the fix this failed on every store: `k = 2: among: [], not
+/// [Entry { player: "p30", .. }, ..]` (the split board's own row holds no
+/// players). Control (`a_read_that_skips_the_merge_fails`): that answer
+/// fails the `among` check.
+fn every_read_merges_the_trees<S: Boards>() {
+    let store = S::fresh();
+    let names: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    let mut oracle = Oracle::new(
+        Policy::Replace,
+        autoshard::ranking::Order::HigherIsBetter,
+        0,
+        12,
+    );
+    let config = |k| {
+        RankingConfig::new(0..12)
+            .branching(3)
+            .entry_data(8)
+            .trees(k)
+    };
+    let boards: Vec<Ranking> = TREES
+        .iter()
+        .map(|&k| Ranking::create(store.db(), &format!("every-read-{k}"), config(k)).unwrap())
+        .collect();
+    for i in 0..80usize {
+        let (player, score) = (&names[i * 7 % 40], (i * 5 % 12) as i64);
+        let data = format!("d{i}");
+        oracle.submit_with(player, score, data.as_bytes());
+        for board in &boards {
+            board.submit_with(player, score, data.as_bytes()).unwrap();
+        }
+    }
+    let expect = Expect {
+        oracle: &oracle,
+        one_tree: &boards[0],
+        names: &names,
+    };
+    for (board, k) in boards.iter().zip(TREES) {
+        for (read, check) in EVERY_READ {
+            if let Err(e) = check(board, &expect) {
+                panic!("{}: k = {k}: {read}: {e}", S::NAME);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_read_that_skips_the_merge_fails() {
+    let db = autoshard::Sqlite::memory().unwrap();
+    let mut oracle = Oracle::new(
+        Policy::Replace,
+        autoshard::ranking::Order::HigherIsBetter,
+        0,
+        12,
+    );
+    let names: Vec<String> = (0..9).map(|i| format!("p{i}")).collect();
+    for (i, p) in names.iter().enumerate() {
+        oracle.set(p, i as i64);
+    }
+    let board = Ranking::create(&db, "skip", RankingConfig::new(0..12)).unwrap();
+    let expect = Expect {
+        oracle: &oracle,
+        one_tree: &board,
+        names: &names,
+    };
+    let set: Vec<&str> = names.iter().step_by(3).map(String::as_str).collect();
+    assert!(!among_oracle(expect.oracle, &set).is_empty());
+    // The defect's answer, checked as `EVERY_READ` checks `among`.
+    let skipped: Vec<autoshard::ranking::Entry> = Vec::new();
+    assert!(same("among", skipped, among_oracle(expect.oracle, &set)).is_err());
+}
+
+/// The public `&self` calls in the crate's `impl Ranking` blocks.
+fn ranking_calls(source: &str) -> Vec<String> {
+    let mut calls = Vec::new();
+    let mut in_ranking = false;
+    for line in source.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_ranking = line.starts_with("impl Ranking {");
+        }
+        let Some(rest) = line.strip_prefix("    pub fn ") else {
+            continue;
+        };
+        if in_ranking && line.contains("&self") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            calls.push(name);
+        }
+    }
+    calls
+}
+
+#[test]
+fn every_read_of_ranking_is_listed() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("autoshard/src/ranking");
+    let mut unlisted = Vec::new();
+    let mut seen = 0;
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                for call in ranking_calls(&std::fs::read_to_string(&path).unwrap()) {
+                    seen += 1;
+                    let listed = EVERY_READ.iter().any(|(r, _)| *r == call)
+                        || NOT_READS.contains(&call.as_str());
+                    if !listed {
+                        unlisted.push(format!("{call} ({})", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 30,
+        "the scan found {seen} calls: is `impl Ranking` still spelled so?"
+    );
+    assert!(
+        unlisted.is_empty(),
+        "public calls of `Ranking` in neither EVERY_READ nor NOT_READS: {unlisted:?}"
+    );
+    // Control: a new read is caught.
+    let new = "impl Ranking {\n    pub fn new_read(&self) -> u64 {\n        0\n    }\n}\n";
+    assert_eq!(ranking_calls(new), ["new_read"]);
 }

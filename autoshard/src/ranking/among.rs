@@ -6,6 +6,9 @@
 //! could give (each count is a root-to-leaf walk per member).
 
 use super::handle::check_player;
+use super::storage::Storage;
+use super::tree::Geometry;
+use super::trees::merge::{sort, Found};
 use super::{Entry, Ranking};
 use crate::error::{Error, Result};
 
@@ -53,38 +56,60 @@ impl Ranking {
         let mut names: Vec<&str> = players.to_vec();
         names.sort_unstable();
         names.dedup();
+        if let Some(split) = self.split() {
+            return split.among(&names);
+        }
         self.read(|st, g| {
-            let mut found: Vec<(i64, u64, String)> = Vec::with_capacity(names.len());
-            st.players(&names, &mut |player, score, arrival| {
-                found.push((score, arrival, player.to_owned()));
-                Ok(())
-            })?;
-            // Tree scores: higher is better on every board (`policy.rs`).
-            found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let mut entries = Vec::with_capacity(found.len());
-            let (mut rank, mut dense) = (0, 0);
-            for (i, (score, _, player)) in found.into_iter().enumerate() {
-                if g.offset(score).is_none() {
-                    return Err(st.corrupt(
-                        format!("player {player:?}"),
-                        format!("score {score} is outside the board's range"),
-                    ));
-                }
-                let position = i as u64 + 1;
-                if entries.last().is_none_or(|e: &Entry| e.score != score) {
-                    (rank, dense) = (position, dense + 1);
-                }
-                entries.push(Entry {
-                    player,
-                    score,
-                    rank,
-                    dense,
-                    position,
-                    data: None,
-                });
-            }
-            // Back to real scores, with entry data: what every query returns.
-            self.entries(st, g, entries)
+            let mut found = found_in(st, g, 0, &names)?;
+            let ranked = rank_set(&mut found);
+            self.entries(st, g, ranked.into_iter().map(|(e, _)| e).collect())
         })
     }
+}
+
+/// The stored places of `names` in the tree `t` read by `st`: tree scores,
+/// arrivals and the tree, as the split board's merge orders them.
+pub(super) fn found_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    t: usize,
+    names: &[&str],
+) -> Result<Vec<Found>> {
+    let mut found = Vec::with_capacity(names.len());
+    st.players(names, &mut |player, score, arrival| {
+        if g.offset(score).is_none() {
+            return Err(st.corrupt(
+                format!("player {player:?}"),
+                format!("score {score} is outside the board's range"),
+            ));
+        }
+        found.push((score, arrival, t, player.to_owned()));
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// Ranks a set's places among themselves, in the one order every query
+/// uses (better tree score first, then who reached it first, then the
+/// tree): entries with tree scores and no data yet, each with its tree.
+pub(super) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
+    sort(found);
+    let mut entries: Vec<(Entry, usize)> = Vec::with_capacity(found.len());
+    let (mut rank, mut dense) = (0, 0);
+    for (i, (score, _, t, player)) in found.iter_mut().enumerate() {
+        let position = i as u64 + 1;
+        if entries.last().is_none_or(|(e, _)| e.score != *score) {
+            (rank, dense) = (position, dense + 1);
+        }
+        let entry = Entry {
+            player: std::mem::take(player),
+            score: *score,
+            rank,
+            dense,
+            position,
+            data: None,
+        };
+        entries.push((entry, *t));
+    }
+    entries
 }

@@ -223,8 +223,24 @@ impl Ranking {
         }
     }
 
-    /// Runs `f` in one read transaction (one snapshot).
+    /// Runs `f` in one read transaction (one snapshot) of this board's own
+    /// tree.
+    ///
+    /// A split board's own row holds no players, so a query that read it
+    /// instead of merging the trees would answer "empty" without an error
+    /// (`among` did, issue 21). Such a read is refused here, loudly: every
+    /// read of a split board goes through `trees/`, and the every-read test
+    /// (`tests/stores_ranking_trees.rs`, `EVERY_READ`) finds one that does
+    /// not.
     pub(super) fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
+        if !self.inner.trees.is_empty() {
+            return Err(Error::Corrupt {
+                kind: "ranking",
+                id: self.inner.name.clone(),
+                field: "trees".into(),
+                reason: "a query read the split board's own row instead of its trees".into(),
+            });
+        }
         let mut out = None;
         self.inner.boards.read_board(self.board(), &mut |st| {
             out = Some(f(st, self.geometry())?);

@@ -189,7 +189,8 @@ pub(super) fn locate(sts: &[&dyn Storage], g: &Geometry, position: u64) -> Resul
 }
 
 /// One player as a merge sees it: `(tree score, arrival, tree, name)`.
-type Found = (i64, u64, usize, String);
+/// A player found in tree `.2`: tree score, arrival, tree, name.
+pub(in crate::ranking) type Found = (i64, u64, usize, String);
 
 /// Players' arrivals, for merging `(player, score)` lists of tree `t`.
 fn with_arrivals(st: &dyn Storage, t: usize, found: Vec<(String, i64)>) -> Result<Vec<Found>> {
@@ -209,7 +210,7 @@ fn with_arrivals(st: &dyn Storage, t: usize, found: Vec<(String, i64)>) -> Resul
 
 /// Ranking order across trees: better (higher tree) score first, then
 /// `(arrival, tree)`.
-fn sort(found: &mut [Found]) {
+pub(in crate::ranking) fn sort(found: &mut [Found]) {
     if CONCATENATE_TIES.get() {
         found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.2, x.1).cmp(&(y.2, y.1))));
         return;

@@ -6,7 +6,7 @@ use super::{dense, tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
 use crate::ranking::storage::Storage;
-use crate::ranking::{Entry, Tie};
+use crate::ranking::{among, Entry, Tie};
 
 impl Split<'_> {
     /// 1 + players better than the tree score at `offset`: each tree read
@@ -66,6 +66,27 @@ impl Split<'_> {
             );
             let found = merge::page(sts, g, from, to)?;
             self.entries(sts, found)
+        })
+    }
+
+    /// `among` over the trees: each name read in its own tree, all trees
+    /// in one snapshot each, ranked in the merge's order.
+    pub(in crate::ranking) fn among(&self, names: &[&str]) -> Result<Vec<Entry>> {
+        let k = self.trees.len();
+        let mut per_tree = vec![Vec::new(); k];
+        for &name in names {
+            per_tree[tree_of(name, k)].push(name);
+        }
+        let g = self.board.geometry();
+        read_all(self.trees, &mut |sts| {
+            let mut found = Vec::with_capacity(names.len());
+            for (t, names) in per_tree.iter().enumerate() {
+                if !names.is_empty() {
+                    found.extend(among::found_in(sts[t], g, t, names)?);
+                }
+            }
+            let ranked = among::rank_set(&mut found);
+            self.entries(sts, ranked)
         })
     }
 
