@@ -8,16 +8,29 @@
 //! board name can have it), and deletes the rows under the id in bounded
 //! batches, each its own short write transaction, so that other boards'
 //! writers (SQLite has one writer per file) wait for one batch at most.
-//! Every delete first finishes the batches of earlier deletes a crash
-//! interrupted.
+//! Once its rows are gone the tombstone is renamed again, to [`PURGED`]
+//! plus its id, so that later deletes no longer visit it: every delete
+//! finishes the tombstones still named [`TOMBSTONE`] (its own, and those of
+//! earlier deletes a crash interrupted), found by a range of the name's
+//! unique index, so a delete costs what its own board costs however many
+//! boards were deleted before (issue 21).
 
 use super::Sqlite;
 use crate::error::{Error, Result};
 use crate::seam::Board;
 use rusqlite::{params, OptionalExtension, Transaction};
 
-/// How a deleted board's row is renamed: `"\u{1}deleted:<id>"`.
+/// How a deleted board's row is renamed: `"\u{1}deleted:<id>"`, until its
+/// rows are purged.
 const TOMBSTONE: &str = "\u{1}deleted:";
+
+/// The first name after every [`TOMBSTONE`] name (`;` follows `:`): the
+/// end of the index range that finds them.
+const TOMBSTONE_END: &str = "\u{1}deleted;";
+
+/// How a deleted board's row is named once its rows are gone:
+/// `"\u{1}purged:<id>"`. Kept (not deleted) so its id is never reused.
+const PURGED: &str = "\u{1}purged:";
 
 /// Rows per table a delete batch removes.
 const BATCH: i64 = 5_000;
@@ -69,6 +82,12 @@ pub(super) fn list(db: &Sqlite) -> Result<Vec<String>> {
 }
 
 pub(super) fn delete(db: &Sqlite, name: &str) -> Result<bool> {
+    delete_counting(db, name).map(|(found, _)| found)
+}
+
+/// [`delete`], and how many tombstones it purged: 1 for a board, however
+/// many were deleted before it, plus those a crash left unfinished.
+fn delete_counting(db: &Sqlite, name: &str) -> Result<(bool, usize)> {
     let (found, _) = db.write(|tx| {
         if !table_exists(tx, "autoshard_rank_boards")? {
             return Ok(false);
@@ -82,23 +101,30 @@ pub(super) fn delete(db: &Sqlite, name: &str) -> Result<bool> {
             .execute(params![id, format!("{TOMBSTONE}{id}")])?;
         Ok(true)
     })?;
-    purge(db)?;
-    Ok(found)
+    let purged = purge(db)?;
+    Ok((found, purged))
 }
 
-/// Deletes the rows under every tombstone, batch by batch, then their
-/// queued rows in the queue's file. Repeating it is harmless.
-fn purge(db: &Sqlite) -> Result<()> {
+/// Deletes the rows under every tombstone not yet purged, batch by batch,
+/// then their queued rows in the queue's file, then marks each one
+/// [`PURGED`]; returns how many it purged. Repeating it is harmless: a
+/// crash before the mark leaves the tombstone for the next delete.
+fn purge(db: &Sqlite) -> Result<usize> {
     let ids: Vec<i64> = db.read(|tx| {
         if !table_exists(tx, "autoshard_rank_boards")? {
             return Ok(Vec::new());
         }
+        // A range of the unique index on `name`: purged tombstones, however
+        // many, are not read.
         let mut stmt = tx.prepare_cached(
-            "SELECT id FROM autoshard_rank_boards WHERE substr(name, 1, 1) = char(1)",
+            "SELECT id FROM autoshard_rank_boards WHERE name >= ?1 AND name < ?2",
         )?;
-        let ids = stmt.query_map([], |r| r.get(0))?;
+        let ids = stmt.query_map([TOMBSTONE, TOMBSTONE_END], |r| r.get(0))?;
         Ok(ids.collect::<rusqlite::Result<_>>()?)
     })?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
     for &id in &ids {
         while delete_batch(db, id)? {}
     }
@@ -114,7 +140,20 @@ fn purge(db: &Sqlite) -> Result<()> {
         }
         Ok(())
     })?;
-    Ok(())
+    db.write(|tx| {
+        let mut mark = tx.prepare_cached(
+            "UPDATE autoshard_rank_boards SET name = ?2 WHERE id = ?1 AND name = ?3",
+        )?;
+        for &id in &ids {
+            mark.execute(params![
+                id,
+                format!("{PURGED}{id}"),
+                format!("{TOMBSTONE}{id}")
+            ])?;
+        }
+        Ok(())
+    })?;
+    Ok(ids.len())
 }
 
 /// One write transaction deleting up to [`BATCH`] rows of board `id` from
@@ -153,4 +192,164 @@ pub(super) fn clear(tx: &Transaction<'_>, board: i64) -> Result<()> {
             .execute([board])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ranking::{Ranking, RankingConfig};
+    use std::time::{Duration, Instant};
+
+    fn config() -> RankingConfig {
+        RankingConfig::new(0..1_000).branching(10).queues(2)
+    }
+
+    /// A board with a few players and a queued update, as a delete meets one.
+    fn board(db: &Sqlite, name: &str) {
+        let board = Ranking::create(db, name, config()).unwrap();
+        board.set_scores(&[("a", 1), ("b", 2), ("c", 3)]).unwrap();
+        board.enqueue("d", 4).unwrap();
+    }
+
+    /// `n` tombstones as every delete before issue 21's fix left them:
+    /// named [`TOMBSTONE`] plus the id, their rows gone.
+    fn seed_old_tombstones(db: &Sqlite, n: i64) {
+        db.write(|tx| {
+            tx.execute(
+                "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?1) \
+                 INSERT INTO autoshard_rank_boards (name, min, max, branching, shards, queues) \
+                 SELECT char(2) || 'seed' || i, 0, 1000, 10, 1, 1 FROM k",
+                [n],
+            )?;
+            tx.execute(
+                "UPDATE autoshard_rank_boards SET name = ?1 || id \
+                 WHERE substr(name, 1, 5) = char(2) || 'seed'",
+                [TOMBSTONE],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    fn unpurged(db: &Sqlite) -> i64 {
+        db.read(|tx| {
+            Ok(tx.query_row(
+                "SELECT count(*) FROM autoshard_rank_boards WHERE name >= ?1 AND name < ?2",
+                [TOMBSTONE, TOMBSTONE_END],
+                |r| r.get(0),
+            )?)
+        })
+        .unwrap()
+    }
+
+    /// A delete purges its own board only, from 0 to 10,000 earlier
+    /// deletes: the shape, not a timing. The first 200 are real deletes;
+    /// then 10,000 tombstones as an older version left them, which one
+    /// delete purges once, after which a delete is back to its own board.
+    ///
+    /// Against the code before the fix (tombstones never marked purged, so
+    /// every delete purges all of them; run by removing the mark in
+    /// `purge`) it fails on the first delete, whose tombstone stays to be
+    /// purged again by every later one:
+    /// `assertion `left == right` failed: after delete 0 / left: 1 / right: 0`.
+    #[test]
+    fn a_delete_purges_its_own_board_however_many_were_deleted_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Sqlite::open(dir.path().join("b.db")).unwrap();
+        for i in 0..200 {
+            let name = format!("b{i}");
+            board(&db, &name);
+            let (found, purged) = delete_counting(&db, &name).unwrap();
+            assert!(found);
+            assert_eq!(purged, 1, "delete {i} purged {purged} tombstones");
+            assert_eq!(unpurged(&db), 0, "after delete {i}");
+        }
+        seed_old_tombstones(&db, 10_000);
+        board(&db, "upgrade");
+        assert_eq!(delete_counting(&db, "upgrade").unwrap(), (true, 10_001));
+        for i in 0..3 {
+            let name = format!("after{i}");
+            board(&db, &name);
+            assert_eq!(delete_counting(&db, &name).unwrap(), (true, 1));
+        }
+        assert_eq!(unpurged(&db), 0);
+        // Control: a missing board purges nothing, and the purged ids stay
+        // taken (a new board does not get one).
+        assert_eq!(delete_counting(&db, "none").unwrap(), (false, 0));
+        let most: i64 = db
+            .read(|tx| {
+                Ok(
+                    tx.query_row("SELECT max(id) FROM autoshard_rank_boards", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .unwrap();
+        board(&db, "new");
+        let new: i64 = db
+            .read(|tx| {
+                Ok(tx.query_row(
+                    "SELECT id FROM autoshard_rank_boards WHERE name = 'new'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
+        assert!(new > most, "id {new} reused (max was {most})");
+    }
+
+    /// The lookup of unpurged tombstones is a search of the name index,
+    /// not a scan of every board ever deleted.
+    #[test]
+    fn the_tombstone_lookup_searches_the_name_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Sqlite::open(dir.path().join("b.db")).unwrap();
+        board(&db, "b");
+        let plan: Vec<String> = db
+            .read(|tx| {
+                let mut stmt = tx.prepare(
+                    "EXPLAIN QUERY PLAN \
+                     SELECT id FROM autoshard_rank_boards WHERE name >= ?1 AND name < ?2",
+                )?;
+                let rows = stmt.query_map([TOMBSTONE, TOMBSTONE_END], |r| r.get(3))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .unwrap();
+        assert!(
+            plan.iter()
+                .all(|p| p.starts_with("SEARCH") && p.contains("INDEX")),
+            "{plan:?}"
+        );
+    }
+
+    /// The figure for issue 21: time per delete after 0, 100, 1,000 and
+    /// 10,000 earlier deletes (tombstones seeded as an older version left
+    /// them; one delete purges those once, as an upgraded file would).
+    /// `cargo test -p autoshard --release --lib board_delete_cost -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn board_delete_cost() {
+        for earlier in [0, 100, 1_000, 10_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Sqlite::open(dir.path().join("b.db")).unwrap();
+            board(&db, "first");
+            seed_old_tombstones(&db, earlier);
+            delete(&db, "first").unwrap();
+            let mut times: Vec<Duration> = (0..21)
+                .map(|i| {
+                    let name = format!("b{i}");
+                    board(&db, &name);
+                    let start = Instant::now();
+                    assert!(delete(&db, &name).unwrap());
+                    start.elapsed()
+                })
+                .collect();
+            times.sort();
+            println!(
+                "after {earlier:>6} earlier deletes: median {:.2} ms, max {:.2} ms per delete (21 deletes)",
+                times[10].as_secs_f64() * 1e3,
+                times[20].as_secs_f64() * 1e3
+            );
+        }
+    }
 }
