@@ -70,7 +70,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// A value cannot be stored faithfully (a NaN or infinite float), could
+    /// A value cannot be stored faithfully (a NaN or infinite float; a
+    /// string holding NUL in an unsharded field, which PostgreSQL's JSON
+    /// cannot read back, so every store refuses it), could
     /// not be serialized, or is a string id longer than
     /// [`MAX_ID_LEN`](crate::MAX_ID_LEN) (field `<id>`). Nothing was written.
     #[error("{kind}.{field}: {reason}")]
@@ -221,8 +223,9 @@ pub enum Error {
     },
 
     /// A [`Query`](crate::Query) that cannot run: a limit of 0, a limit or
-    /// offset beyond `i64::MAX` (what SQL's `LIMIT` takes), or a NaN to
-    /// compare with. Unknown fields and values of the wrong type do not
+    /// offset beyond `i64::MAX` (what SQL's `LIMIT` takes), a NaN to
+    /// compare with, or a string holding NUL to compare a document field
+    /// with (no store keeps one in a document). Unknown fields and values of the wrong type do not
     /// compile. Nothing was read.
     #[error("invalid query on {kind}: {reason}")]
     InvalidQuery {

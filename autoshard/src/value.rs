@@ -28,6 +28,12 @@ pub enum ValueError {
     /// serde failed to serialize or deserialize (message from serde / serde_json).
     #[error("{0}")]
     Serde(String),
+    /// A string holding a NUL character in an entity's document (its
+    /// unsharded fields): PostgreSQL stores it, but cannot read a document
+    /// holding one as JSON, which every query on the kind's document
+    /// fields does; the stores agree to refuse it everywhere.
+    #[error("a string holding a NUL character cannot be stored in a document")]
+    Nul,
 }
 
 impl ser::Error for ValueError {
@@ -80,6 +86,23 @@ pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, ValueError> {
         Value::Real(f) => T::deserialize(Scalar(f.into_deserializer())),
         Value::Text(s) => Ok(serde_json::from_str(s)?),
     }
+}
+
+/// Whether JSON text (as serde_json writes it) holds a string with a NUL
+/// character, which it writes as the escape `\u0000`. A backslash outside
+/// an escape cannot occur in JSON, so walking escape by escape is exact:
+/// `"\\u0000"` (a backslash, then `u0000`) is not a NUL.
+pub(crate) fn json_holds_nul(json: &str) -> bool {
+    let mut bytes = json.as_bytes().iter();
+    while let Some(&b) = bytes.next() {
+        if b != b'\\' {
+            continue;
+        }
+        if bytes.next() == Some(&b'u') && bytes.as_slice().starts_with(b"0000") {
+            return true;
+        }
+    }
+    false
 }
 
 /// Serializer that yields the stored scalar for a top-level integer or float
@@ -473,6 +496,23 @@ mod tests {
             tags: vec![],
         };
         assert_eq!(non_finite(stats), f64::INFINITY);
+    }
+
+    #[test]
+    fn nul_is_found_in_any_json_string_and_only_there() {
+        fn json<T: Serialize>(v: T) -> String {
+            serde_json::to_string(&v).unwrap()
+        }
+        assert!(json_holds_nul(&json("a\0b")));
+        assert!(json_holds_nul(&json(vec!["x", "\0"])));
+        assert!(json_holds_nul(&json(BTreeMap::from([("k\0", 1)]))));
+        assert!(json_holds_nul(&json(Some('\0'))));
+        // Control: an escaped backslash before `u0000`, other escapes and
+        // other control characters are not NUL.
+        assert!(!json_holds_nul(&json("\\u0000")));
+        assert!(!json_holds_nul(&json("\\\u{1}0000 \"\n\t")));
+        assert!(!json_holds_nul(&json(vec![0_u8, 0])));
+        assert!(!json_holds_nul(&json("u0000")));
     }
 
     #[test]

@@ -12,12 +12,16 @@ use std::path::Path;
 #[path = "../common/mod.rs"]
 mod common;
 use common::raw;
+// The suites written once and run on every store (`nul`).
+#[path = "../common/stores.rs"]
+mod stores;
 
 mod contention;
 mod corrupted;
 mod floats;
 mod missing;
 mod names;
+mod nul;
 mod overflow;
 mod panics;
 mod schema;

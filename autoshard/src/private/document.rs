@@ -28,7 +28,9 @@ impl DocumentWriter {
     }
 
     /// Adds one field; refuses NaN and infinities, which JSON would turn
-    /// into `null` and so lose.
+    /// into `null` and so lose, and strings holding NUL
+    /// ([`ValueError::Nul`](crate::value::ValueError::Nul)): checked here,
+    /// under every store, so that they agree on what a document holds.
     pub fn put<T: Serialize>(&mut self, field: &'static str, v: &T) -> Result<()> {
         use std::fmt::Write;
         if self.json.len() > 1 {
@@ -41,6 +43,9 @@ impl DocumentWriter {
                 let _ = write!(self.json, "{i}");
             }
             Value::Real(f) => self.json.push_str(&serde_json::Value::from(f).to_string()),
+            Value::Text(text) if value::json_holds_nul(&text) => {
+                return Err(invalid_value(self.kind, field, value::ValueError::Nul));
+            }
             Value::Text(text) => self.json.push_str(&text),
         }
         Ok(())

@@ -123,11 +123,26 @@ impl<T: 'static, V: Comparable> Field<T, V> {
     }
 
     fn compare(self, op: Op, value: V) -> Filter<T> {
-        let operand = value.__operand();
         let get = self.get;
-        let invalid = value
-            .__is_nan()
-            .then(|| format!("`{}` compared with NaN, which nothing equals", self.name));
+        let nul = value.__has_nul();
+        // No document string holds NUL (every store refuses one), and
+        // PostgreSQL cannot bind one; a text id may hold one on SQLite, so
+        // a comparison with the id is tested in Rust instead.
+        let operand = match nul {
+            true => None,
+            false => value.__operand(),
+        };
+        let invalid = match (value.__is_nan(), nul && self.source != Source::Id) {
+            (true, _) => Some(format!(
+                "`{}` compared with NaN, which nothing equals",
+                self.name
+            )),
+            (_, true) => Some(format!(
+                "`{}` compared with a string holding NUL, which no stored document holds",
+                self.name
+            )),
+            _ => None,
+        };
         let want: fn(Ordering) -> bool = match op {
             Op::Eq => Ordering::is_eq,
             Op::Ne => Ordering::is_ne,
@@ -229,6 +244,10 @@ pub trait Comparable: PartialOrd + Send + Sync + 'static + sealed::Sealed {
     fn __is_nan(&self) -> bool {
         false
     }
+    #[doc(hidden)]
+    fn __has_nul(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! comparable_ints {
@@ -274,5 +293,8 @@ impl Comparable for String {
     const __CLASS: Class = Class::Text;
     fn __operand(&self) -> Option<Operand> {
         Some(Operand::Text(self.clone()))
+    }
+    fn __has_nul(&self) -> bool {
+        self.contains('\0')
     }
 }

@@ -150,7 +150,8 @@ impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
     /// # Errors
     ///
     /// [`Error::InvalidQuery`] for a limit of 0, a limit or offset above
-    /// `i64::MAX`, or a comparison with NaN;
+    /// `i64::MAX`, a comparison with NaN, or a comparison of a field other
+    /// than the id with a string holding NUL (no document holds one);
     /// [`Error::Unsupported`] on Redis Cluster; otherwise what
     /// [`Store::load`](crate::Store::load) returns for an entity that
     /// does not load ([`Error::Corrupt`], [`Error::Fold`]), or a store

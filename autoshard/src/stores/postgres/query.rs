@@ -6,7 +6,7 @@ use super::schema::identifier;
 use super::values::{read_key, value_at};
 use super::{Postgres, Tx};
 use crate::entity::KeyKind;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::naming::table_base;
 use crate::seam::query::{Operand, ScanPlan, Scanned};
 use crate::seam::{Kind, Stored, StoredKey};
@@ -38,6 +38,21 @@ pub(super) fn run(db: &Postgres, kind: &Kind, plan: &ScanPlan) -> Result<Scanned
             // `sum(...)::bigint` left i64's range.
             Err(e) if e.code() == Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE) => {
                 return Ok(Scanned::Overflow)
+            }
+            // A document stored with a NUL before they were refused: the
+            // `jsonb` cast of a condition or order cannot read it.
+            Err(e) if e.code() == Some(&SqlState::UNTRANSLATABLE_CHARACTER) => {
+                return Err(Error::Corrupt {
+                    kind: kind.name,
+                    id: "(one of the kind's)".into(),
+                    field: "<document>".into(),
+                    reason: format!(
+                        "a stored document holds a string with a NUL character (written before \
+                         they were refused), which PostgreSQL cannot read as JSON: {}; load that \
+                         entity and save it without the NUL",
+                        e.as_db_error().map_or("", |d| d.message())
+                    ),
+                })
             }
             Err(e) => return Err(e.into()),
         };
