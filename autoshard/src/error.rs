@@ -370,6 +370,21 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// The server refused the credentials, or what they may do: a wrong
+    /// password or an unknown user (Redis `WRONGPASS`, or `NOAUTH` when it
+    /// requires a password and none was given; PostgreSQL SQLSTATE 28P01
+    /// and 28000, which also covers a role that does not exist), a
+    /// database that does not exist (PostgreSQL 3D000), or a user not
+    /// allowed a command or table the store needs (Redis ACL `NOPERM`,
+    /// PostgreSQL 42501). Nothing was written. Not retryable: the same
+    /// credentials are refused again; fix the URL or the server's users.
+    #[error("the database refused access: {}", server_message(&**source))]
+    AccessDenied {
+        /// The server's refusal.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The connection broke while a write was committing, and the store
     /// could not find out (within `in_doubt_timeout`) whether the commit
     /// happened: the server stayed unreachable. The write may or may not be

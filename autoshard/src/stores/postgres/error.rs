@@ -5,7 +5,12 @@ use crate::error::{Error, Retryable};
 
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
-        Error::Postgres(error)
+        match classify(&error) {
+            Class::Denied => Error::AccessDenied {
+                source: Box::new(error),
+            },
+            _ => Error::Postgres(error),
+        }
     }
 }
 
@@ -27,6 +32,11 @@ pub(crate) enum Class {
     /// connection limit (53300). Only a connection attempt meets it; the
     /// pool then waits for one of its own connections.
     TooManyConnections,
+    /// The server refused the credentials or the role's rights: a wrong
+    /// password (28P01), a role that does not exist or may not log in
+    /// (28000), a database that does not exist (3D000), a missing
+    /// privilege (42501): [`Error::AccessDenied`], never retried.
+    Denied,
     Other,
 }
 
@@ -37,6 +47,7 @@ pub(crate) fn classify(error: &postgres::Error) -> Class {
             "55P03" => Class::LockTimeout,
             "57014" => Class::Cancelled,
             "53300" => Class::TooManyConnections,
+            "28P01" | "28000" | "3D000" | "42501" => Class::Denied,
             c if c.starts_with("08") || c.starts_with("57P") => Class::Lost,
             _ => Class::Other,
         };
@@ -72,10 +83,13 @@ pub(crate) fn refused_for_now(error: &Error) -> bool {
 }
 
 /// Serialization failures, deadlocks, lost connections, lock timeouts and
-/// connection limits.
+/// connection limits; never a refusal of the credentials or rights.
 impl Retryable for postgres::Error {
     fn is_retryable(&self) -> bool {
-        !matches!(classify(self), Class::Cancelled | Class::Other)
+        !matches!(
+            classify(self),
+            Class::Cancelled | Class::Denied | Class::Other
+        )
     }
 }
 

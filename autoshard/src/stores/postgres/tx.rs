@@ -178,6 +178,7 @@ impl Postgres {
                 Class::LockTimeout
                 | Class::Cancelled
                 | Class::TooManyConnections
+                | Class::Denied
                 | Class::Other => Failure::Fatal(error),
             },
             _ => Failure::Fatal(error),

@@ -6,8 +6,39 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 impl From<RedisError> for Error {
     fn from(error: RedisError) -> Self {
-        Error::Redis(error)
+        match denied(&error) {
+            true => Error::AccessDenied {
+                source: Box::new(error),
+            },
+            false => Error::Redis(error),
+        }
     }
+}
+
+/// Whether the server refused the credentials (a wrong password or user,
+/// none given where one is required) or the user's permissions (an ACL
+/// without a command the store runs): no retry can help. [`classify`]
+/// counts these as [`Class::Other`], so every loop gives up on them.
+pub(crate) fn denied(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm)
+    ) || matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+/// Why no startup node took a connection, when it was the credentials:
+/// the cluster client reports that as an I/O error with the causes only
+/// in its message, which a retry would meet again and again, so one
+/// plain connection per node (with the same credentials) asks again, with
+/// the client's typed error.
+pub(crate) fn refused_credentials(urls: &[String]) -> Option<RedisError> {
+    urls.iter().find_map(|url| {
+        let client = redis::Client::open(url.as_str()).ok()?;
+        let outcome = client
+            .get_connection_with_timeout(std::time::Duration::from_secs(2))
+            .and_then(|mut conn| redis::cmd("PING").query::<String>(&mut conn));
+        outcome.err().filter(denied)
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -166,7 +166,10 @@ impl RedisClusterBuilder {
     ///
     /// [`Error::InvalidName`] for a bad prefix; [`Error::InvalidUrl`] for
     /// node addresses the client refuses; [`Error::Unavailable`] when no
-    /// node answers; [`Error::Redis`] for other refusals.
+    /// node answers; [`Error::AccessDenied`] when the nodes refuse the
+    /// credentials (a password and user go in a node's address:
+    /// `:password@host:port` or `user:password@host:port`);
+    /// [`Error::Redis`] for other refusals.
     pub fn open(self) -> Result<RedisCluster> {
         check_prefix(&self.prefix)?;
         if self.nodes.is_empty() {
@@ -175,7 +178,7 @@ impl RedisClusterBuilder {
             });
         }
         let urls: Vec<String> = self.nodes.iter().map(|n| format!("redis://{n}")).collect();
-        let mut builder = ClusterClient::builder(urls)
+        let mut builder = ClusterClient::builder(urls.clone())
             .connection_timeout(Duration::from_secs(2))
             .response_timeout(self.response_timeout)
             // No retries inside the client: after a dropped connection it
@@ -206,10 +209,13 @@ impl RedisClusterBuilder {
             reason: format!("the Redis Cluster client refused the nodes: {e}"),
         })?;
         let first = Conn::connect(&client).map_err(|e| match classify(&e) {
-            Class::Other => Error::Redis(e),
-            _ => Error::Unavailable {
-                attempts: 1,
-                source: Box::new(e),
+            Class::Other => e.into(),
+            _ => match error::refused_credentials(&urls) {
+                Some(refusal) => refusal.into(),
+                None => Error::Unavailable {
+                    attempts: 1,
+                    source: Box::new(e),
+                },
             },
         })?;
         Ok(RedisCluster {
