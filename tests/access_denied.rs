@@ -151,6 +151,12 @@ mod redis_node {
             }
         }
 
+        /// A plain connection with the password.
+        pub fn admin(&self) -> redis::Connection {
+            let url = format!("redis://:{PASSWORD}@127.0.0.1:{}", self.port);
+            redis::Client::open(url).unwrap().get_connection().unwrap()
+        }
+
         pub fn url(&self, credentials: &str) -> String {
             format!("redis-cluster://{credentials}127.0.0.1:{}", self.port)
         }
@@ -199,6 +205,35 @@ fn redis_refused_credentials_and_rights_are_access_denied_and_final() {
     // (it runs no command yet), and the first write is refused, final.
     let limited = autoshard::open(&node.url("noscripts:pw@")).unwrap();
     assert_denied(limited.insert(&counter(2)), "no permissions", "no scripts");
+
+    // The password changed under an open store: once its connections are
+    // gone, it cannot reconnect, which is said as such once it gives up.
+    // Before, `expected AccessDenied, got Err(Unavailable { attempts: 2,
+    // .. Password authentication failed - AuthenticationFailed) })`.
+    let nodes = [format!(":{PASSWORD}@127.0.0.1:{}", node.port)];
+    let running = autoshard::RedisCluster::builder(nodes)
+        .max_attempts(2)
+        .open()
+        .unwrap();
+    running.insert(&counter(3)).unwrap();
+    let mut admin = node.admin();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("changed")
+        .query(&mut admin)
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap();
+    assert_denied(
+        running.load::<Counter>(&3),
+        "authentication failed",
+        "password changed",
+    );
 }
 
 #[cfg(feature = "postgres")]

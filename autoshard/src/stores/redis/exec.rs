@@ -146,10 +146,7 @@ impl RedisCluster {
                 });
             }
             if !maybe_sent && refusals >= options.max_attempts {
-                return Err(Error::Unavailable {
-                    attempts: refusals,
-                    source: Box::new(error),
-                });
+                return Err(super::gave_up(&options.nodes, refusals, error));
             }
             backoff(attempt);
         }

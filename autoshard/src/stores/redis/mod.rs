@@ -178,7 +178,7 @@ impl RedisClusterBuilder {
             });
         }
         let urls: Vec<String> = self.nodes.iter().map(|n| format!("redis://{n}")).collect();
-        let mut builder = ClusterClient::builder(urls.clone())
+        let mut builder = ClusterClient::builder(urls)
             .connection_timeout(Duration::from_secs(2))
             .response_timeout(self.response_timeout)
             // No retries inside the client: after a dropped connection it
@@ -210,13 +210,7 @@ impl RedisClusterBuilder {
         })?;
         let first = Conn::connect(&client).map_err(|e| match classify(&e) {
             Class::Other => e.into(),
-            _ => match error::refused_credentials(&urls) {
-                Some(refusal) => refusal.into(),
-                None => Error::Unavailable {
-                    attempts: 1,
-                    source: Box::new(e),
-                },
-            },
+            _ => gave_up(&self.nodes, 1, e),
         })?;
         Ok(RedisCluster {
             inner: Arc::new(Inner {
@@ -382,10 +376,7 @@ impl RedisCluster {
                     // follows no redirection itself): start afresh.
                     conn.cluster = None;
                     if attempt == max {
-                        return Err(Error::Unavailable {
-                            attempts: attempt,
-                            source: Box::new(e),
-                        });
+                        return Err(gave_up(&self.options().nodes, attempt, e));
                     }
                     backoff(attempt);
                 }
@@ -428,6 +419,21 @@ impl RedisCluster {
                 // Another handle registered it meanwhile: check what it wrote.
             }
         })
+    }
+}
+
+/// [`Error::Unavailable`] after `attempts` connection failures, the last
+/// `error`; or [`Error::AccessDenied`] when the reason is that the nodes
+/// refuse the credentials (the cluster client reports that as an I/O
+/// error, and retrying cannot help), asked once, only on giving up.
+fn gave_up(nodes: &[String], attempts: u32, error: redis::RedisError) -> Error {
+    let urls: Vec<String> = nodes.iter().map(|n| format!("redis://{n}")).collect();
+    match error::refused_credentials(&urls) {
+        Some(refusal) => refusal.into(),
+        None => Error::Unavailable {
+            attempts,
+            source: Box::new(error),
+        },
     }
 }
 
