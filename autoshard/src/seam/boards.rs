@@ -184,7 +184,15 @@ pub(crate) trait BoardStore: Send + Sync {
     /// head (the first update of a shard is 0): a shard's sequence numbers
     /// never go back, also when it runs empty. It takes no lock a board
     /// transaction holds, so it never waits for a worker's apply.
-    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
+    ///
+    /// [`Error::RankingNotFound`] (naming `board.name`) if the board was
+    /// deleted, decided in the append's own transaction or script, so that a
+    /// delete either comes after the append (and deletes its rows with the
+    /// board's) or makes it fail: an acknowledged update is never left
+    /// behind for a board that is gone.
+    ///
+    /// [`Error::RankingNotFound`]: crate::Error::RankingNotFound
+    fn append_queue(&self, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()>;
 
     /// Queued updates not applied yet: above their shard's applied-through
     /// mark ([`Storage::applied_through`]). The marks are read before the

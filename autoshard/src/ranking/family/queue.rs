@@ -53,8 +53,10 @@ impl FamilyEntry<'_> {
     /// # Errors
     ///
     /// Before anything is queued: as [`submit`](FamilyEntry::submit)'s
-    /// checks. A store error if the append failed (then nothing is
-    /// queued). An increment whose sum leaves the range is found by the
+    /// checks. [`Error::RankingNotFound`] (naming the family) once the
+    /// family is deleted, decided in the append's transaction, so an
+    /// acknowledged submission is never left for a family that is gone. A
+    /// store error if the append failed (then nothing is queued). An increment whose sum leaves the range is found by the
     /// worker, which moves the row to the family's
     /// [dead letters](Family::dead_letters).
     pub fn enqueue(self) -> Result<()> {
@@ -63,7 +65,12 @@ impl FamilyEntry<'_> {
         let players = &f.inner.players;
         let mut item = players.queued_update(self.player, Some(self.score));
         item.data = Some(encode_row(f.config(), ts, &values, data));
-        players.queue_state()?.commit(players, item)
+        // The players board's append refuses it once the family is deleted
+        // (its hidden name must not reach the caller).
+        match players.queue_state()?.commit(players, item) {
+            Err(Error::RankingNotFound { .. }) => Err(f.not_found()),
+            other => other,
+        }
     }
 }
 

@@ -246,7 +246,14 @@ impl Split<'_> {
         data: Option<Vec<u8>>,
     ) -> Result<()> {
         self.board.check_update(player, score)?;
-        self.tree(player).enqueue_item(player, score, data)
+        // A deleted board's tree refuses the append: the error names the
+        // board the caller named, not the tree's hidden name.
+        match self.tree(player).enqueue_item(player, score, data) {
+            Err(Error::RankingNotFound { .. }) => Err(Error::RankingNotFound {
+                name: self.board.name().into(),
+            }),
+            other => other,
+        }
     }
 
     pub(super) fn queued(&self) -> Result<u64> {

@@ -86,8 +86,9 @@ pub(super) fn delete(db: &Sqlite, name: &str) -> Result<bool> {
     Ok(found)
 }
 
-/// Deletes the rows under every tombstone, batch by batch, then their
-/// queued rows in the queue's file. Repeating it is harmless.
+/// Deletes the rows under every tombstone, batch by batch, then closes
+/// their queues in the queue's file (deleting their queued rows), so that
+/// a stale handle's enqueue is refused. Repeating it is harmless.
 fn purge(db: &Sqlite) -> Result<()> {
     let ids: Vec<i64> = db.read(|tx| {
         if !table_exists(tx, "autoshard_rank_boards")? {
@@ -102,19 +103,7 @@ fn purge(db: &Sqlite) -> Result<()> {
     for &id in &ids {
         while delete_batch(db, id)? {}
     }
-    let queue = db.queue_db()?;
-    queue.write(|tx| {
-        if !table_exists(tx, "autoshard_rank_queue")? {
-            return Ok(());
-        }
-        for &id in &ids {
-            for table in ["autoshard_rank_queue", "autoshard_rank_queue_heads"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE board = ?1"), [id])?;
-            }
-        }
-        Ok(())
-    })?;
-    Ok(())
+    super::queue::close(db, &ids)
 }
 
 /// One write transaction deleting up to [`BATCH`] rows of board `id` from
