@@ -44,6 +44,7 @@ store_tests!(
     concurrent_enqueues_are_group_committed,
     worker_and_direct_submitters_changing_values_agree,
     the_largest_entry_data_goes_through,
+    a_worker_stopped_by_a_delete_ends_typed_naming_the_family,
 );
 
 const HOUR: i64 = 3_600;
@@ -310,4 +311,47 @@ fn the_largest_entry_data_goes_through<S: stores::TestStore>() {
     let board = f.board(Window::Day, Period::At(NOV_24), club).unwrap();
     let top = board.unwrap().top(1).unwrap();
     assert_eq!(top[0].data.as_deref(), Some(&data[..]));
+}
+
+/// A family deleted under a spawned worker ends it with
+/// `RankingNotFound` naming the family, whenever the delete comes: idle,
+/// or with a queue full of submissions (the worker mid-batch). On the old
+/// code each store failed on the name: sqlite at `delay 0` with
+/// `"\u{2}1\u{2}players"` (the hidden players board), postgres at `delay
+/// 20`, postgres_optimistic at `delay 1` (the rounds before passed: the
+/// name depended on where the worker met the delete).
+fn a_worker_stopped_by_a_delete_ends_typed_naming_the_family<S: stores::TestStore>() {
+    let db = S::fresh();
+    for (round, delay) in [0u64, 1, 5, 20, 50].into_iter().enumerate() {
+        let name = format!("f{round}");
+        let config = FamilyConfig::new(RankingConfig::new(0..1_000))
+            .window(Window::Day)
+            .filter("age", AGES);
+        let f = Family::create(&*db, &name, config).unwrap();
+        let worker = f.worker().batch_size(7).spawn().unwrap();
+        for i in 0..200 {
+            f.entry(&format!("p{}", i % 40), i)
+                .filter("age", AGES[(i % 3) as usize])
+                .at(NOV_24)
+                .enqueue()
+                .unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        assert!(Family::delete(&*db, &name).unwrap());
+        // The worker notices within its idle timeout (default 20 ms).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !worker.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "delay {delay}: the worker runs on"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        match worker.stop() {
+            Err(autoshard::Error::RankingNotFound { name: got }) => {
+                assert_eq!(got, name, "delay {delay}")
+            }
+            other => panic!("delay {delay}: {other:?}"),
+        }
+    }
 }

@@ -55,6 +55,27 @@ pub(crate) struct Board<'a> {
     pub name: &'a str,
 }
 
+/// Ends the name of a board and starts the part a hidden board of it
+/// stores: tree `t` of a split board is `<board>\u{1f}<t>`
+/// (`ranking/trees`). No name a caller gives holds it (control
+/// characters are refused).
+pub(crate) const PART_SEPARATOR: char = '\u{1f}';
+
+impl Board<'_> {
+    /// The error a transaction of a deleted board meets.
+    pub(crate) fn not_found(&self) -> Error {
+        not_found(self.name)
+    }
+}
+
+/// [`Error::RankingNotFound`] for board `name`, naming the board the caller
+/// named: a tree of a split board gives its board's name, not its own
+/// hidden one (issue 21).
+pub(crate) fn not_found(name: &str) -> Error {
+    let shown = name.split(PART_SEPARATOR).next().unwrap_or(name);
+    Error::RankingNotFound { name: shown.into() }
+}
+
 /// An update waiting in a queue shard: a new absolute score, or a removal
 /// (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -150,7 +150,17 @@ impl FamilyWorker {
         })
     }
 
+    /// [`work`](FamilyWorker::work), whose `RankingNotFound` (met on
+    /// the players board, a member, or the queue, wherever the delete
+    /// caught the worker) names the family: the one name the caller gave.
     fn run(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
+        match self.work(stop, exit_when_idle) {
+            Err(Error::RankingNotFound { .. }) => Err(self.family.not_found()),
+            other => other,
+        }
+    }
+
+    fn work(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
         let players = &self.family.inner.players;
         let state = players.queue_state()?;
         let queues = players.queues().max(1);

@@ -11,7 +11,7 @@
 //! under the same name never sees the old one's rows.
 
 use super::{Postgres, Tx};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::fnv;
 use crate::seam::Board;
 
@@ -73,9 +73,7 @@ pub(super) fn check_alive(tx: &mut Tx<'_>, sql: &LifecycleSql, board: Board<'_>)
     let row = tx.query_opt(&sql.name_of, &[&board.id])?;
     match row.map(|r| r.try_get::<_, String>(0)).transpose()? {
         Some(name) if name == board.name => Ok(()),
-        _ => Err(Error::RankingNotFound {
-            name: board.name.into(),
-        }),
+        _ => Err(board.not_found()),
     }
 }
 

@@ -29,7 +29,7 @@
 //!   conflict (40001, 40P01) or a lost connection is run again whole.
 
 use super::{Postgres, Tx};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{queue_shards, Board, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 
@@ -205,7 +205,7 @@ pub(super) fn append(
     board: Board<'_>,
     items: &[QueuedUpdate],
 ) -> Result<()> {
-    let (name, board) = (board.name, board.id);
+    let (named, board) = (board, board.id);
     db.write_read_committed(|tx| {
         for queue in queue_shards(items) {
             let mine = || items.iter().filter(|i| i.queue == queue);
@@ -218,7 +218,7 @@ pub(super) fn append(
                 &[&board, &small(queue), &n, &players, &scores, &data],
             )?;
             if appended == 0 {
-                return Err(Error::RankingNotFound { name: name.into() });
+                return Err(named.not_found());
             }
         }
         Ok(())

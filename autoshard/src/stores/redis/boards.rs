@@ -311,9 +311,7 @@ impl BoardStore for RedisCluster {
             more_keys: &streams,
         };
         match self.board_piece(&piece)? {
-            Reply::Gone => Err(Error::RankingNotFound {
-                name: board.name.into(),
-            }),
+            Reply::Gone => Err(board.not_found()),
             _ => Ok(()),
         }
     }

@@ -12,7 +12,7 @@
 //! interrupted.
 
 use super::Sqlite;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::seam::Board;
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -48,9 +48,7 @@ pub(super) fn check_alive(tx: &Transaction<'_>, board: Board<'_>) -> Result<()> 
         .optional()?;
     match name {
         Some(name) if name == board.name => Ok(()),
-        _ => Err(Error::RankingNotFound {
-            name: board.name.into(),
-        }),
+        _ => Err(board.not_found()),
     }
 }
 

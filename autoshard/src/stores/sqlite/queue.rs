@@ -17,7 +17,7 @@
 //! "The queue's data model").
 
 use super::Sqlite;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::seam::{queue_shards, Board, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -177,13 +177,13 @@ fn move_legacy_queue(db: &Sqlite, queue: &Sqlite) -> Result<()> {
 /// then fails with [`Error::RankingNotFound`], decided in this transaction,
 /// so no acknowledged update is left behind for a board that is gone.
 pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
-    let (name, board) = (board.name, board.id);
+    let (named, board) = (board, board.id);
     db.queue_db()?.write(|tx| {
         let closed = tx
             .prepare_cached("SELECT 1 FROM autoshard_rank_queue_closed WHERE board = ?1")?
             .exists([board])?;
         if closed {
-            return Err(Error::RankingNotFound { name: name.into() });
+            return Err(named.not_found());
         }
         let mut head = tx.prepare_cached(
             "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
