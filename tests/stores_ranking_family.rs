@@ -32,6 +32,7 @@ store_tests!(
     a_sum_out_of_range_on_one_member_writes_no_member,
     families_are_listed_deleted_and_hidden_from_boards,
     stale_family_handles_see_deletes_made_elsewhere,
+    a_future_stamped_submission_does_not_expire_todays_boards,
 );
 redis_cluster_tests!(families_are_unsupported_on_redis_cluster);
 
@@ -497,4 +498,43 @@ fn stale_family_handles_see_deletes_made_elsewhere<S: stores::TestStore>() {
         "submit",
         mine.entry("ann", 1).at(2 * DAY).submit().unwrap_err(),
     );
+}
+
+/// With `auto_drop`, a submission stamped far in the future (`at`) opens
+/// its period but drops only what has expired by the clock: today's boards
+/// stay, directly and through the queue. The control: a submission stamped
+/// by the clock still drops what expired (and the past-stamped ones of
+/// `families_are_listed_deleted_and_hidden_from_boards` still do). On the
+/// old code (expiry judged by the submission's own time) sqlite failed
+/// with `today's board dropped by a submission stamped 400 days ahead`,
+/// and postgres the same.
+fn a_future_stamped_submission_does_not_expire_todays_boards<S: stores::TestStore>() {
+    let db = S::fresh();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let config = FamilyConfig::new(RankingConfig::new(0..100)).keep(Window::Day, 1);
+    let f = Family::create(&*db, "f", config).unwrap();
+    f.entry("ann", 1).at(now - 5 * DAY).submit().unwrap();
+    f.entry("ann", 2).at(now).submit().unwrap();
+    let today = Period::At(now);
+    let ahead = now + 400 * DAY;
+    f.entry("bo", 3).at(ahead).submit().unwrap();
+    f.entry("cy", 4).at(ahead + DAY).enqueue().unwrap();
+    f.drain_queued().unwrap();
+    let kept = f.board(Window::Day, today, None).unwrap();
+    assert!(
+        kept.is_some(),
+        "today's board dropped by a submission stamped 400 days ahead"
+    );
+    assert!(f
+        .board(Window::Day, Period::At(ahead), None)
+        .unwrap()
+        .is_some());
+    // Control: the board of five days ago expired by the clock and went.
+    assert!(f
+        .board(Window::Day, Period::At(now - 5 * DAY), None)
+        .unwrap()
+        .is_none());
 }

@@ -452,6 +452,15 @@ impl Family {
         }
     }
 
+    /// `e`, with a `RankingNotFound` of the players board (hidden) told as
+    /// the family's.
+    pub(super) fn named(&self, e: Error) -> Error {
+        match e {
+            Error::RankingNotFound { .. } => self.not_found(),
+            e => e,
+        }
+    }
+
     /// The period `period` of `window` means, with the family's offset and
     /// first weekday.
     ///

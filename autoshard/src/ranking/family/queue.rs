@@ -176,8 +176,17 @@ impl Family {
                 let Some(board) = self.board(window, at, None)? else {
                     continue;
                 };
-                if board.queued()? > 0 {
-                    applied += board.worker().drain()?.updates;
+                // A period dropped meanwhile has nothing left to drain (a
+                // deleted family fails at `board` above, naming itself).
+                let drained = match board.queued() {
+                    Ok(0) => continue,
+                    Ok(_) => board.worker().drain().map(|s| s.updates),
+                    Err(e) => Err(e),
+                };
+                match drained {
+                    Ok(n) => applied += n,
+                    Err(Error::RankingNotFound { .. }) => self.check_alive()?,
+                    Err(e) => return Err(e),
                 }
             }
         }
@@ -194,7 +203,7 @@ impl Family {
     ///
     /// A store error.
     pub fn dead_letters(&self) -> Result<Vec<crate::ranking::DeadLetter>> {
-        self.inner.players.dead_letters()
+        self.inner.players.dead_letters().map_err(|e| self.named(e))
     }
 
     /// Deletes dead letter `id`; whether there was one.
@@ -203,7 +212,10 @@ impl Family {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        self.inner.players.delete_dead_letter(id)
+        self.inner
+            .players
+            .delete_dead_letter(id)
+            .map_err(|e| self.named(e))
     }
 }
 

@@ -107,7 +107,11 @@ impl<'a> FamilyEntry<'a> {
     }
 
     /// When the effort happened (Unix seconds): which period of each window
-    /// it counts for. Default: the system clock at `submit`.
+    /// it counts for. Default: the system clock at `submit`. Any time
+    /// within a million years is taken, also one ahead of the clock; with
+    /// [`auto_drop`](super::FamilyConfig::auto_drop), expiry is judged by
+    /// the earlier of this time and the clock, so a submission stamped in
+    /// the future never drops the current periods' boards.
     pub fn at(mut self, unix_seconds: i64) -> Self {
         self.at = Some(unix_seconds);
         self
@@ -146,7 +150,7 @@ impl<'a> FamilyEntry<'a> {
                 Ok(Some(mut done)) => {
                     if done.dropped > 0 {
                         done.dropped = 0;
-                        match f.drop_expired_at(ts) {
+                        match f.drop_expired_after(ts) {
                             Ok(n) => done.dropped = n,
                             Err(e) => done.drop_error = Some(e),
                         }

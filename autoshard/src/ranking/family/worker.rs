@@ -94,7 +94,7 @@ impl Family {
     ///
     /// A store error.
     pub fn queued(&self) -> Result<u64> {
-        self.inner.players.queued()
+        self.inner.players.queued().map_err(|e| self.named(e))
     }
 }
 
@@ -432,7 +432,7 @@ impl Family {
         if let (true, Some(ts)) = (opened && self.config().drops_automatically(), done.latest) {
             // As after a direct submission that opened a period; a failed
             // drop is finished by the next one.
-            let _ = self.drop_expired_at(ts);
+            let _ = self.drop_expired_after(ts);
         }
         Ok(done)
     }
