@@ -10,6 +10,8 @@ mod submit;
 mod window;
 mod worker;
 
+pub(crate) use self::submit::hooks;
+
 pub use self::config::{
     FamilyConfig, MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
