@@ -48,6 +48,11 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
     next INTEGER NOT NULL,
     PRIMARY KEY (board, queue)
 ) STRICT, WITHOUT ROWID;
+";
+
+/// In the queue's file, beside [`QUEUE_SCHEMA`] (which an earlier version
+/// kept in the board's file, see `prepare`): the deleted boards.
+const CLOSED_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue_closed (
     board INTEGER PRIMARY KEY
 ) STRICT;
@@ -84,6 +89,7 @@ pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
     let queue = db.queue_db()?;
     queue.write(|tx| {
         tx.execute_batch(QUEUE_SCHEMA)?;
+        tx.execute_batch(CLOSED_SCHEMA)?;
         // A queue file made before entry data could be queued.
         let has_data = tx
             .prepare_cached(
@@ -220,6 +226,7 @@ pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> R
 pub(super) fn close(db: &Sqlite, ids: &[i64]) -> Result<()> {
     db.queue_db()?.write(|tx| {
         tx.execute_batch(QUEUE_SCHEMA)?;
+        tx.execute_batch(CLOSED_SCHEMA)?;
         let mut close =
             tx.prepare_cached("INSERT OR IGNORE INTO autoshard_rank_queue_closed VALUES (?1)")?;
         for &id in ids {
