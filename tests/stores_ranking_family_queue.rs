@@ -44,6 +44,8 @@ store_tests!(
     concurrent_enqueues_are_group_committed,
     worker_and_direct_submitters_changing_values_agree,
     the_largest_entry_data_goes_through,
+    a_worker_stopped_by_a_delete_ends_typed_naming_the_family,
+    a_submission_whose_values_change_under_it_does_not_start_over,
 );
 
 const HOUR: i64 = 3_600;
@@ -310,4 +312,133 @@ fn the_largest_entry_data_goes_through<S: stores::TestStore>() {
     let board = f.board(Window::Day, Period::At(NOV_24), club).unwrap();
     let top = board.unwrap().top(1).unwrap();
     assert_eq!(top[0].data.as_deref(), Some(&data[..]));
+}
+
+/// A family deleted under a spawned worker ends it with
+/// `RankingNotFound` naming the family, whenever the delete comes: idle,
+/// or with a queue full of submissions (the worker mid-batch). On the old
+/// code each store failed on the name: sqlite at `delay 0` with
+/// `"\u{2}1\u{2}players"` (the hidden players board), postgres at `delay
+/// 20`, postgres_optimistic at `delay 1` (the rounds before passed: the
+/// name depended on where the worker met the delete).
+fn a_worker_stopped_by_a_delete_ends_typed_naming_the_family<S: stores::TestStore>() {
+    let db = S::fresh();
+    for (round, delay) in [0u64, 1, 5, 20, 50].into_iter().enumerate() {
+        let name = format!("f{round}");
+        let config = FamilyConfig::new(RankingConfig::new(0..1_000))
+            .window(Window::Day)
+            .filter("age", AGES);
+        let f = Family::create(&*db, &name, config).unwrap();
+        let worker = f.worker().batch_size(7).spawn().unwrap();
+        for i in 0..200 {
+            f.entry(&format!("p{}", i % 40), i)
+                .filter("age", AGES[(i % 3) as usize])
+                .at(NOV_24)
+                .enqueue()
+                .unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        assert!(Family::delete(&*db, &name).unwrap());
+        // The worker notices within its idle timeout (default 20 ms).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !worker.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "delay {delay}: the worker runs on"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        match worker.stop() {
+            Err(autoshard::Error::RankingNotFound { name: got }) => {
+                assert_eq!(got, name, "delay {delay}")
+            }
+            other => panic!("delay {delay}: {other:?}"),
+        }
+    }
+}
+
+/// The interleaving behind the flaky
+/// `postgres::worker_and_direct_submitters_changing_values_agree` (issue 20
+/// item 7), made deterministic with a hook: between each submission's look
+/// at the player's filter values and its transaction, another handle moves
+/// the player to another value. The submission reads the values under the
+/// player's lock in its transaction and leaves whichever board they name:
+/// it looks again at most once (its first look spans only the value it
+/// read; the second every value's board), so 20 submissions run the hook
+/// at most 40 times, and the player ends on exactly one value's boards.
+/// On the old code (the values compared with the look's, the submission
+/// starting over on any change, up to 32 times) sqlite failed with
+/// `submission 0: Conflict { attempts: 32 }`, and postgres the same.
+fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::TestStore>() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let db = S::fresh();
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000))
+        .window(Window::Day)
+        .window(Window::AllTime)
+        .filter("age", AGES);
+    let f = Family::create(&*db, "game", config).unwrap();
+    let other = Family::open(&db.open_another(), "game").unwrap();
+    // Every value's boards of the period exist.
+    for (i, age) in AGES.iter().enumerate() {
+        let p = format!("x{i}");
+        other
+            .entry(&p, 1)
+            .filter("age", age)
+            .at(NOV_24)
+            .submit()
+            .unwrap();
+    }
+    other
+        .entry("ann", 1)
+        .filter("age", AGES[0])
+        .at(NOV_24)
+        .submit()
+        .unwrap();
+    let calls = Rc::new(Cell::new(0u32));
+    autoshard::__private::family_hooks::between_look_and_write(Some(Box::new({
+        let calls = calls.clone();
+        move || {
+            let n = calls.get() + 1;
+            calls.set(n);
+            other
+                .entry("ann", 100 + i64::from(n))
+                .filter("age", AGES[(n % 2) as usize])
+                .at(NOV_24)
+                .submit()
+                .unwrap();
+        }
+    })));
+    let outcome: Vec<_> = (0..20)
+        .map(|i| {
+            f.entry("ann", 500 + i)
+                .filter("age", AGES[2])
+                .at(NOV_24)
+                .submit()
+                .map_err(|e| format!("submission {i}: {e:?}"))
+        })
+        .collect();
+    autoshard::__private::family_hooks::between_look_and_write(None);
+    for result in outcome {
+        result.unwrap();
+    }
+    assert!(
+        calls.get() <= 40,
+        "{} looks for 20 submissions",
+        calls.get()
+    );
+    for window in [Window::Day, Window::AllTime] {
+        let at = Period::At(NOV_24);
+        let overall = f.board(window, at, None).unwrap().unwrap();
+        assert_eq!(overall.score("ann").unwrap(), Some(519));
+        let on: Vec<_> = AGES
+            .iter()
+            .filter_map(|&a| {
+                let board = f.board(window, at, Some(("age", a))).unwrap()?;
+                board.check_integrity().unwrap();
+                board.score("ann").unwrap().map(|s| (a, s))
+            })
+            .collect();
+        assert_eq!(on, [(AGES[2], 519)], "{window:?}");
+    }
 }

@@ -21,6 +21,7 @@ store_tests!(
     reset_empties_the_board_and_keeps_its_config,
     bad_and_missing_names,
     a_deleted_boards_handle_can_neither_flush_nor_reset,
+    enqueues_racing_a_delete_are_refused_or_deleted_with_the_board,
 );
 
 // The row counts behind the store's back are SQL, skipped on Redis.
@@ -31,6 +32,7 @@ redis_cluster_tests!(
     reset_empties_the_board_and_keeps_its_config,
     bad_and_missing_names,
     a_deleted_boards_handle_can_neither_flush_nor_reset,
+    enqueues_racing_a_delete_are_refused_or_deleted_with_the_board,
 );
 
 /// Whether the store under test is SQL (its rows can be counted by hand).
@@ -140,10 +142,49 @@ fn a_deleted_boards_handle_can_neither_flush_nor_reset<S: Boards>() {
     let new = Ranking::create(store.db(), "season", config()).unwrap();
     assert!(matches!(old.reset(), Err(Error::RankingNotFound { .. })));
     assert!(matches!(old.flush(), Err(Error::RankingNotFound { .. })));
-    // An enqueue is not checked (see `Ranking::delete`): it lands under the
-    // dead id, and the new board never sees it.
-    old.enqueue("bob", 2).unwrap();
+    // A stale handle's enqueue is refused, typed and naming the board, in
+    // each form, also on a board split into trees. On the old code it was
+    // acknowledged and never applied (issue 21): sqlite failed here with
+    // `enqueue after delete: Ok(())`, and postgres and redis_cluster alike.
+    let refused = |r: autoshard::Result<()>, what: &str| match r {
+        Err(Error::RankingNotFound { name }) => assert_eq!(name, "season", "{what}"),
+        other => panic!("{what} after delete: {other:?}"),
+    };
+    refused(old.enqueue("bob", 2), "enqueue");
+    refused(old.enqueue_remove("bob"), "enqueue_remove");
+    refused(old.enqueue_with("bob", 2, b""), "enqueue_with");
     assert_eq!(new.queued().unwrap(), 0);
+    let split = Ranking::create(store.db(), "split", config().trees(2)).unwrap();
+    split.enqueue("ann", 1).unwrap();
+    assert!(Ranking::delete(store.db(), "split").unwrap());
+    for p in ["ann", "bob", "cy", "dee"] {
+        match split.enqueue(p, 1) {
+            Err(Error::RankingNotFound { name }) => assert_eq!(name, "split"),
+            other => panic!("split enqueue after delete: {other:?}"),
+        }
+    }
+    // Every other call of the stale split handle names the board too, not a
+    // tree's hidden name. On the old code every store failed at the first:
+    // `len` named `"split\u{1f}0"`.
+    let calls: [(&str, autoshard::Result<()>); 10] = [
+        ("len", split.len().map(drop)),
+        ("top", split.top(3).map(drop)),
+        ("rank", split.rank("ann", Tie::Standard).map(drop)),
+        ("score", split.score("ann").map(drop)),
+        ("set_score", split.set_score("ann", 3)),
+        ("remove", split.remove("ann").map(drop)),
+        ("flush", split.flush()),
+        ("reset", split.reset()),
+        ("queued", split.queued().map(drop)),
+        ("dead_letters", split.dead_letters().map(drop)),
+    ];
+    for (call, result) in calls {
+        match result {
+            Err(Error::RankingNotFound { name }) => assert_eq!(name, "split", "{call}"),
+            Ok(()) if call == "queued" || call == "dead_letters" => {}
+            other => panic!("split {call} after delete: {other:?}"),
+        }
+    }
     let worker = new.worker().exit_when_idle(true).spawn().unwrap();
     assert_eq!(worker.join().unwrap().updates, 0);
     assert_eq!(new.len().unwrap(), 0);
@@ -368,4 +409,64 @@ fn sqlite_an_interrupted_delete_is_finished_by_the_next_one() {
     assert_eq!(Ranking::open(&*store, "kept").unwrap().len().unwrap(), 1);
     let again = Ranking::create(&*store, "big", config()).unwrap();
     assert_eq!(again.len().unwrap(), 0);
+}
+
+/// Enqueuers race a delete on stale handles (their own, so their group
+/// commits are theirs): each enqueues until it is refused, typed. An
+/// acknowledged update is applied or deleted with the board, so once the
+/// delete returned and the enqueuers stopped, nothing of the board is left
+/// in the queue (counted by hand on SQL stores; on Redis the delete
+/// unlinked the streams, and an append after it would recreate one, which
+/// `queued` of a stale handle reports). On the old code every enqueue after
+/// the delete was acknowledged: sqlite failed with `enqueuer 0 never
+/// refused` (and postgres, redis_cluster alike).
+fn enqueues_racing_a_delete_are_refused_or_deleted_with_the_board<S: Boards>() {
+    let store = S::fresh();
+    let board = Ranking::create(store.db(), "race", config()).unwrap();
+    board.enqueue("warm", 1).unwrap();
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let db = store.open_another();
+            let handle = Ranking::open(&db, "race").unwrap();
+            let started = started.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                for i in 0.. {
+                    match handle.enqueue(&format!("p{t}-{i}"), i % 100) {
+                        Ok(()) if i == 0 => {
+                            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Ok(()) => {}
+                        Err(Error::RankingNotFound { name }) => {
+                            assert_eq!(name, "race");
+                            return (i, handle);
+                        }
+                        Err(e) => panic!("enqueuer {t}: {e:?}"),
+                    }
+                    assert!(Instant::now() < deadline, "enqueuer {t} never refused");
+                }
+                unreachable!()
+            })
+        })
+        .collect();
+    // The delete comes once every enqueuer is under way.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while started.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the enqueuers did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(Ranking::delete(store.db(), "race").unwrap());
+    for (t, thread) in threads.into_iter().enumerate() {
+        let (acknowledged, handle) = thread.join().unwrap();
+        assert!(acknowledged > 0, "enqueuer {t} never enqueued");
+        assert!(matches!(
+            handle.queued(),
+            Ok(0) | Err(Error::RankingNotFound { .. })
+        ));
+    }
+    if sql::<S>() {
+        let left = store.execute_queue("UPDATE autoshard_rank_queue SET board = board");
+        assert_eq!(left, 0, "queue rows left behind the delete");
+    }
 }

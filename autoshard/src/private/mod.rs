@@ -85,6 +85,18 @@ pub mod approx_hooks {
     }
 }
 
+/// Hooks of the family tests (`tests/stores_ranking_family_queue.rs`).
+pub mod family_hooks {
+    /// On this thread, `hook` runs in every family submission between its
+    /// look at the player's filter values and its transaction (`None`
+    /// removes it; a submission the hook makes runs none): a test changes
+    /// the player's values there, an interleaving threads hit only by
+    /// chance.
+    pub fn between_look_and_write(hook: Option<Box<dyn FnMut()>>) {
+        crate::ranking::family_hooks::BETWEEN_LOOK_AND_WRITE.with(|h| *h.borrow_mut() = hook);
+    }
+}
+
 /// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
 pub mod tree_hooks {
     /// On this thread, queries of split boards order tied players tree

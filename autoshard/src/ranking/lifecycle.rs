@@ -57,9 +57,10 @@ impl Ranking {
     ///
     /// Handles of the deleted board fail with [`Error::RankingNotFound`]
     /// from then on, also after a board of the same name is created, which
-    /// starts empty. An [`enqueue`](Ranking::enqueue) through such a handle
-    /// is not checked (it would cost every enqueue a read): it goes to the
-    /// deleted board's queue, which nothing applies; its `flush` fails.
+    /// starts empty, [`enqueue`](Ranking::enqueue) included: the append
+    /// checks in its own transaction or script (no extra round trip), so an
+    /// enqueue racing the delete is either deleted with the board's queue
+    /// or refused, never acknowledged and left behind.
     ///
     /// ```
     /// use autoshard::ranking::{Ranking, RankingConfig};

@@ -84,6 +84,7 @@ pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;
 pub(crate) use self::approx::hooks as approx_hooks;
+pub(crate) use self::family::hooks as family_hooks;
 pub(crate) use self::queue::hooks as queue_hooks;
 pub(crate) use self::trees::hooks as trees_hooks;
 use crate::seam::Backend;

@@ -55,6 +55,27 @@ pub(crate) struct Board<'a> {
     pub name: &'a str,
 }
 
+/// Ends the name of a board and starts the part a hidden board of it
+/// stores: tree `t` of a split board is `<board>\u{1f}<t>`
+/// (`ranking/trees`). No name a caller gives holds it (control
+/// characters are refused).
+pub(crate) const PART_SEPARATOR: char = '\u{1f}';
+
+impl Board<'_> {
+    /// The error a transaction of a deleted board meets.
+    pub(crate) fn not_found(&self) -> Error {
+        not_found(self.name)
+    }
+}
+
+/// [`Error::RankingNotFound`] for board `name`, naming the board the caller
+/// named: a tree of a split board gives its board's name, not its own
+/// hidden one (issue 21).
+pub(crate) fn not_found(name: &str) -> Error {
+    let shown = name.split(PART_SEPARATOR).next().unwrap_or(name);
+    Error::RankingNotFound { name: shown.into() }
+}
+
 /// An update waiting in a queue shard: a new absolute score, or a removal
 /// (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +205,15 @@ pub(crate) trait BoardStore: Send + Sync {
     /// head (the first update of a shard is 0): a shard's sequence numbers
     /// never go back, also when it runs empty. It takes no lock a board
     /// transaction holds, so it never waits for a worker's apply.
-    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()>;
+    ///
+    /// [`Error::RankingNotFound`] (naming `board.name`) if the board was
+    /// deleted, decided in the append's own transaction or script, so that a
+    /// delete either comes after the append (and deletes its rows with the
+    /// board's) or makes it fail: an acknowledged update is never left
+    /// behind for a board that is gone.
+    ///
+    /// [`Error::RankingNotFound`]: crate::Error::RankingNotFound
+    fn append_queue(&self, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()>;
 
     /// Queued updates not applied yet: above their shard's applied-through
     /// mark ([`Storage::applied_through`]). The marks are read before the

@@ -116,6 +116,10 @@ impl FamilyConfig {
     /// Whether a submission that opens a new period also drops the periods
     /// that expired with it (default true); without it, call
     /// [`Family::drop_expired`](super::Family::drop_expired) from a job.
+    /// Expiry is judged as of the earlier of the submission's time
+    /// ([`FamilyEntry::at`](super::FamilyEntry::at)) and the system clock:
+    /// a submission stamped in the future drops only what the clock has
+    /// expired, never the current periods' boards.
     pub fn auto_drop(mut self, on: bool) -> Self {
         self.auto_drop = on;
         self

@@ -10,6 +10,8 @@ mod submit;
 mod window;
 mod worker;
 
+pub(crate) use self::submit::hooks;
+
 pub use self::config::{
     FamilyConfig, MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
@@ -391,13 +393,18 @@ impl Family {
 
     /// The member board of `window`'s `period`, overall (`filter` `None`)
     /// or for one filter value (`Some((dimension, value))`); `None` if
-    /// nobody submitted in that period (or it was dropped).
+    /// nobody submitted in that period (or it was dropped, also by another
+    /// handle or process). Asks the store each time (one lookup), not this
+    /// handle's cache of boards it opened, which another handle's
+    /// [`delete_period`](Family::delete_period) or
+    /// [`drop_expired_at`](Family::drop_expired_at) leaves stale.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownWindow`], [`Error::UnknownFilter`], a timestamp
-    /// beyond a million years ([`Error::InvalidRanking`]), or a store
-    /// error.
+    /// beyond a million years ([`Error::InvalidRanking`]),
+    /// [`Error::RankingNotFound`] (naming the family) once the family is
+    /// deleted, or a store error.
     pub fn board(
         &self,
         window: Window,
@@ -406,7 +413,54 @@ impl Family {
     ) -> Result<Option<Ranking>> {
         let span = self.span(window, period)?;
         let filter = self.check_filter(filter)?;
-        self.member(window, span.key, filter, false)
+        let name = self.member_name(window, span.key, filter);
+        let config = self.inner.config.board();
+        match hidden_board(&self.inner.boards, &name, config, false)? {
+            Some((found, _)) => {
+                let mut cache = self.cache();
+                // The cached handle if it is still this board (it keeps
+                // its queue state); a board created again replaces it.
+                match cache.get(&name) {
+                    Some(cached) if cached.inner.id == found.inner.id => Ok(Some(cached.clone())),
+                    _ => {
+                        cache.insert(name, found.clone());
+                        Ok(Some(found))
+                    }
+                }
+            }
+            None => {
+                self.forget(Some(&name));
+                self.check_alive()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// [`Error::RankingNotFound`] naming the family once it is deleted (its
+    /// players board is the first thing a delete removes).
+    pub(super) fn check_alive(&self) -> Result<()> {
+        let players = &self.inner.players;
+        match self.inner.boards.open_board(players.name())? {
+            Some((id, _)) if id == players.inner.id => Ok(()),
+            _ => Err(self.not_found()),
+        }
+    }
+
+    /// The error a deleted family's handle meets: it names the family, not
+    /// one of its hidden boards.
+    pub(super) fn not_found(&self) -> Error {
+        Error::RankingNotFound {
+            name: self.inner.name.clone(),
+        }
+    }
+
+    /// `e`, with a `RankingNotFound` of the players board (hidden) told as
+    /// the family's.
+    pub(super) fn named(&self, e: Error) -> Error {
+        match e {
+            Error::RankingNotFound { .. } => self.not_found(),
+            e => e,
+        }
     }
 
     /// The period `period` of `window` means, with the family's offset and

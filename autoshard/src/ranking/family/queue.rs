@@ -53,8 +53,10 @@ impl FamilyEntry<'_> {
     /// # Errors
     ///
     /// Before anything is queued: as [`submit`](FamilyEntry::submit)'s
-    /// checks. A store error if the append failed (then nothing is
-    /// queued). An increment whose sum leaves the range is found by the
+    /// checks. [`Error::RankingNotFound`] (naming the family) once the
+    /// family is deleted, decided in the append's transaction, so an
+    /// acknowledged submission is never left for a family that is gone. A
+    /// store error if the append failed (then nothing is queued). An increment whose sum leaves the range is found by the
     /// worker, which moves the row to the family's
     /// [dead letters](Family::dead_letters).
     pub fn enqueue(self) -> Result<()> {
@@ -63,7 +65,12 @@ impl FamilyEntry<'_> {
         let players = &f.inner.players;
         let mut item = players.queued_update(self.player, Some(self.score));
         item.data = Some(encode_row(f.config(), ts, &values, data));
-        players.queue_state()?.commit(players, item)
+        // The players board's append refuses it once the family is deleted
+        // (its hidden name must not reach the caller).
+        match players.queue_state()?.commit(players, item) {
+            Err(Error::RankingNotFound { .. }) => Err(f.not_found()),
+            other => other,
+        }
     }
 }
 
@@ -169,8 +176,17 @@ impl Family {
                 let Some(board) = self.board(window, at, None)? else {
                     continue;
                 };
-                if board.queued()? > 0 {
-                    applied += board.worker().drain()?.updates;
+                // A period dropped meanwhile has nothing left to drain (a
+                // deleted family fails at `board` above, naming itself).
+                let drained = match board.queued() {
+                    Ok(0) => continue,
+                    Ok(_) => board.worker().drain().map(|s| s.updates),
+                    Err(e) => Err(e),
+                };
+                match drained {
+                    Ok(n) => applied += n,
+                    Err(Error::RankingNotFound { .. }) => self.check_alive()?,
+                    Err(e) => return Err(e),
                 }
             }
         }
@@ -187,7 +203,7 @@ impl Family {
     ///
     /// A store error.
     pub fn dead_letters(&self) -> Result<Vec<crate::ranking::DeadLetter>> {
-        self.inner.players.dead_letters()
+        self.inner.players.dead_letters().map_err(|e| self.named(e))
     }
 
     /// Deletes dead letter `id`; whether there was one.
@@ -196,7 +212,10 @@ impl Family {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        self.inner.players.delete_dead_letter(id)
+        self.inner
+            .players
+            .delete_dead_letter(id)
+            .map_err(|e| self.named(e))
     }
 }
 

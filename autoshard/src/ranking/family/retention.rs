@@ -120,6 +120,18 @@ impl Family {
         Ok(dropped)
     }
 
+    /// The automatic drop after a submission stamped `ts` opened a period
+    /// ([`FamilyConfig::auto_drop`](super::FamilyConfig::auto_drop)):
+    /// expiry as of the earlier of `ts` and the system clock. A submission
+    /// stamped in the past drops what had expired by its time (a backfill
+    /// replays retention as it was); one stamped ahead of the clock, by
+    /// mistake or on purpose, drops nothing the clock has not expired, so
+    /// it cannot take today's boards with it (issue 21). To expire by a
+    /// future time, call [`drop_expired_at`](Family::drop_expired_at).
+    pub(super) fn drop_expired_after(&self, ts: i64) -> Result<usize> {
+        self.drop_expired_at(ts.min(now()))
+    }
+
     /// Drops every member board of `window`'s `period`, overall and
     /// filtered, whatever the family keeps; the number of boards dropped.
     /// Submissions to that period afterwards start it again, empty.

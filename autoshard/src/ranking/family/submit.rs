@@ -9,9 +9,11 @@ use crate::ranking::handle::check_player;
 use crate::ranking::{apply_updates, Ranking, Submission};
 use crate::seam::{Board, Storage};
 
-/// How often a submission starts over because the player's filter values
-/// changed between its look and its transaction, or a member board it
-/// meant to write was dropped meanwhile.
+/// How often a submission looks again: when the values read in its
+/// transaction name a board to leave its look did not open (once after a
+/// first look that opened only the value it read; then only for a board
+/// created since), or a member board it meant to write was dropped
+/// meanwhile.
 const TRIES: u32 = 32;
 
 /// One member board of a family: a window's period, overall or for one
@@ -87,13 +89,40 @@ impl Family {
 /// entry data, timestamp.
 type Checked<'a> = (Vec<Option<&'a str>>, Option<&'a [u8]>, i64);
 
+/// Test hooks (`__private::family_hooks`), per thread.
+pub(crate) mod hooks {
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Runs between a submission's look at the player's values and its
+        /// transaction: a test changes the values there, deterministically.
+        pub(crate) static BETWEEN_LOOK_AND_WRITE: RefCell<Option<Box<dyn FnMut()>>> =
+            const { RefCell::new(None) };
+    }
+
+    /// Runs the hook, if any; a submission it makes itself runs none.
+    pub(super) fn between_look_and_write() {
+        let Some(mut hook) = BETWEEN_LOOK_AND_WRITE.with(|h| h.borrow_mut().take()) else {
+            return;
+        };
+        hook();
+        BETWEEN_LOOK_AND_WRITE.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.is_none() {
+                *h = Some(hook);
+            }
+        });
+    }
+}
+
 /// A member a submission writes, and why.
 enum Role {
     /// The family's players board: the filter values.
     Players,
     /// A member of a current period, with its filter if any.
     Write(Member),
-    /// A filtered member of a current period the player leaves.
+    /// A filtered member of a current period the player may leave: left if
+    /// the values read under the player's lock in the transaction name it.
     Leave(Member),
 }
 
@@ -107,7 +136,11 @@ impl<'a> FamilyEntry<'a> {
     }
 
     /// When the effort happened (Unix seconds): which period of each window
-    /// it counts for. Default: the system clock at `submit`.
+    /// it counts for. Default: the system clock at `submit`. Any time
+    /// within a million years is taken, also one ahead of the clock; with
+    /// [`auto_drop`](super::FamilyConfig::auto_drop), expiry is judged by
+    /// the earlier of this time and the clock, so a submission stamped in
+    /// the future never drops the current periods' boards.
     pub fn at(mut self, unix_seconds: i64) -> Self {
         self.at = Some(unix_seconds);
         self
@@ -142,21 +175,21 @@ impl<'a> FamilyEntry<'a> {
         let (values, data, ts) = self.checked()?;
         let (mut last, mut tries) = (None, 0u32);
         for _ in 0..TRIES {
-            match self.attempt(ts, &values, data) {
+            match self.attempt(ts, &values, data, tries > 0) {
                 Ok(Some(mut done)) => {
                     if done.dropped > 0 {
                         done.dropped = 0;
-                        match f.drop_expired_at(ts) {
+                        match f.drop_expired_after(ts) {
                             Ok(n) => done.dropped = n,
                             Err(e) => done.drop_error = Some(e),
                         }
                     }
                     return Ok(done);
                 }
-                // The player's filter values moved between the read and the
-                // transaction (a concurrent submission or family worker):
-                // again after a jittered pause, so a busy writer of the
-                // same player does not win every race.
+                // The player's values moved to a value whose board did not
+                // exist at the look (created since, by the writer that put
+                // the player there): again, looking at every value's board.
+                // Rare: once per board created, not once per value change.
                 Ok(None) => {
                     tries += 1;
                     let cap = 1u64 << tries.min(5);
@@ -214,20 +247,24 @@ impl<'a> FamilyEntry<'a> {
         Ok((values, data, ts))
     }
 
-    /// One try: `None` if the player's filter values changed since they
-    /// were looked up (the boards to leave are then others). `dropped` of
+    /// One try: `None` if the values read in the transaction (under the
+    /// player's lock) name a board to leave the transaction does not span.
+    /// The boards to leave are guessed from the values read before it; with
+    /// `wide` (after a wrong guess), every existing board of each declared
+    /// value is spanned, so any value a concurrent writer set meanwhile is
+    /// covered unless its board was created after this look. `dropped` of
     /// the result is 1 if a member was created (a new period opened).
     fn attempt(
         &self,
         ts: i64,
         values: &[Option<&str>],
         data: Option<&[u8]>,
+        wide: bool,
     ) -> Result<Option<FamilySubmission>> {
         let f = self.family;
         let config = f.config();
         let players = &f.inner.players;
-        let stored = stored_values(players, self.player)?;
-        let old = decode_values(config, stored.as_deref());
+        let guess = decode_values(config, stored_values(players, self.player)?.as_deref());
         let mut targets: Vec<(Ranking, Role)> = vec![(players.clone(), Role::Players)];
         let mut opened = false;
         for window in config.windows() {
@@ -243,40 +280,61 @@ impl<'a> FamilyEntry<'a> {
                 opened |= created;
                 targets.push((board, Role::Write(member(span, filter))));
             }
-            for (i, (dim, _)) in config.filters().iter().enumerate() {
-                let Some(was) = old[i].as_deref().filter(|&was| Some(was) != values[i]) else {
-                    continue;
+            for (i, (dim, declared)) in config.filters().iter().enumerate() {
+                let candidates: Vec<&str> = match wide {
+                    true => declared.iter().map(String::as_str).collect(),
+                    false => guess[i].as_deref().into_iter().collect(),
                 };
-                // Not on a board that does not exist.
-                let filter = Some((dim.as_str(), was));
-                if let Some(board) = f.member(window, span.key, filter, false)? {
-                    targets.push((board, Role::Leave(member(span, filter))));
+                for was in candidates.into_iter().filter(|&was| Some(was) != values[i]) {
+                    // Not on a board that does not exist.
+                    let filter = Some((dim.as_str(), was));
+                    if let Some(board) = f.member(window, span.key, filter, false)? {
+                        targets.push((board, Role::Leave(member(span, filter))));
+                    }
                 }
             }
         }
         // Ascending board id: the order every multi-board writer takes.
         targets.sort_by_key(|(board, _)| board.inner.id);
         let boards: Vec<Board<'_>> = targets.iter().map(|(b, _)| b.board()).collect();
+        let at = targets
+            .iter()
+            .position(|(_, role)| matches!(role, Role::Players))
+            .expect("the players board");
+        hooks::between_look_and_write();
         let encoded = encode_values(config, values);
         let mut stale = false;
         let mut out = None;
         let shard = crate::random::range(0..config.board().shard_count());
         let result = f.inner.boards.write_boards(&boards, &mut |sts| {
+            // The player's values, under the player's lock, before any
+            // member is touched (as the family worker reads them).
+            let pst = sts[at];
+            // A queue worker's cache relies on every write moving it, first
+            // thing.
+            pst.bump_generation()?;
+            pst.lock_players(&[self.player])?;
+            let stored = read_values(pst, self.player)?;
+            let old = decode_values(config, stored.as_deref());
+            let leaves = |m: &Member| {
+                let Some((dim, was)) = &m.filter else {
+                    return false;
+                };
+                let i = config.filters().iter().position(|(d, _)| d == dim);
+                i.is_some_and(|i| old[i].as_ref() == Some(was) && values[i] != Some(was.as_str()))
+            };
+            if !covered(config, &old, values, &guess, &targets) {
+                stale = true;
+                // Not a retryable error: the store must not run this body
+                // again; `submit` looks again first.
+                return Err(Error::InvalidRanking {
+                    reason: "the player's filter values changed".into(),
+                });
+            }
             let (mut members, mut left) = (Vec::new(), Vec::new());
             for ((board, role), &st) in targets.iter().zip(sts) {
-                // A queue worker's cache relies on every write moving it.
-                st.bump_generation()?;
                 match role {
                     Role::Players => {
-                        st.lock_players(&[self.player])?;
-                        if read_values(st, self.player)? != stored {
-                            stale = true;
-                            // Not a retryable error: the store must not run
-                            // this body again; `submit` looks again first.
-                            return Err(Error::InvalidRanking {
-                                reason: "the player's filter values changed".into(),
-                            });
-                        }
                         if stored.as_deref() != Some(encoded.as_bytes()) {
                             // Replace: the data is written even when the
                             // score (always 0) stays.
@@ -285,10 +343,14 @@ impl<'a> FamilyEntry<'a> {
                         }
                     }
                     Role::Write(m) => {
+                        st.bump_generation()?;
                         let s = board.submit_in(st, shard, self.player, self.score, data)?;
                         members.push((m.clone(), s));
                     }
+                    // A candidate the player is not on: untouched.
+                    Role::Leave(m) if !leaves(m) => {}
                     Role::Leave(m) => {
+                        st.bump_generation()?;
                         let g = board.geometry();
                         apply_updates(st, g, board.rules(), shard, &[(self.player, None)], None)?;
                         left.push(m.clone());
@@ -309,6 +371,40 @@ impl<'a> FamilyEntry<'a> {
             Ok(()) => Ok(out),
         }
     }
+}
+
+/// Whether the transaction spans every board the player must leave, by the
+/// values `old` read under its lock. A dimension whose value is the one the
+/// look read (`guess`) is covered: the look opened that value's boards that
+/// existed, and one absent then cannot hold the player (the value did not
+/// change since). A value set after the look (by a concurrent submission
+/// or family worker) is covered if its board of every window's period is
+/// spanned: a look that missed one (`wide` off, or a board created since)
+/// makes the submission look again.
+fn covered(
+    config: &super::FamilyConfig,
+    old: &[Option<String>],
+    values: &[Option<&str>],
+    guess: &[Option<String>],
+    targets: &[(Ranking, Role)],
+) -> bool {
+    config.filters().iter().enumerate().all(|(i, (dim, _))| {
+        let Some(was) = old[i].as_deref().filter(|&was| Some(was) != values[i]) else {
+            return true;
+        };
+        if guess[i].as_deref() == Some(was) {
+            return true;
+        }
+        config.windows().all(|window| {
+            targets.iter().any(|(_, role)| match role {
+                Role::Leave(m) => {
+                    m.span.window == window
+                        && m.filter.as_ref().is_some_and(|(d, v)| d == dim && v == was)
+                }
+                _ => false,
+            })
+        })
+    })
 }
 
 pub(super) fn member(span: Span, filter: Option<(&str, &str)>) -> Member {

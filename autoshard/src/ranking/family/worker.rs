@@ -94,7 +94,7 @@ impl Family {
     ///
     /// A store error.
     pub fn queued(&self) -> Result<u64> {
-        self.inner.players.queued()
+        self.inner.players.queued().map_err(|e| self.named(e))
     }
 }
 
@@ -150,7 +150,17 @@ impl FamilyWorker {
         })
     }
 
+    /// [`work`](FamilyWorker::work), whose `RankingNotFound` (met on
+    /// the players board, a member, or the queue, wherever the delete
+    /// caught the worker) names the family: the one name the caller gave.
     fn run(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
+        match self.work(stop, exit_when_idle) {
+            Err(Error::RankingNotFound { .. }) => Err(self.family.not_found()),
+            other => other,
+        }
+    }
+
+    fn work(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
         let players = &self.family.inner.players;
         let state = players.queue_state()?;
         let queues = players.queues().max(1);
@@ -422,7 +432,7 @@ impl Family {
         if let (true, Some(ts)) = (opened && self.config().drops_automatically(), done.latest) {
             // As after a direct submission that opened a period; a failed
             // drop is finished by the next one.
-            let _ = self.drop_expired_at(ts);
+            let _ = self.drop_expired_after(ts);
         }
         Ok(done)
     }

@@ -170,7 +170,7 @@ impl QueueState {
             members: items.len(),
             outcome: None,
         };
-        let outcome = ranking.inner.boards.append_queue(ranking.inner.id, &items);
+        let outcome = ranking.inner.boards.append_queue(ranking.board(), &items);
         self.commits.fetch_add(1, Ordering::Relaxed);
         guard.outcome = Some(outcome.as_ref().map(|_| ()).map_err(copy_error));
         drop(guard);
@@ -308,6 +308,9 @@ fn copy_error(error: &Error) -> Error {
     type Source = Box<dyn std::error::Error + Send + Sync>;
     let message = |e: &Source| -> Source { e.to_string().into() };
     match error {
+        // A stale handle's append after a delete: every caller of the group
+        // gets the same typed refusal, not a `GroupCommit`.
+        Error::RankingNotFound { name } => Error::RankingNotFound { name: name.clone() },
         Error::Busy { attempts } => Error::Busy {
             attempts: *attempts,
         },

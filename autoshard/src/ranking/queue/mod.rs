@@ -109,7 +109,11 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] (not for
-    /// increments) before anything is queued; a store error if the commit
+    /// increments) before anything is queued; [`Error::RankingNotFound`]
+    /// once the board is deleted (a stale handle), decided in the append's
+    /// own transaction or script, so an acknowledged update is applied or
+    /// dead-lettered, never left for a board that is gone (an update
+    /// committed before a delete is deleted with the board); a store error if the commit
     /// failed, in which case
     /// the update is not queued (every caller of that group commit gets the
     /// error; see [`Error::GroupCommit`]).
@@ -266,7 +270,7 @@ impl Ranking {
             return split.flush_within(timeout);
         }
         let started = Instant::now();
-        // A deleted board's handle fails here (`enqueue` does not check).
+        // A deleted board's handle fails here.
         self.read(|_, _| Ok(()))?;
         let state = self.queue_state()?;
         let boards = &self.inner.boards;

@@ -29,7 +29,7 @@ pub(crate) use self::merge as hooks;
 use super::{Ranking, RankingConfig, Submission, MAX_TREES};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{BoardStore, DeadLetter};
+use crate::seam::{BoardStore, DeadLetter, PART_SEPARATOR};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,12 +70,12 @@ pub(super) fn check_trees(trees: u32) -> Result<()> {
 
 /// The stored name of tree `t` of board `name`.
 fn tree_name(name: &str, t: u32) -> String {
-    format!("{name}\u{1f}{t}")
+    format!("{name}{PART_SEPARATOR}{t}")
 }
 
 /// Whether `name` is a tree's stored name (hidden from `Ranking::list`).
 pub(super) fn is_tree_name(name: &str) -> bool {
-    name.contains('\u{1f}')
+    name.contains(PART_SEPARATOR)
 }
 
 /// The tree of `player` among `k`: FNV-1a, salted and then mixed (the
@@ -246,7 +246,14 @@ impl Split<'_> {
         data: Option<Vec<u8>>,
     ) -> Result<()> {
         self.board.check_update(player, score)?;
-        self.tree(player).enqueue_item(player, score, data)
+        // A deleted board's tree refuses the append: the error names the
+        // board the caller named, not the tree's hidden name.
+        match self.tree(player).enqueue_item(player, score, data) {
+            Err(Error::RankingNotFound { .. }) => Err(Error::RankingNotFound {
+                name: self.board.name().into(),
+            }),
+            other => other,
+        }
     }
 
     pub(super) fn queued(&self) -> Result<u64> {

@@ -11,7 +11,7 @@
 //! under the same name never sees the old one's rows.
 
 use super::{Postgres, Tx};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::fnv;
 use crate::seam::Board;
 
@@ -73,9 +73,7 @@ pub(super) fn check_alive(tx: &mut Tx<'_>, sql: &LifecycleSql, board: Board<'_>)
     let row = tx.query_opt(&sql.name_of, &[&board.id])?;
     match row.map(|r| r.try_get::<_, String>(0)).transpose()? {
         Some(name) if name == board.name => Ok(()),
-        _ => Err(Error::RankingNotFound {
-            name: board.name.into(),
-        }),
+        _ => Err(board.not_found()),
     }
 }
 
@@ -139,12 +137,18 @@ impl Postgres {
             };
             let id: i64 = row.try_get(0)?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&board_key(seed, id)])?;
+            // The board row first: its lock waits for the enqueues that hold
+            // it (`FOR KEY SHARE`, `queue.rs`), whose rows the queue delete
+            // below then sees (read committed); a later enqueue waits for this
+            // commit and finds no board. Deleting it last would let an
+            // enqueue commit rows after the queue delete, and lock in the
+            // opposite order to the enqueue's.
+            tx.execute(&sql.delete_board, &[&id])?;
             for delete in &sql.board_rows {
                 tx.execute(delete, &[&id])?;
             }
             delete_queue_rows(tx, sql, id)?;
             super::approx::purge(self, tx, id)?;
-            tx.execute(&sql.delete_board, &[&id])?;
             Ok(true)
         })?;
         Ok(found)

@@ -31,7 +31,7 @@
 use super::{Postgres, Tx};
 use crate::error::Result;
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
+use crate::seam::{queue_shards, Board, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 
 /// Every queue statement, with the schema's table names filled in.
 pub(super) struct QueueSql {
@@ -63,6 +63,7 @@ impl QueueSql {
         let heads = format!("{schema}.autoshard_rank_queue_heads");
         let dead = format!("{schema}.autoshard_rank_dead_letters");
         let applied = format!("{schema}.autoshard_rank_applied");
+        let boards = format!("{schema}.autoshard_rank_boards");
         // A row not applied yet: above its shard's applied-through mark.
         let unapplied = format!(
             "r.seq > coalesce((SELECT a.seq FROM {applied} a \
@@ -107,10 +108,15 @@ impl QueueSql {
                  );"
             ),
             // One statement per shard, whatever the number of updates: the
-            // head's upsert numbers them, the insert takes the numbers.
+            // head's upsert numbers them, the insert takes the numbers. The
+            // board row's key-share lock (which no board transaction
+            // conflicts with, only a delete) makes it insert nothing once
+            // the board is deleted, and a delete wait for it to commit.
             append: format!(
-                "WITH h AS ( \
-                     INSERT INTO {heads} AS h (board, queue, next) VALUES ($1, $2, $3) \
+                "WITH b AS (SELECT 1 FROM {boards} WHERE id = $1 FOR KEY SHARE), \
+                 h AS ( \
+                     INSERT INTO {heads} AS h (board, queue, next) \
+                     SELECT $1::int8, $2::int4, $3::int8 FROM b \
                      ON CONFLICT (board, queue) DO UPDATE SET next = h.next + EXCLUDED.next \
                      RETURNING h.next - $3 AS first) \
                  INSERT INTO {queue} (board, queue, seq, player, score, data) \
@@ -190,12 +196,16 @@ pub(super) fn prepare(db: &Postgres, sql: &QueueSql) -> Result<Option<String>> {
 
 /// One transaction appending `items` to their queue shards, each shard's
 /// items numbered in order from the shard's head.
+///
+/// [`Error::RankingNotFound`] once the board is deleted (the statement then
+/// inserts nothing: see `QueueSql::append`).
 pub(super) fn append(
     db: &Postgres,
     sql: &QueueSql,
-    board: i64,
+    board: Board<'_>,
     items: &[QueuedUpdate],
 ) -> Result<()> {
+    let (named, board) = (board, board.id);
     db.write_read_committed(|tx| {
         for queue in queue_shards(items) {
             let mine = || items.iter().filter(|i| i.queue == queue);
@@ -203,10 +213,13 @@ pub(super) fn append(
             let scores: Vec<Option<i64>> = mine().map(|i| i.score).collect();
             let data: Vec<Option<&[u8]>> = mine().map(|i| i.data.as_deref()).collect();
             let n = players.len() as i64;
-            tx.execute(
+            let appended = tx.execute(
                 &sql.append,
                 &[&board, &small(queue), &n, &players, &scores, &data],
             )?;
+            if appended == 0 {
+                return Err(named.not_found());
+            }
         }
         Ok(())
     })?;

@@ -272,13 +272,15 @@ impl BoardStore for RedisCluster {
         self.delete(name)
     }
 
-    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
-        let keys = BoardKeys::new(self.prefix(), board);
+    fn append_queue(&self, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
+        let keys = BoardKeys::new(self.prefix(), board.id);
         let mut groups: BTreeMap<u32, Vec<&QueuedUpdate>> = BTreeMap::new();
         for item in items {
             groups.entry(item.queue).or_default().push(item);
         }
-        let streams: Vec<String> = groups.keys().map(|&q| keys.queue(q)).collect();
+        let streams: Vec<String> = std::iter::once(keys.version())
+            .chain(groups.keys().map(|&q| keys.queue(q)))
+            .collect();
         let mut args: Vec<Vec<u8>> = Vec::new();
         for (queue, group) in &groups {
             args.push(queue.to_string().into_bytes());
@@ -308,7 +310,10 @@ impl BoardStore for RedisCluster {
             binary: args,
             more_keys: &streams,
         };
-        self.board_piece(&piece).map(drop)
+        match self.board_piece(&piece)? {
+            Reply::Gone => Err(board.not_found()),
+            _ => Ok(()),
+        }
     }
 
     fn queued(&self, board: i64) -> Result<u64> {

@@ -92,5 +92,5 @@ impl RedisCluster {
 
 /// The error a read of a deleted board gives.
 pub(super) fn not_found(name: &str) -> Error {
-    Error::RankingNotFound { name: name.into() }
+    crate::seam::not_found(name)
 }

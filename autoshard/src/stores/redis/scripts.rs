@@ -329,7 +329,11 @@ return 'OK'
 }
 
 /// Appends updates to queue shards in one step: `KEYS[1]` the board's
-/// queue heads (shard -> next sequence number), `KEYS[3..]` the shards'
+/// queue heads (shard -> next sequence number), `KEYS[3]` the board's
+/// version (`GONE`, nothing written, once a delete set it to
+/// [`DELETED`](super::lifecycle::DELETED): the delete's script and this one
+/// are atomic on the same slot, so an append is either deleted with the
+/// board or refused), `KEYS[4..]` the shards'
 /// streams in the order of the groups in `ARGV[4..]`: shard, count `n`,
 /// then `n` (player, score, data) triples, an empty score for a removal,
 /// empty data for none (else a `v` before the data). Entry ids
@@ -341,15 +345,18 @@ pub(crate) fn append_queue() -> &'static Script {
     script(
         &S,
         &format!(
-            "{BOARD_TYPES}{}",
+            "{BOARD_TYPES}{}{}{}",
             r#"
-local bad = check_types({})
+local bad = check_types({[3] = 'string'})
 if bad then return bad end
+if redis.call('GET', KEYS[3]) == '"#,
+            super::lifecycle::DELETED,
+            r#"' then return 'GONE' end
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('autoshard: queue heads ' .. KEYS[1] .. ' is a ' .. t)
 end
-local i, k = 4, 3
+local i, k = 4, 4
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 1])
   local first = redis.call('HINCRBY', KEYS[1], ARGV[i], n) - n

@@ -184,6 +184,17 @@ impl ApproxStore for Sqlite {
 
     fn approx_publish(&self, board: i64, snapshot: i64, total: u64, buckets: u32) -> Result<bool> {
         let (flipped, _) = self.write(|tx| {
+            // Overtaken: a later refresh published and deleted this
+            // snapshot's rows (all or some, as `approx_put` may have written
+            // more since), so the count below would report corruption that
+            // is not there (issue 21). Its rows are garbage now.
+            if current(tx, board)?.is_some_and(|(id, _)| id > snapshot) {
+                tx.prepare_cached(
+                    "DELETE FROM autoshard_rank_approx_buckets WHERE board = ?1 AND snapshot = ?2",
+                )?
+                .execute(params![board, snapshot])?;
+                return Ok(false);
+            }
             let (rows, counted): (i64, i64) = tx
                 .prepare_cached(
                     "SELECT count(*), coalesce(sum(count), 0) FROM autoshard_rank_approx_buckets \
@@ -199,9 +210,6 @@ impl ApproxStore for Sqlite {
                         "{rows} bucket rows counting {counted} players, not {buckets} counting {total}"
                     ),
                 });
-            }
-            if current(tx, board)?.is_some_and(|(id, _)| id > snapshot) {
-                return Ok(false);
             }
             tx.prepare_cached(
                 "UPDATE autoshard_rank_approx SET current = ?2, total = ?3 WHERE board = ?1",

@@ -16,7 +16,7 @@
 //! boards were deleted before (issue 21).
 
 use super::Sqlite;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::seam::Board;
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -61,9 +61,7 @@ pub(super) fn check_alive(tx: &Transaction<'_>, board: Board<'_>) -> Result<()> 
         .optional()?;
     match name {
         Some(name) if name == board.name => Ok(()),
-        _ => Err(Error::RankingNotFound {
-            name: board.name.into(),
-        }),
+        _ => Err(board.not_found()),
     }
 }
 
@@ -108,7 +106,8 @@ fn delete_counting(db: &Sqlite, name: &str) -> Result<(bool, usize)> {
 }
 
 /// Deletes the rows under every tombstone not yet purged, batch by batch,
-/// then their queued rows in the queue's file, then marks each one
+/// then closes their queues in the queue's file (deleting their queued
+/// rows, so that a stale handle's enqueue is refused), then marks each one
 /// [`PURGED`]; returns how many it purged. Repeating it is harmless: a
 /// crash before the mark leaves the tombstone for the next delete.
 fn purge(db: &Sqlite) -> Result<usize> {
@@ -130,18 +129,7 @@ fn purge(db: &Sqlite) -> Result<usize> {
     for &id in &ids {
         while delete_batch(db, id)? {}
     }
-    let queue = db.queue_db()?;
-    queue.write(|tx| {
-        if !table_exists(tx, "autoshard_rank_queue")? {
-            return Ok(());
-        }
-        for &id in &ids {
-            for table in ["autoshard_rank_queue", "autoshard_rank_queue_heads"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE board = ?1"), [id])?;
-            }
-        }
-        Ok(())
-    })?;
+    super::queue::close(db, &ids)?;
     db.write(|tx| {
         let mut mark = tx.prepare_cached(
             "UPDATE autoshard_rank_boards SET name = ?2 WHERE id = ?1 AND name = ?3",

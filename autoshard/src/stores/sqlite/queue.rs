@@ -18,7 +18,7 @@
 
 use super::Sqlite;
 use crate::error::Result;
-use crate::seam::{queue_shards, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
+use crate::seam::{queue_shards, Board, DeadLetter, QueuedRow, QueuedUpdate, NOTHING_APPLIED};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::collections::HashMap;
@@ -28,7 +28,10 @@ use std::path::PathBuf;
 /// `autoshard_rank_queue_heads` the next sequence number of each queue
 /// shard, so numbers are never reused when a shard runs empty (a `flush`
 /// compares them with a mark taken earlier, and the applied-through marks
-/// rely on them).
+/// rely on them); `autoshard_rank_queue_closed` the deleted boards, which an
+/// append checks in its own transaction: the board's tombstone is in the
+/// other file, where the append cannot see it atomically (one row per
+/// deleted board; ids are never reused, see `lifecycle.rs`).
 const QUEUE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
     board INTEGER NOT NULL,
@@ -45,6 +48,14 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
     next INTEGER NOT NULL,
     PRIMARY KEY (board, queue)
 ) STRICT, WITHOUT ROWID;
+";
+
+/// In the queue's file, beside [`QUEUE_SCHEMA`] (which an earlier version
+/// kept in the board's file, see `prepare`): the deleted boards.
+const CLOSED_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS autoshard_rank_queue_closed (
+    board INTEGER PRIMARY KEY
+) STRICT;
 ";
 
 /// In the board's file: `autoshard_rank_applied` the applied-through mark
@@ -78,6 +89,7 @@ pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
     let queue = db.queue_db()?;
     queue.write(|tx| {
         tx.execute_batch(QUEUE_SCHEMA)?;
+        tx.execute_batch(CLOSED_SCHEMA)?;
         // A queue file made before entry data could be queued.
         let has_data = tx
             .prepare_cached(
@@ -166,8 +178,19 @@ fn move_legacy_queue(db: &Sqlite, queue: &Sqlite) -> Result<()> {
 
 /// One transaction on the queue's file appending `items` to their queue
 /// shards, each shard's items numbered in order from the shard's head.
-pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+///
+/// A deleted board's queue is closed (`close`, in the delete): the append
+/// then fails with [`Error::RankingNotFound`], decided in this transaction,
+/// so no acknowledged update is left behind for a board that is gone.
+pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
+    let (named, board) = (board, board.id);
     db.queue_db()?.write(|tx| {
+        let closed = tx
+            .prepare_cached("SELECT 1 FROM autoshard_rank_queue_closed WHERE board = ?1")?
+            .exists([board])?;
+        if closed {
+            return Err(named.not_found());
+        }
         let mut head = tx.prepare_cached(
             "INSERT INTO autoshard_rank_queue_heads (board, queue, next) VALUES (?1, ?2, ?3) \
              ON CONFLICT (board, queue) DO UPDATE SET next = next + excluded.next \
@@ -190,6 +213,26 @@ pub(super) fn append(db: &Sqlite, board: i64, items: &[QueuedUpdate]) -> Result<
                     item.score,
                     item.data
                 ])?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Closes the queues of deleted boards `ids` and deletes their rows, in one
+/// transaction of the queue's file: an append either committed before (its
+/// rows go here) or finds the board closed.
+pub(super) fn close(db: &Sqlite, ids: &[i64]) -> Result<()> {
+    db.queue_db()?.write(|tx| {
+        tx.execute_batch(QUEUE_SCHEMA)?;
+        tx.execute_batch(CLOSED_SCHEMA)?;
+        let mut close =
+            tx.prepare_cached("INSERT OR IGNORE INTO autoshard_rank_queue_closed VALUES (?1)")?;
+        for &id in ids {
+            close.execute([id])?;
+            for table in ["autoshard_rank_queue", "autoshard_rank_queue_heads"] {
+                tx.execute(&format!("DELETE FROM {table} WHERE board = ?1"), [id])?;
             }
         }
         Ok(())

@@ -103,7 +103,7 @@ impl BoardStore for Postgres {
         queue::prepare(self, &self.boards_sql().queue)
     }
 
-    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+    fn append_queue(&self, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
         queue::append(self, &self.boards_sql().queue, board, items)
     }
 

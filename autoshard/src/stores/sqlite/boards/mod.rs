@@ -101,7 +101,7 @@ impl BoardStore for Sqlite {
         queue::prepare(self)
     }
 
-    fn append_queue(&self, board: i64, items: &[QueuedUpdate]) -> Result<()> {
+    fn append_queue(&self, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
         queue::append(self, board, items)
     }
 
