@@ -357,6 +357,14 @@ pub(crate) trait Storage {
         Ok(None)
     }
 
+    /// The board's native operations, if the store keeps this board in
+    /// structures of its own instead of the count tree
+    /// ([`NativeBoard`](super::NativeBoard)); `None` (the default): the
+    /// ranking layer reads and writes the tree's rows through this trait.
+    fn native(&self) -> Option<&dyn super::NativeBoard> {
+        None
+    }
+
     /// Before a write transaction reads these players' rows: a locking
     /// backend locks them (present or not) until commit.
     fn lock_players(&self, _players: &[&str]) -> Result<()> {

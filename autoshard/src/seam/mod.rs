@@ -19,6 +19,7 @@
 mod approx;
 mod boards;
 mod entities;
+mod native;
 pub(crate) mod query;
 mod ranked;
 mod sums;
@@ -32,6 +33,7 @@ pub(crate) use self::boards::{
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
+pub(crate) use self::native::{NativeBoard, NativeEntry, NativePlace};
 pub(crate) use self::ranked::{BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;

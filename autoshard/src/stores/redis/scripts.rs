@@ -265,6 +265,73 @@ return {'OK', v, r}
     })
 }
 
+/// One read of a native board (`board_tx/native.rs`), version-checked as
+/// [`board_read`] is: `KEYS[2..4]` the ranking order, the distinct scores
+/// and the players, `ARGV[2]` the operation:
+///
+/// - `ABOVE key distinct`: `{players before key, distinct scores before
+///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
+/// - `PLACE player`: `{}` if absent, else `{row, above, distinct above,
+///   players ahead}`;
+/// - `RANGE start stop` (0-based, inclusive): `{start, above, distinct
+///   above, members}`, the counts of the first member's score;
+/// - `AROUND player k`: as `RANGE` over the player's `k` neighbours either
+///   side, `{}` if absent;
+/// - `LEN`: the order's size; `ALL`: `{players hash, order, multiplicities
+///   hash}` for the integrity check.
+pub(crate) fn native_read() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| {
+        Script::new(
+            r#"
+local v = redis.call('GET', KEYS[1]) or '0'
+if ARGV[1] ~= '' and v ~= ARGV[1] then return {'STALE'} end
+local op, o, s, p = ARGV[2], KEYS[2], KEYS[3], KEYS[4]
+local function counts(pre)
+  return redis.call('ZLEXCOUNT', o, '-', '(' .. pre), redis.call('ZLEXCOUNT', s, '-', '(' .. pre)
+end
+local function range(start, stop)
+  local ms = redis.call('ZRANGE', o, start, stop)
+  if #ms == 0 then return {start, 0, 0, ms} end
+  local above, distinct = counts(string.sub(ms[1], 1, 8))
+  return {start, above, distinct, ms}
+end
+local r
+if op == 'ABOVE' then
+  local above = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[3])
+  local distinct = 0
+  if ARGV[4] == '1' then distinct = redis.call('ZLEXCOUNT', s, '-', '(' .. ARGV[3]) end
+  r = {above, distinct}
+elseif op == 'PLACE' or op == 'AROUND' then
+  local row = redis.call('HGET', p, ARGV[3])
+  if not row then
+    r = {}
+  else
+    local ahead = redis.call('ZRANK', o, row .. ARGV[3])
+    if not ahead then return redis.error_reply('autoshard: player ' .. ARGV[3] .. ' is not in the ranking order') end
+    if op == 'PLACE' then
+      local above, distinct = counts(string.sub(row, 1, 8))
+      r = {row, above, distinct, ahead}
+    else
+      local k = tonumber(ARGV[4])
+      r = range(math.max(0, ahead - k), ahead + k)
+    end
+  end
+elseif op == 'RANGE' then
+  r = range(tonumber(ARGV[3]), ARGV[4])
+elseif op == 'LEN' then
+  r = redis.call('ZCARD', o)
+elseif op == 'ALL' then
+  r = {redis.call('HGETALL', p), redis.call('ZRANGE', o, 0, -1), redis.call('HGETALL', KEYS[5])}
+else
+  return redis.error_reply('autoshard: unknown native read ' .. tostring(op))
+end
+return {'OK', v, r}
+"#,
+        )
+    })
+}
+
 /// The types of a board's keys, by their place in `KEYS` of
 /// [`board_commit`] and [`append_queue`]: checked before anything is
 /// written, because a script that fails on a command half-way keeps the
@@ -286,11 +353,19 @@ end
 /// and sets the version to `ARGV[5]`; otherwise `CONFLICT`, nothing
 /// written. `KEYS[3..9]` are the board's nodes, arrivals, players, ranking
 /// order, dead letters, dead-letter counter and entry data, `KEYS[10..]`
-/// the queue shards it deletes from. A write is an opcode, a key's index in
+/// the rest as below. A write is an opcode, a key's index in
 /// `KEYS` and its arguments: `H` field value (`HSET`), `h` field (`HDEL`),
 /// `Z` member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`),
 /// `D` counter-index payload (a dead letter under the counter's next
-/// value); `C` and six key indexes unlinks those keys (a reset).
+/// value); `C`, a count and that many key indexes unlinks those keys (a
+/// reset); `M` player score-key old-row moves a player of a native board
+/// (`board_tx/native.rs`): out of the order (and their old score's
+/// multiplicity, and the distinct scores when it was the last) if
+/// `old-row` (16 bytes) is not empty; then to `score-key` (8 bytes) with
+/// the next arrival of the counter `KEYS[12]`, or, if it is empty, out of
+/// the players and their entry data. `KEYS[10..12]` are a native board's
+/// distinct scores, multiplicities and arrival counter, `KEYS[13..]` the
+/// queue shards.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -299,8 +374,13 @@ pub(crate) fn board_commit() -> &'static Script {
             "{BOARD_TYPES}{}",
             r#"
 if ARGV[4] ~= '' and (redis.call('GET', KEYS[1]) or '0') ~= ARGV[4] then return 'CONFLICT' end
-local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash'})
+local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash', [10] = 'zset', [11] = 'hash', [12] = 'string'})
 if bad then return bad end
+local function be8(n)
+  local b = {}
+  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
+  return string.char(unpack(b))
+end
 local i = 6
 while i <= #ARGV do
   local op, k = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
@@ -313,9 +393,29 @@ while i <= #ARGV do
     local id = redis.call('INCR', KEYS[tonumber(ARGV[i + 2])])
     redis.call('HSET', k, id, ARGV[i + 3]); i = i + 4
   elseif op == 'C' then
-    redis.call('UNLINK', k)
-    for j = 2, 6 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
-    i = i + 7
+    local n = tonumber(ARGV[i + 1])
+    for j = 2, n + 1 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
+    i = i + n + 2
+  elseif op == 'M' then
+    local player, new, old = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    i = i + 4
+    if old ~= '' then
+      redis.call('ZREM', KEYS[6], old .. player)
+      local pre = string.sub(old, 1, 8)
+      if redis.call('HINCRBY', KEYS[11], pre, -1) <= 0 then
+        redis.call('HDEL', KEYS[11], pre)
+        redis.call('ZREM', KEYS[10], pre)
+      end
+    end
+    if new ~= '' then
+      local row = new .. be8(redis.call('INCR', KEYS[12]))
+      redis.call('ZADD', KEYS[6], 0, row .. player)
+      redis.call('HSET', KEYS[5], player, row)
+      if redis.call('HINCRBY', KEYS[11], new, 1) == 1 then redis.call('ZADD', KEYS[10], 0, new) end
+    else
+      redis.call('HDEL', KEYS[5], player)
+      redis.call('HDEL', KEYS[9], player)
+    end
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
   end
