@@ -484,10 +484,43 @@ mod tests {
             // A prefix per case: each case creates its board afresh.
             let n = case.fetch_add(1, Ordering::Relaxed);
             let db = RedisCluster::builder(&nodes).prefix(format!("{base}_{n}")).open()?;
-            let shown = conformance::check(&db, "board", shape, &ops)?;
+            // A tree's name: the count-tree layout, which a split board's
+            // trees keep (`stored_natively`).
+            let shown = conformance::check(&db, "board\u{1f}0", shape, &ops)?;
             prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
         });
         assert!(case.load(Ordering::Relaxed) >= 16, "every case ran");
+    }
+
+    /// A native board answers as the reference after every batch: its
+    /// whole order with ranks, each player's place, the counts above every
+    /// score, and its own integrity check.
+    ///
+    /// Control, reverted: with `ranking/native.rs` moving a player who
+    /// submits the score they hold (a new arrival), this failed with
+    /// `range: got [.. ("player-11", -9, 3, 3, 3), ("player-2", -9, 3, 3,
+    /// 4) ..], want [.. ("player-2", -9, 3, 3, 3), ("player-11", -9, 3, 3,
+    /// 4) ..]`.
+    #[test]
+    fn a_native_board_answers_as_the_reference() {
+        let Some(nodes) = nodes() else {
+            return;
+        };
+        let base = format!(
+            "native_{}_{}",
+            std::process::id(),
+            crate::random::range(0..u32::MAX)
+        );
+        let _cleanup = Cleanup(nodes.clone(), format!("{base}_*"));
+        let case = AtomicU32::new(0);
+        let config = ProptestConfig::with_cases(24);
+        proptest!(config, |((shape, ops) in conformance::cases())| {
+            let n = case.fetch_add(1, Ordering::Relaxed);
+            let db = RedisCluster::builder(&nodes).prefix(format!("{base}_{n}")).open()?;
+            let shown = conformance::check_native(&db, "board", shape, &ops)?;
+            prop_assert!(shown.is_none(), "{}", shown.unwrap_or_default());
+        });
+        assert!(case.load(Ordering::Relaxed) >= 24, "every case ran");
     }
 
     #[test]
