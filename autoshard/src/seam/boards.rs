@@ -228,6 +228,22 @@ pub(crate) trait BoardStore: Send + Sync {
         Ok(None)
     }
 
+    /// Applies `updates` (valid players; tree scores in range, `None`: a
+    /// removal) to a board the store orders natively in one step, under
+    /// the policy whose stored name is `policy`, by their net effect as
+    /// `ranking/apply/` applies a batch, with each update's entry data
+    /// (`None`: none) under the same rules as `apply::store_entry_data`.
+    /// `Ok(false)`: the store does not do this for this board or policy
+    /// (the default), and the caller takes a write transaction instead.
+    fn write_native(
+        &self,
+        _board: Board<'_>,
+        _policy: &str,
+        _updates: &[(&str, Option<i64>, Option<&[u8]>)],
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The names of the boards, sorted.
     fn list_boards(&self) -> Result<Vec<String>>;
 

@@ -286,6 +286,54 @@ impl BoardStore for RedisCluster {
         })
     }
 
+    fn write_native(
+        &self,
+        board: Board<'_>,
+        policy: &str,
+        updates: &[(&str, Option<i64>, Option<&[u8]>)],
+    ) -> Result<bool> {
+        let (_, native) = self.board_spec(board.id)?;
+        if !native || !matches!(policy, "replace" | "best" | "worst") {
+            return Ok(false);
+        }
+        let keys = BoardKeys::new(self.prefix(), board.id);
+        let data = keys.data();
+        let more: Vec<String> = [3, 2, 6, 7, 8, 9]
+            .iter()
+            .map(|&i| data[i].clone())
+            .collect();
+        let mut conn = self.checkout()?;
+        let id = self.next_seq(&mut conn);
+        let mut binary = vec![
+            format!("{}:{}", id.0, id.1).into_bytes(),
+            policy.as_bytes().to_vec(),
+        ];
+        for &(player, score, entry) in updates {
+            binary.push(player.as_bytes().to_vec());
+            binary.push(score.map_or_else(Vec::new, |s| {
+                super::board_codec::descending(s).to_be_bytes().to_vec()
+            }));
+            binary.push(entry.map_or_else(Vec::new, |d| [b"v", d].concat()));
+        }
+        let version = keys.version();
+        let piece = Piece {
+            script: scripts::native_write(),
+            key: &version,
+            slot: keys.slot,
+            args: Vec::new(),
+            binary,
+            more_keys: &more,
+        };
+        match self.run(&mut conn, &piece, id)? {
+            Reply::Gone => Err(super::lifecycle::not_found(board.name)),
+            reply if reply.applied() => Ok(true),
+            other => Err(Error::SchemaMismatch {
+                kind: "redis script".into(),
+                reason: format!("unexpected reply {other:?} to a native write"),
+            }),
+        }
+    }
+
     fn list_boards(&self) -> Result<Vec<String>> {
         self.list()
     }

@@ -428,6 +428,105 @@ return 'OK'
     )
 }
 
+/// A direct write to a native board (`board_tx/native.rs`), whole in one
+/// script: `KEYS[1]` the board's version, `KEYS[3..8]` its ranking order,
+/// players, entry data, distinct scores, multiplicities and arrival
+/// counter; `ARGV[4]` the new version (the operation id), `ARGV[5]` the
+/// policy (`replace`, `best` or `worst`: an increment needs `i64`
+/// arithmetic, which Lua's doubles cannot do, and takes the transaction),
+/// `ARGV[6..]` (player, score key, data) triples: the score's 8-byte key
+/// (empty: a removal), data empty for none, else a `v` before it. The
+/// batch is applied by its net effect as `ranking/apply/` applies one:
+/// values in order under the policy, each player moved once to where their
+/// last change left them, in the order of those changes, and not at all
+/// if that is where they were. `GONE` if the board was deleted.
+pub(crate) fn native_write() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        &format!(
+            "{BOARD_TYPES}{}",
+            r#"
+if redis.call('GET', KEYS[1]) == 'deleted' then return 'GONE' end
+local bad = check_types({[3] = 'zset', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
+if bad then return bad end
+local o, p, e, s, m, c = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local policy = ARGV[5]
+local function less(a, b)
+  for j = 1, 8 do
+    local x, y = string.byte(a, j), string.byte(b, j)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local function be8(n)
+  local b = {}
+  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
+  return string.char(unpack(b))
+end
+local stored, cur, last, data, final, n = {}, {}, {}, {}, {}, 0
+for i = 6, #ARGV, 3 do
+  n = n + 1
+  local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if stored[player] == nil then
+    stored[player] = redis.call('HGET', p, player) or false
+    cur[player] = stored[player] and string.sub(stored[player], 1, 8) or false
+  end
+  local before, after = cur[player], key
+  if key == '' then
+    after = false
+  elseif before and policy == 'best' and not less(key, before) then
+    after = before
+  elseif before and policy == 'worst' and less(key, before) then
+    after = before
+  end
+  if before ~= after then cur[player] = after; last[player] = n end
+  if not after then
+    data[player] = false
+  elseif d ~= '' and (policy == 'replace' or before ~= after) then
+    data[player] = string.sub(d, 2)
+  end
+  final[player] = key ~= '' and after
+end
+local moves = {}
+for player, at in pairs(last) do moves[#moves + 1] = {at, player} end
+table.sort(moves, function(a, b) return a[1] < b[1] end)
+for _, move in ipairs(moves) do
+  local player = move[2]
+  local old, new = stored[player], cur[player]
+  if not (old and new and string.sub(old, 1, 8) == new) and (old or new) then
+    if old then
+      redis.call('ZREM', o, old .. player)
+      local pre = string.sub(old, 1, 8)
+      if redis.call('HINCRBY', m, pre, -1) <= 0 then
+        redis.call('HDEL', m, pre)
+        redis.call('ZREM', s, pre)
+      end
+    end
+    if new then
+      local row = new .. be8(redis.call('INCR', c))
+      redis.call('ZADD', o, 0, row .. player)
+      redis.call('HSET', p, player, row)
+      if redis.call('HINCRBY', m, new, 1) == 1 then redis.call('ZADD', s, 0, new) end
+    else
+      redis.call('HDEL', p, player)
+      redis.call('HDEL', e, player)
+    end
+  end
+end
+for player, d in pairs(data) do
+  if final[player] then
+    if d then redis.call('HSET', e, player, d) else redis.call('HDEL', e, player) end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[4])
+mark()
+return 'OK'
+"#
+        ),
+    )
+}
+
 /// Appends updates to queue shards in one step: `KEYS[1]` the board's
 /// queue heads (shard -> next sequence number), `KEYS[3..]` the shards'
 /// streams in the order of the groups in `ARGV[4..]`: shard, count `n`,
