@@ -172,13 +172,16 @@ pub fn run(_dir: &Path, quick: bool) -> Result<()> {
             });
         }
     });
+    println!("queued: {}", board.queued()?);
     let start = Instant::now();
     let stats = board.worker().batch_size(1_000).drain()?;
     let drained = stats.updates as f64 / start.elapsed().as_secs_f64();
     println!(
-        "\nworker drain, batches of 1,000: {} updates/s ({} updates); `ZADD` from 50 clients: {}/s; ratio {:.2}×",
+        "\nworker drain, batches of 1,000: {} updates/s ({} updates in {} batches, {:.0} ms); `ZADD` from 50 clients: {}/s; ratio {:.2}×",
         thousands(drained as u64),
         thousands(stats.updates),
+        stats.batches,
+        start.elapsed().as_secs_f64() * 1e3,
         thousands(zadd50 as u64),
         drained / zadd50
     );

@@ -11,7 +11,7 @@ use super::storage::Storage;
 use super::tree::Geometry;
 use super::{Entry, Tie};
 use crate::error::Result;
-use crate::seam::{NativeBoard, NativeEntry};
+use crate::seam::{NativeBoard, NativeEntry, RankKind};
 use std::collections::HashMap;
 
 /// [`apply_updates_from`](super::apply::apply_updates_from) on a native
@@ -57,11 +57,12 @@ pub(crate) fn apply(
 
 /// `player`'s rank under `tie`.
 pub(super) fn rank(native: &dyn NativeBoard, player: &str, tie: Tie) -> Result<Option<u64>> {
-    Ok(native.place_of(player)?.map(|p| match tie {
-        Tie::Standard => p.above + 1,
-        Tie::Dense => p.distinct_above + 1,
-        Tie::Ordinal => p.ahead + 1,
-    }))
+    let kind = match tie {
+        Tie::Standard => RankKind::Standard,
+        Tie::Dense => RankKind::Dense,
+        Tie::Ordinal => RankKind::Ordinal,
+    };
+    native.rank_of(player, kind)
 }
 
 /// The store's entries as the ranking's, tree scores and no data yet (as

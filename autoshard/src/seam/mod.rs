@@ -33,7 +33,7 @@ pub(crate) use self::boards::{
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
-pub(crate) use self::native::{NativeBoard, NativeEntry, NativePlace};
+pub(crate) use self::native::{NativeBoard, NativeEntry, RankKind};
 pub(crate) use self::ranked::{BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;

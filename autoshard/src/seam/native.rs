@@ -12,18 +12,15 @@
 
 use crate::error::Result;
 
-/// Where one player stands, counted in one snapshot.
+/// Which rank of a player [`NativeBoard::rank_of`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NativePlace {
-    /// The player's tree score.
-    pub score: i64,
-    /// Players with a strictly better score.
-    pub above: u64,
-    /// Distinct scores strictly better.
-    pub distinct_above: u64,
-    /// Players ahead in ranking order (score, then arrival): the ordinal
-    /// rank minus 1.
-    pub ahead: u64,
+pub(crate) enum RankKind {
+    /// 1 + players strictly better.
+    Standard,
+    /// 1 + distinct scores strictly better.
+    Dense,
+    /// 1 + players ahead in ranking order.
+    Ordinal,
 }
 
 /// One entry of a range of the ranking order, with its ranks counted.
@@ -55,8 +52,9 @@ pub(crate) trait NativeBoard {
     /// `distinct` the distinct scores strictly better too (else 0).
     fn above(&self, score: i64, distinct: bool) -> Result<(u64, u64)>;
 
-    /// `player`'s place, `None` if they are not on the board.
-    fn place_of(&self, player: &str) -> Result<Option<NativePlace>>;
+    /// `player`'s rank of kind `kind` (counting only that), `None` if they
+    /// are not on the board.
+    fn rank_of(&self, player: &str, kind: RankKind) -> Result<Option<u64>>;
 
     /// The entries at ordinal ranks `from..=to` (1-based; fewer past the
     /// end), ranks counted.

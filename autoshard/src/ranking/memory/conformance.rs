@@ -11,7 +11,7 @@ use super::diff;
 use super::harness::{self, Board, Op};
 use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
-use crate::seam::{Board as BoardRef, BoardStore};
+use crate::seam::{Board as BoardRef, BoardStore, RankKind};
 use proptest::prelude::*;
 use std::ops::Range;
 
@@ -102,12 +102,17 @@ pub(crate) fn check_native(
                 return Ok(());
             }
             for e in &want {
-                let place = native.place_of(&e.player)?.expect("on the board");
-                let seen = (place.score, place.above + 1, place.distinct_above + 1);
-                if seen != (e.score, e.rank, e.dense) || place.ahead + 1 != e.position {
-                    shown = Some(format!("place of {}: {place:?}, want {e:?}", e.player));
+                let mut seen = Vec::new();
+                for kind in [RankKind::Standard, RankKind::Dense, RankKind::Ordinal] {
+                    seen.push(native.rank_of(&e.player, kind)?);
+                }
+                if seen != [Some(e.rank), Some(e.dense), Some(e.position)] {
+                    shown = Some(format!("ranks of {}: {seen:?}, want {e:?}", e.player));
                     return Ok(());
                 }
+            }
+            if native.rank_of("nobody", RankKind::Standard)?.is_some() {
+                shown = Some("a rank for a player not on the board".into());
             }
             for &score in &pool {
                 let above = want.iter().filter(|e| e.score > score).count() as u64;

@@ -271,8 +271,9 @@ return {'OK', v, r}
 ///
 /// - `ABOVE key distinct`: `{players before key, distinct scores before
 ///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
-/// - `PLACE player`: `{}` if absent, else `{row, above, distinct above,
-///   players ahead}`;
+/// - `RANK player kind`: nil if absent, else the players before them
+///   (`s`: with a better score; `o`: in ranking order) or the distinct
+///   better scores (`d`);
 /// - `RANGE start stop` (0-based, inclusive): `{start, above, distinct
 ///   above, members}`, the counts of the first member's score;
 /// - `AROUND player k`: as `RANGE` over the player's `k` neighbours either
@@ -302,19 +303,26 @@ if op == 'ABOVE' then
   local distinct = 0
   if ARGV[4] == '1' then distinct = redis.call('ZLEXCOUNT', s, '-', '(' .. ARGV[3]) end
   r = {above, distinct}
-elseif op == 'PLACE' or op == 'AROUND' then
+elseif op == 'AROUND' then
   local row = redis.call('HGET', p, ARGV[3])
   if not row then
     r = {}
   else
     local ahead = redis.call('ZRANK', o, row .. ARGV[3])
     if not ahead then return redis.error_reply('autoshard: player ' .. ARGV[3] .. ' is not in the ranking order') end
-    if op == 'PLACE' then
-      local above, distinct = counts(string.sub(row, 1, 8))
-      r = {row, above, distinct, ahead}
+    local k = tonumber(ARGV[4])
+    r = range(math.max(0, ahead - k), ahead + k)
+  end
+elseif op == 'RANK' then
+  local row = redis.call('HGET', p, ARGV[3])
+  if row then
+    local kind = ARGV[4]
+    if kind == 's' then
+      r = redis.call('ZLEXCOUNT', o, '-', '(' .. string.sub(row, 1, 8))
+    elseif kind == 'd' then
+      r = redis.call('ZLEXCOUNT', s, '-', '(' .. string.sub(row, 1, 8))
     else
-      local k = tonumber(ARGV[4])
-      r = range(math.max(0, ahead - k), ahead + k)
+      r = redis.call('ZRANK', o, row .. ARGV[3])
     end
   end
 elseif op == 'RANGE' then

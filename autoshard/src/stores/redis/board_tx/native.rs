@@ -21,7 +21,7 @@
 
 use super::{BoardTx, Hash, Write, DISTINCT, ORDER};
 use crate::error::{Error, Result};
-use crate::seam::{NativeBoard, NativeEntry, NativePlace, Storage};
+use crate::seam::{NativeBoard, NativeEntry, RankKind, Storage};
 use crate::stores::redis::board_codec::{array, ascending, bytes, descending, pairs};
 use crate::stores::redis::scripts;
 use redis::Value;
@@ -134,31 +134,17 @@ impl NativeBoard for BoardTx<'_> {
         }
     }
 
-    fn place_of(&self, player: &str) -> Result<Option<NativePlace>> {
-        let reply = array(self.native_read("PLACE", &[player.as_bytes()])?);
-        if reply.is_empty() {
-            return Ok(None);
-        }
-        let mut reply = reply.into_iter();
-        let stored = reply.next().and_then(bytes).unwrap_or_default();
-        let (score, _) = parse_row(&stored).ok_or_else(|| {
-            self.corrupt(
-                format!("player {player:?}"),
-                format!("unreadable row {stored:?}"),
-            )
-        })?;
-        match (
-            number(reply.next()),
-            number(reply.next()),
-            number(reply.next()),
-        ) {
-            (Some(above), Some(distinct_above), Some(ahead)) => Ok(Some(NativePlace {
-                score,
-                above,
-                distinct_above,
-                ahead,
-            })),
-            _ => Err(self.bad_reply("place")),
+    fn rank_of(&self, player: &str, kind: RankKind) -> Result<Option<u64>> {
+        let kind: &[u8] = match kind {
+            RankKind::Standard => b"s",
+            RankKind::Dense => b"d",
+            RankKind::Ordinal => b"o",
+        };
+        match self.native_read("RANK", &[player.as_bytes(), kind])? {
+            Value::Nil => Ok(None),
+            reply => number(Some(reply))
+                .map(|n| Some(n + 1))
+                .ok_or_else(|| self.bad_reply("rank")),
         }
     }
 
