@@ -126,6 +126,10 @@ pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
     shards
 }
 
+/// An update [`BoardStore::write_native`] applies: the player, the tree
+/// score (`None`: a removal) and entry data (`None`: none).
+pub(crate) type NativeUpdate<'a> = (&'a str, Option<i64>, Option<&'a [u8]>);
+
 /// The board operations a store implements. Every transaction is on one
 /// board and is retried whole as the store's concurrency demands, so `f`
 /// may run more than once; only the last run's effects commit.
@@ -239,7 +243,7 @@ pub(crate) trait BoardStore: Send + Sync {
         &self,
         _board: Board<'_>,
         _policy: &str,
-        _updates: &[(&str, Option<i64>, Option<&[u8]>)],
+        _updates: &[NativeUpdate<'_>],
     ) -> Result<bool> {
         Ok(false)
     }

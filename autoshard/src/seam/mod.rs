@@ -27,8 +27,9 @@ mod sums;
 pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, StoredSnapshot};
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
+    queue_shards, Board, BoardSpec, BoardStore, NativeUpdate, NodeRow, Part, QueuedRow,
+    QueuedUpdate, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+    NOTHING_APPLIED,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

@@ -290,7 +290,7 @@ impl BoardStore for RedisCluster {
         &self,
         board: Board<'_>,
         policy: &str,
-        updates: &[(&str, Option<i64>, Option<&[u8]>)],
+        updates: &[crate::seam::NativeUpdate<'_>],
     ) -> Result<bool> {
         let (_, native) = self.board_spec(board.id)?;
         if !native || !matches!(policy, "replace" | "best" | "worst") {
