@@ -317,7 +317,7 @@ impl BoardStore for RedisCluster {
         }
         let version = keys.version();
         let piece = Piece {
-            script: scripts::native_write(),
+            script: super::native_scripts::native_write(),
             key: &version,
             slot: keys.slot,
             args: Vec::new(),

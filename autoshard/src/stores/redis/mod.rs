@@ -28,6 +28,7 @@ mod error;
 mod exec;
 mod keys;
 mod lifecycle;
+mod native_scripts;
 mod scripts;
 
 use crate::error::{Error, Result};

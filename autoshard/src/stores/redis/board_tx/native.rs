@@ -16,14 +16,14 @@
 //!
 //! Writes are buffered as [`Write::Move`]s and applied by the
 //! transaction's one commit script (`scripts::board_commit`, opcode `M`),
-//! which also draws the arrivals; reads are one `scripts::native_read`
+//! which also draws the arrivals; reads are one `native_scripts::native_read`
 //! call each, checked against the transaction's version like every read.
 
 use super::{BoardTx, Hash, Write, DISTINCT, ORDER};
 use crate::error::{Error, Result};
 use crate::seam::{NativeBoard, NativeEntry, RankKind, Storage};
 use crate::stores::redis::board_codec::{array, ascending, bytes, descending, pairs};
-use crate::stores::redis::scripts;
+use crate::stores::redis::native_scripts;
 use redis::Value;
 use std::collections::HashMap;
 
@@ -56,7 +56,7 @@ impl BoardTx<'_> {
             self.data[Hash::Players as usize].as_str(),
             self.data[DISTINCT + 1].as_str(),
         ];
-        self.read_with(scripts::native_read(), &keys, op, args)
+        self.read_with(native_scripts::native_read(), &keys, op, args)
     }
 
     fn bad_reply(&self, what: &str) -> Error {
