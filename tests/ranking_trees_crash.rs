@@ -143,9 +143,15 @@ impl Db {
 
     /// A fresh split `Increment` board.
     fn create(&self) -> Ranking {
+        self.create_with(TREES)
+    }
+
+    /// A fresh `Increment` board of `trees` trees (one: on Redis Cluster a
+    /// board stored natively, in sorted sets).
+    fn create_with(&self, trees: u32) -> Ranking {
         let config = RankingConfig::new(0..1_000_000)
             .policy(Policy::Increment)
-            .trees(TREES);
+            .trees(trees);
         board_at(self.location(), Some(config))
     }
 }
@@ -191,6 +197,13 @@ fn child_process() {
             say("ready");
             std::thread::sleep(CHILD_LIFETIME);
             worker.stop().unwrap();
+        }
+        "writer" => {
+            say("ready");
+            for i in 0.. {
+                board.set_score("ann", 1).unwrap();
+                say(&format!("ack {i}"));
+            }
         }
         "abort-after-one" => {
             autoshard::__private::queue_hooks::abort_before_delete(1);
@@ -254,8 +267,13 @@ fn exactly_once(board: &Ranking, sent: &HashMap<String, i64>) -> Result<(), Stri
 /// kill, every update applied exactly once after the restart. Kills land
 /// up to `max_delay` after the child is ready.
 fn kill_rounds(db: &Db, rounds: u64, max_delay: Duration) {
+    kill_rounds_of(db, TREES, rounds, max_delay);
+}
+
+/// [`kill_rounds`] on a board of `trees` trees.
+fn kill_rounds_of(db: &Db, trees: u32, rounds: u64, max_delay: Duration) {
     let _serial = serial();
-    let board = db.create();
+    let board = db.create_with(trees);
     let seed = rand::random::<u64>();
     eprintln!("seed {seed}");
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -265,7 +283,7 @@ fn kill_rounds(db: &Db, rounds: u64, max_delay: Duration) {
         enqueue(&board, &mut rng, PER_ROUND, &mut sent);
         let mode = match round % 5 {
             4 => "all".to_owned(),
-            _ => format!("tree-{}", rng.random_range(0..TREES)),
+            _ => format!("tree-{}", rng.random_range(0..trees)),
         };
         let delay = rng.random_range(Duration::ZERO..max_delay);
         let queued = board.queued().unwrap();
@@ -291,6 +309,49 @@ fn kill_rounds(db: &Db, rounds: u64, max_delay: Duration) {
     );
     // The restart: this process drains what the children left.
     exactly_once(&db.open(), &sent).unwrap();
+}
+
+/// A child adding 1 to one player of an `Increment` board with direct
+/// writes (each a write transaction whose commit is one script) is killed
+/// `rounds` times at a random moment: each round the score grows by the
+/// writes the child acknowledged, or by one more (the write in flight when
+/// it died, committed without its reply), never by less or by two more;
+/// the board's integrity holds after every kill.
+fn kill_writers(db: &Db, trees: u32, rounds: u64, max_delay: Duration) {
+    let _serial = serial();
+    let board = db.create_with(trees);
+    let seed = rand::random::<u64>();
+    eprintln!("seed {seed}");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (mut killed, mut in_flight) = (0, 0);
+    for _ in 0..rounds {
+        let before = board.score("ann").unwrap().unwrap_or(0);
+        let delay = rng.random_range(Duration::from_millis(20)..max_delay);
+        let run = db.spawn("writer").kill_after(delay);
+        killed += u64::from(run.killed());
+        db.settle();
+        let acked = run.acks().count() as i64;
+        let after = db.open();
+        after.check_integrity().unwrap();
+        let grown = after.score("ann").unwrap().unwrap_or(0) - before;
+        assert!(
+            grown == acked || grown == acked + 1,
+            "{acked} writes acknowledged, the score grew by {grown}"
+        );
+        in_flight += u64::from(grown == acked + 1);
+    }
+    eprintln!("{killed} kills, {in_flight} with the write in flight applied");
+    assert!(
+        killed >= rounds * 3 / 4,
+        "only {killed} of {rounds} children were killed"
+    );
+}
+
+/// A writer of a board Redis Cluster stores natively killed mid-write.
+#[cfg(feature = "redis")]
+#[test]
+fn redis_a_writer_of_a_native_board_killed_mid_write_counts_each_write_once() {
+    kill_writers(&Db::redis(), 1, kills(KILLS), Duration::from_millis(400));
 }
 
 /// A child applies one batch of tree 0 and dies before the queue's delete;
@@ -349,6 +410,17 @@ fn postgres_the_worker_of_one_of_k_trees_killed_mid_batch_applies_each_update_on
 #[test]
 fn redis_the_worker_of_one_of_k_trees_killed_mid_batch_applies_each_update_once() {
     kill_rounds(&Db::redis(), kills(KILLS), Duration::from_millis(150));
+}
+
+/// The same on a board of one tree, which Redis Cluster stores natively
+/// (sorted sets, no count tree): a worker batch is one transaction whose
+/// commit script applies the moves, trims the queue entries it took and
+/// moves the version, so a kill anywhere leaves the batch applied with its
+/// entries gone, or neither.
+#[cfg(feature = "redis")]
+#[test]
+fn redis_the_worker_of_a_native_board_killed_mid_batch_applies_each_update_once() {
+    kill_rounds_of(&Db::redis(), 1, kills(KILLS), Duration::from_millis(150));
 }
 
 #[test]

@@ -58,6 +58,54 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
     assert!(used.len() >= 2, "12 boards on masters {used:?}");
 }
 
+/// A board of one tree is stored natively: its keys are the ranking
+/// order, players, distinct scores, their counts, the arrival counter, the
+/// version and the queue's heads and stream; no count-tree rows (`:n`, `:a`), whatever wrote
+/// it (direct writes of each kind, a submission, a drained queue). A split
+/// board's trees keep the count tree, which its merged queries descend.
+///
+/// Control: with `stored_natively` in `stores/redis/boards.rs` answering
+/// `false`, the test fails at the first `assert_eq!` with `left: {"a",
+/// "h", "n", "o", "p", "q0", "v"}`.
+#[test]
+fn a_board_of_one_tree_keeps_no_count_tree_on_redis() {
+    use autoshard::ranking::Policy;
+    let store = RedisCluster::fresh();
+    let board = Ranking::create(&*store, "native", RankingConfig::new(0..100)).unwrap();
+    board.set_score("a", 5).unwrap();
+    board.set_scores(&[("b", 7), ("c", 7)]).unwrap();
+    board.submit("d", 9).unwrap();
+    assert!(board.remove("c").unwrap());
+    board.enqueue("e", 3).unwrap();
+    board.worker().drain().unwrap();
+    let inc = RankingConfig::new(0..100).policy(Policy::Increment);
+    let sums = Ranking::create(&*store, "sums", inc).unwrap();
+    sums.set_score("a", 2).unwrap();
+    let all: BTreeSet<String> = rc::scan(&format!("{}:*:rk*", store.prefix()))
+        .into_iter()
+        .map(|(_, key)| key.rsplit(':').next().unwrap().to_owned())
+        .collect();
+    // `q0`: the queue shard's stream, emptied by the drain's commit.
+    let want: BTreeSet<String> = ["c", "h", "m", "o", "p", "q0", "s", "v"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(all, want);
+    assert_eq!(board.rank("b", Tie::Ordinal).unwrap(), Some(2));
+    assert_eq!(board.page(1, 4).unwrap().len(), 4);
+    assert_eq!(sums.score("a").unwrap(), Some(2));
+    board.check_integrity().unwrap();
+
+    let split = RankingConfig::new(0..100).trees(2);
+    let split = Ranking::create(&*store, "split", split).unwrap();
+    split.set_scores(&[("a", 1), ("b", 2), ("c", 3)]).unwrap();
+    let all: BTreeSet<String> = rc::scan(&format!("{}:*:rk*", store.prefix()))
+        .into_iter()
+        .map(|(_, key)| key.rsplit(':').next().unwrap().to_owned())
+        .collect();
+    assert!(all.contains("n") && all.contains("a"), "{all:?}");
+}
+
 /// Entry data is a hash in the board's slot, and a reset unlinks every key
 /// of the board's data (entry data included) but its version and the
 /// dead-letter counter, while a board next to it keeps everything.

@@ -35,6 +35,7 @@ mod query;
 mod ranking;
 mod ranking_queue;
 mod ranking_trees;
+mod redis_boards;
 mod redis_cluster;
 mod stats;
 mod sweep;
@@ -43,7 +44,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|approx|entity-board|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -53,7 +54,9 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
-            | "composite" | "family" | "approx" | "entity-board" => which.push(arg),
+            | "redis-boards" | "composite" | "family" | "approx" | "entity-board" => {
+                which.push(arg)
+            }
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -96,6 +99,7 @@ fn main() {
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
+            "redis-boards" => redis_boards::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),

@@ -61,6 +61,7 @@ pub struct Fresh<S> {
     rows: Box<dyn Fn(&str) -> Rows + Send + Sync>,
     documents: Box<dyn Fn(&str) -> Documents + Send + Sync>,
     rank_nodes: Box<dyn Fn(&str) -> RankNodes + Send + Sync>,
+    keeps_tree: Box<dyn Fn(&str) -> bool + Send + Sync>,
     execute: Box<dyn Fn(&str) -> u64 + Send + Sync>,
     execute_queue: Box<dyn Fn(&str) -> u64 + Send + Sync>,
     // Dropped last: the temporary directory or the schema.
@@ -109,6 +110,15 @@ impl<S> Fresh<S> {
     /// store's back.
     pub fn rank_nodes(&self, board: &str) -> RankNodes {
         (self.rank_nodes)(board)
+    }
+
+    /// Whether board `board` is stored as the count tree, whose rows
+    /// [`rank_nodes`](Self::rank_nodes) returns. A board Redis Cluster
+    /// orders natively keeps none: its `rank_nodes` are its sorted sets'
+    /// members, as negative heights, so that "nothing was written" can
+    /// still be checked.
+    pub fn keeps_tree(&self, board: &str) -> bool {
+        (self.keeps_tree)(board)
     }
 
     /// Runs one SQL statement behind the store's back (unqualified table
@@ -171,6 +181,7 @@ impl TestStore for Sqlite {
             rows: Box::new(move |base| sqlite_rows(&rows_path, base)),
             documents: Box::new(move |base| sqlite_documents(&docs_path, base)),
             rank_nodes: Box::new(move |board| sqlite_rank_nodes(&path, board)),
+            keeps_tree: Box::new(|_| true),
             execute: Box::new(move |sql| sqlite_execute(&sql_path, sql)),
             execute_queue: Box::new(move |sql| sqlite_execute(&queue_path, sql)),
             _cleanup: Box::new(dir),

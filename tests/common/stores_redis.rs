@@ -133,12 +133,11 @@ pub fn rows(prefix: &str, base: &str) -> Rows {
 /// names its id, the board's `n` hash holds `height:idx:part:shard`
 /// fields (see `stores/redis/boards.rs`).
 pub fn rank_nodes(prefix: &str, board: &str) -> RankNodes {
-    let registry = scan(&format!("{prefix}:*:boards"));
-    let (_, registry) = registry.first().expect("no board registry");
-    let record = hgetall(registry)
-        .remove(board)
-        .unwrap_or_else(|| panic!("no board {board:?}"));
+    let record = record(prefix, board);
     let id = record.split('|').next().unwrap();
+    if record.ends_with("|~native") {
+        return native_rows(prefix, id);
+    }
     let Some((_, nodes)) = scan(&format!("{prefix}:*:rk{id}:n")).pop() else {
         return RankNodes::new();
     };
@@ -154,6 +153,44 @@ pub fn rank_nodes(prefix: &str, board: &str) -> RankNodes {
         return rows;
     }
     panic!("no master serves {nodes}")
+}
+
+/// Board `board`'s registry record under `prefix`.
+fn record(prefix: &str, board: &str) -> String {
+    let registry = scan(&format!("{prefix}:*:boards"));
+    let (_, registry) = registry.first().expect("no board registry");
+    hgetall(registry)
+        .remove(board)
+        .unwrap_or_else(|| panic!("no board {board:?}"))
+}
+
+/// Whether board `board` is stored natively (sorted sets, no count tree).
+pub fn native(prefix: &str, board: &str) -> bool {
+    record(prefix, board).ends_with("|~native")
+}
+
+/// A native board's sorted sets as rows: the ranking order's members
+/// under height -1, the distinct scores under -2, by position, each
+/// member's bytes as numbers.
+fn native_rows(prefix: &str, id: &str) -> RankNodes {
+    let mut rows = RankNodes::new();
+    for (height, set) in [(-1, "o"), (-2, "s")] {
+        let Some((n, key)) = scan(&format!("{prefix}:*:rk{id}:{set}")).pop() else {
+            continue;
+        };
+        let mut conn = masters().into_iter().nth(n).unwrap();
+        let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .unwrap();
+        for (i, member) in members.into_iter().enumerate() {
+            let v = member.into_iter().map(i64::from).collect();
+            rows.insert((height, i as i64, 0, 0), v);
+        }
+    }
+    rows
 }
 
 /// Removes every key under a test's prefix when the test ends.
@@ -220,6 +257,7 @@ impl TestStore for RedisCluster {
         let rows_prefix = prefix.clone();
         let docs_prefix = prefix.clone();
         let nodes_prefix = prefix.clone();
+        let tree_prefix = prefix.clone();
         Fresh {
             store: open(&options),
             open: Box::new(open),
@@ -231,6 +269,7 @@ impl TestStore for RedisCluster {
                     .collect()
             }),
             rank_nodes: Box::new(move |board| rank_nodes(&nodes_prefix, board)),
+            keeps_tree: Box::new(move |board| !native(&tree_prefix, board)),
             execute: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
             execute_queue: Box::new(|_| panic!("Redis Cluster has no SQL to execute")),
             _cleanup: Box::new(cleanup),

@@ -45,10 +45,14 @@ fn code_jam_example<S: Boards>() {
 
     // Four levels, and the root counts 0-26, 27-53 and 54-80 as in the
     // figure (one shard: the root is one row).
-    let nodes = store.rank_nodes("codejam");
-    let depth = nodes.keys().map(|k| k.0).max().unwrap();
-    assert_eq!(depth, 4);
-    assert_eq!(nodes[&(4, 0, 0, 0)], [9, 15, 10]); // 0,3..24 | 27,30,30,31..53 | 54..
+    // Row for row where the store keeps the tree (a board Redis Cluster
+    // orders natively has none; its answers are checked above).
+    if store.keeps_tree("codejam") {
+        let nodes = store.rank_nodes("codejam");
+        let depth = nodes.keys().map(|k| k.0).max().unwrap();
+        assert_eq!(depth, 4);
+        assert_eq!(nodes[&(4, 0, 0, 0)], [9, 15, 10]); // 0,3..24 | 27,30,30,31..53 | 54..
+    }
     board.check_integrity().unwrap();
 }
 

@@ -134,6 +134,11 @@ fn sharded_writes_from_four_threads_match_the_oracle<S: Boards>() {
 
     // The root's total over its shard rows is the number of players, no
     // node sums to a negative count, and the writers did spread over shards.
+    // Row for row where the store keeps the tree (a board Redis Cluster
+    // orders natively has none; its answers are checked above).
+    if !store.keeps_tree("mt") {
+        return;
+    }
     let sums = part_a_sums(&store, "mt");
     assert!(sums.values().flatten().all(|&n| n >= 0));
     let root_height = sums.keys().map(|k| k.0).max().unwrap();

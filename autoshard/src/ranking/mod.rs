@@ -59,6 +59,7 @@ mod integrity;
 mod lifecycle;
 #[cfg(test)]
 pub(crate) mod memory;
+mod native;
 mod policy;
 mod query;
 mod queue;

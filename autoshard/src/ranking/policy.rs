@@ -336,12 +336,17 @@ impl Ranking {
                 let offset = g.offset(tree).expect("checked by the update");
                 Ok(query::place_of(st, g, offset, Want::default())?.above)
             };
-            let new_rank = above(new)? + 1;
-            // Counted after the update: the player is above their old
-            // score now exactly when they moved up, and was not before.
-            let old_rank = match step.before {
-                Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
-                None => None,
+            let (old_rank, new_rank) = match st.native() {
+                Some(native) => super::native::submission_ranks(native, step.before, new)?,
+                // Counted after the update: the player is above their old
+                // score now exactly when they moved up, and was not before.
+                None => (
+                    match step.before {
+                        Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
+                        None => None,
+                    },
+                    above(new)? + 1,
+                ),
             };
             Ok(Submission {
                 old_score: match step.before {

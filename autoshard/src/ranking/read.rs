@@ -7,7 +7,7 @@ use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{approx, integrity, Entry, Order, Ranking, Tie};
+use super::{approx, integrity, native, Entry, Order, Ranking, Tie};
 use crate::error::{Error, Result};
 
 impl Ranking {
@@ -25,7 +25,10 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.rank_of_offset(offset);
         }
-        self.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above + 1))
+        self.read(|st, g| match st.native() {
+            Some(native) => Ok(native.above(tree, false)?.0 + 1),
+            None => Ok(query::place_of(st, g, offset, Want::default())?.above + 1),
+        })
     }
 
     /// `player`'s rank under `tie`, or `None` if they are not on the board.
@@ -42,6 +45,9 @@ impl Ranking {
             return split.rank(player, tie);
         }
         self.read(|st, g| {
+            if let Some(native) = st.native() {
+                return native::rank(native, player, tie);
+            }
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(None);
             };
@@ -94,9 +100,12 @@ impl Ranking {
             return split.score_at_rank(rank);
         }
         let rules = self.rules();
-        self.read(|st, g| match query::locate(st, g, rank)? {
-            Some(l) => Ok(Some(rules.checked_score(st, g, l.score)?)),
-            None => Ok(None),
+        self.read(|st, g| {
+            let tree = match st.native() {
+                Some(native) => native.range(rank, rank)?.pop().map(|e| e.score),
+                None => query::locate(st, g, rank)?.map(|l| l.score),
+            };
+            tree.map(|t| rules.checked_score(st, g, t)).transpose()
         })
     }
 
@@ -132,7 +141,13 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.page(from, to);
         }
-        self.read(|st, g| self.entries(st, g, query::page(st, g, from, to)?))
+        self.read(|st, g| {
+            let found = match st.native() {
+                Some(native) => native::entries(native.range(from, to)?),
+                None => query::page(st, g, from, to)?,
+            };
+            self.entries(st, g, found)
+        })
     }
 
     /// Entries as a query found them, with their scores back from tree
@@ -179,6 +194,9 @@ impl Ranking {
             return split.around(player, k);
         }
         self.read(|st, g| {
+            if let Some(native) = st.native() {
+                return self.entries(st, g, native::entries(native.around(player, k)?));
+            }
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
             };
@@ -209,7 +227,10 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.len();
         }
-        self.read(|st, g| query::len(st, g))
+        self.read(|st, g| match st.native() {
+            Some(native) => native.len(),
+            None => query::len(st, g),
+        })
     }
 
     /// Whether no player is on the board.
@@ -235,7 +256,10 @@ impl Ranking {
             return split.check_integrity();
         }
         let shards = self.inner.config.shard_count();
-        self.read(|st, g| integrity::check(st, g, shards))
+        self.read(|st, g| match st.native() {
+            Some(native) => native.check(),
+            None => integrity::check(st, g, shards),
+        })
     }
 }
 

@@ -60,6 +60,9 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.set_score(player, score);
         }
+        if self.write_native(&[(player, Some(score))])? {
+            return Ok(());
+        }
         self.write(&[(player, Some(score))]).map(drop)
     }
 
@@ -106,7 +109,31 @@ impl Ranking {
             return Ok(());
         }
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
+        if self.write_native(&updates)? {
+            return Ok(());
+        }
         self.write(&updates).map(drop)
+    }
+
+    /// Applies validated updates in one step where the store orders this
+    /// board natively and can apply the board's policy itself
+    /// ([`BoardStore::write_native`](crate::seam::BoardStore)): `false`
+    /// if it cannot, and nothing was written. Only where the caller needs
+    /// no step back: a resent step that was applied answers only that.
+    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<bool> {
+        let rules = self.rules();
+        if self.inner.tree_member || rules.approx || rules.policy == super::Policy::Increment {
+            return Ok(false);
+        }
+        let mut tree = Vec::with_capacity(updates.len());
+        for &(player, value) in updates {
+            let score = value
+                .map(|v| rules.tree_score(self.geometry(), v))
+                .transpose()?;
+            tree.push((player, score, None));
+        }
+        let policy = rules.policy.stored();
+        self.inner.boards.write_native(self.board(), policy, &tree)
     }
 
     /// Checks one queued update (player name, value) without writing.

@@ -147,6 +147,10 @@ pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
     shards
 }
 
+/// An update [`BoardStore::write_native`] applies: the player, the tree
+/// score (`None`: a removal) and entry data (`None`: none).
+pub(crate) type NativeUpdate<'a> = (&'a str, Option<i64>, Option<&'a [u8]>);
+
 /// The board operations a store implements. Every transaction is on one
 /// board and is retried whole as the store's concurrency demands, so `f`
 /// may run more than once; only the last run's effects commit.
@@ -255,6 +259,22 @@ pub(crate) trait BoardStore: Send + Sync {
     /// (the default): in this store, under the tree's own board name.
     fn tree_store(&self, _tree: u32) -> Result<Option<std::sync::Arc<dyn BoardStore>>> {
         Ok(None)
+    }
+
+    /// Applies `updates` (valid players; tree scores in range, `None`: a
+    /// removal) to a board the store orders natively in one step, under
+    /// the policy whose stored name is `policy`, by their net effect as
+    /// `ranking/apply/` applies a batch, with each update's entry data
+    /// (`None`: none) under the same rules as `apply::store_entry_data`.
+    /// `Ok(false)`: the store does not do this for this board or policy
+    /// (the default), and the caller takes a write transaction instead.
+    fn write_native(
+        &self,
+        _board: Board<'_>,
+        _policy: &str,
+        _updates: &[NativeUpdate<'_>],
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     /// The names of the boards, sorted.
@@ -384,6 +404,14 @@ pub(crate) trait Storage {
     /// the store's read (and any lock a read takes).
     fn bump_generation(&self) -> Result<Option<u64>> {
         Ok(None)
+    }
+
+    /// The board's native operations, if the store keeps this board in
+    /// structures of its own instead of the count tree
+    /// ([`NativeBoard`](super::NativeBoard)); `None` (the default): the
+    /// ranking layer reads and writes the tree's rows through this trait.
+    fn native(&self) -> Option<&dyn super::NativeBoard> {
+        None
     }
 
     /// Before a write transaction reads these players' rows: a locking

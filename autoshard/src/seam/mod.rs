@@ -19,6 +19,7 @@
 mod approx;
 mod boards;
 mod entities;
+mod native;
 pub(crate) mod query;
 mod ranked;
 mod sums;
@@ -27,13 +28,14 @@ pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, 
 pub(crate) use self::boards::not_found;
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
-    PART_SEPARATOR,
+    queue_shards, Board, BoardSpec, BoardStore, NativeUpdate, NodeRow, Part, QueuedRow,
+    QueuedUpdate, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+    NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
+pub(crate) use self::native::{NativeBoard, NativeEntry, RankKind};
 pub(crate) use self::ranked::{BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;

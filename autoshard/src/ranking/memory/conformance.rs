@@ -11,7 +11,7 @@ use super::diff;
 use super::harness::{self, Board, Op};
 use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
-use crate::seam::{Board as BoardRef, BoardStore};
+use crate::seam::{Board as BoardRef, BoardStore, RankKind};
 use proptest::prelude::*;
 use std::ops::Range;
 
@@ -56,4 +56,86 @@ pub(crate) fn check(
         Ok(())
     })?;
     Ok(shown)
+}
+
+/// [`check`] for a board the store orders natively (no rows to compare):
+/// after each op, the store's native range over the whole board is the
+/// oracle's list, ranks and places included, and each player's place and
+/// the counts above every pool score agree with it. The difference, if
+/// any. `name` must make a native board.
+pub(crate) fn check_native(
+    store: &dyn BoardStore,
+    name: &str,
+    (range, branching, shards, pool): Shape,
+    ops: &[Op],
+) -> Result<Option<String>, TestCaseError> {
+    let config = RankingConfig::new(range.clone())
+        .branching(branching)
+        .shards(shards);
+    let id = store.create_board(name, &config.spec())?;
+    let at = BoardRef { id, name };
+    let board = Board::new(range, branching, shards);
+    let mut oracle = harness::Oracle::default();
+    for op in ops {
+        harness::run(&board, &mut oracle, &pool, op)?;
+        let names = op.names();
+        let updates = op.updates(&names, &pool);
+        store.write_board(at, &mut |st| {
+            let rules = Rules::default();
+            apply_updates(st, board.g(), rules, op.shard % shards, &updates, None).map(drop)
+        })?;
+        let want = oracle.entries();
+        let mut shown = None;
+        store.read_board(at, &mut |st| {
+            let native = st.native().expect("a native board");
+            let got = native.range(1, u64::MAX)?;
+            let got: Vec<_> = got
+                .iter()
+                .map(|e| (e.player.as_str(), e.score, e.rank, e.dense, e.position))
+                .collect();
+            let expected: Vec<_> = want
+                .iter()
+                .map(|e| (e.player.as_str(), e.score, e.rank, e.dense, e.position))
+                .collect();
+            if got != expected {
+                shown = Some(format!("range: got {got:?}, want {expected:?}"));
+                return Ok(());
+            }
+            for e in &want {
+                let mut seen = Vec::new();
+                for kind in [RankKind::Standard, RankKind::Dense, RankKind::Ordinal] {
+                    seen.push(native.rank_of(&e.player, kind)?);
+                }
+                if seen != [Some(e.rank), Some(e.dense), Some(e.position)] {
+                    shown = Some(format!("ranks of {}: {seen:?}, want {e:?}", e.player));
+                    return Ok(());
+                }
+            }
+            if native.rank_of("nobody", RankKind::Standard)?.is_some() {
+                shown = Some("a rank for a player not on the board".into());
+            }
+            for &score in &pool {
+                let above = want.iter().filter(|e| e.score > score).count() as u64;
+                let mut distinct: Vec<i64> = want
+                    .iter()
+                    .filter(|e| e.score > score)
+                    .map(|e| e.score)
+                    .collect();
+                distinct.dedup();
+                let got = native.above(score, true)?;
+                if got != (above, distinct.len() as u64) {
+                    shown = Some(format!("above {score}: {got:?}"));
+                    return Ok(());
+                }
+            }
+            if native.len()? != want.len() as u64 {
+                shown = Some(format!("len {}", native.len()?));
+            }
+            native.check()
+        })?;
+        if shown.is_some() {
+            return Ok(shown);
+        }
+    }
+    Ok(None)
 }

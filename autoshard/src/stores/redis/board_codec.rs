@@ -148,8 +148,14 @@ pub(crate) fn queued_row(entry: Value) -> std::result::Result<QueuedRow, String>
     })
 }
 
-/// A board's registry record: its id and configuration, `|`-separated.
-pub(super) fn record(id: i64, spec: &BoardSpec) -> String {
+/// The last field of the record of a board stored natively (sorted sets,
+/// no count tree: `board_tx/native.rs`). Boards recorded without it keep
+/// the count tree's layout and are served by it, as before.
+const NATIVE: &str = "~native";
+
+/// A board's registry record: its id and configuration, `|`-separated,
+/// and [`NATIVE`] last for a natively stored board.
+pub(super) fn record(id: i64, spec: &BoardSpec, native: bool) -> String {
     let record = format!(
         "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
         spec.min,
@@ -163,13 +169,19 @@ pub(super) fn record(id: i64, spec: &BoardSpec) -> String {
     );
     // A composite board's dimensions are a tenth field (they hold no `|`),
     // so every other board's record stays as it was.
-    match spec.dims.as_str() {
+    let record = match spec.dims.as_str() {
         "" => record,
         dims => format!("{record}|{dims}"),
+    };
+    match native {
+        true => format!("{record}|{NATIVE}"),
+        false => record,
     }
 }
 
-pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)> {
+/// A registry record's id, configuration and whether the board is stored
+/// natively.
+pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, bool)> {
     let corrupt = || Error::Corrupt {
         kind: "ranking",
         id: name.to_owned(),
@@ -177,6 +189,10 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
         reason: format!("unreadable registry record {stored:?}"),
     };
     let mut fields: Vec<&str> = stored.split('|').collect();
+    let native = fields.last() == Some(&NATIVE);
+    if native {
+        fields.pop();
+    }
     let dims = match fields.len() {
         10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
         _ => "",
@@ -200,7 +216,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
         ),
         _ => return Err(corrupt()),
     };
-    let spec = || -> Option<(i64, BoardSpec)> {
+    let spec = || -> Option<(i64, BoardSpec, bool)> {
         Some((
             id.parse().ok()?,
             BoardSpec {
@@ -216,6 +232,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec)>
                 buckets: 0,
                 exact_top: 0,
             },
+            native,
         ))
     };
     spec().ok_or_else(corrupt)
@@ -271,16 +288,20 @@ mod tests {
             exact_top: 0,
         };
         assert_eq!(
-            parse_record("b", &record(42, &spec)).unwrap(),
-            (42, spec.clone())
+            parse_record("b", &record(42, &spec, false)).unwrap(),
+            (42, spec.clone(), false)
+        );
+        assert_eq!(
+            parse_record("b", &record(42, &spec, true)).unwrap(),
+            (42, spec.clone(), true)
         );
         let composite = BoardSpec {
             dims: "h:0:10,l:-5:5".into(),
             ..spec.clone()
         };
         assert_eq!(
-            parse_record("b", &record(7, &composite)).unwrap(),
-            (7, composite)
+            parse_record("b", &record(7, &composite, true)).unwrap(),
+            (7, composite, true)
         );
         // A record from before policies and orders reads as the defaults.
         let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();

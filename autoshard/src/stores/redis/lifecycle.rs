@@ -71,7 +71,7 @@ impl RedisCluster {
         let Some(stored) = stored else {
             return Ok(false);
         };
-        let (id, spec) = parse_record(name, &stored)?;
+        let (id, spec, _) = parse_record(name, &stored)?;
         let keys = BoardKeys::new(self.prefix(), id);
         let mut invocation = delete_script().prepare_invoke();
         invocation.key(keys.version()).arg(DELETED);

@@ -28,6 +28,7 @@ mod error;
 mod exec;
 mod keys;
 mod lifecycle;
+mod native_scripts;
 mod scripts;
 
 use crate::error::{Error, Result};
@@ -255,7 +256,8 @@ struct Inner {
     kinds: KindCache<entities::KindInfo>,
     /// The shape of every board this handle created or opened, by id: a
     /// board's shape never changes, and its transactions need it.
-    boards: Mutex<HashMap<i64, BoardSpec>>,
+    /// Boards' shapes by id, and whether each is stored natively.
+    boards: Mutex<HashMap<i64, (BoardSpec, bool)>>,
     options: RedisClusterBuilder,
 }
 

@@ -48,7 +48,7 @@ local function mark()
 end
 "#;
 
-fn script(cell: &'static OnceLock<Script>, body: &str) -> &'static Script {
+pub(super) fn script(cell: &'static OnceLock<Script>, body: &str) -> &'static Script {
     cell.get_or_init(|| Script::new(&format!("{PRELUDE}{body}")))
 }
 
@@ -231,7 +231,8 @@ return 'OK'
     )
 }
 
-/// One read of a board transaction, and the version it read at: `KEYS[2]`
+/// One read of a board transaction, and the version it read at (a
+/// native board's reads: `native_scripts.rs`): `KEYS[2]`
 /// is the key read, `ARGV[1]` the version every earlier read of the
 /// transaction saw (empty before the first), `ARGV[2]` the command,
 /// `ARGV[3..]` its arguments. `{'STALE'}` if a write transaction committed
@@ -269,7 +270,7 @@ return {'OK', v, r}
 /// [`board_commit`] and [`append_queue`]: checked before anything is
 /// written, because a script that fails on a command half-way keeps the
 /// writes it made before (Redis does not roll scripts back).
-const BOARD_TYPES: &str = r#"
+pub(super) const BOARD_TYPES: &str = r#"
 local function check_types(types)
   for i = 3, #KEYS do
     local want = types[i] or 'stream'
@@ -286,11 +287,19 @@ end
 /// and sets the version to `ARGV[5]`; otherwise `CONFLICT`, nothing
 /// written. `KEYS[3..9]` are the board's nodes, arrivals, players, ranking
 /// order, dead letters, dead-letter counter and entry data, `KEYS[10..]`
-/// the queue shards it deletes from. A write is an opcode, a key's index in
+/// the rest as below. A write is an opcode, a key's index in
 /// `KEYS` and its arguments: `H` field value (`HSET`), `h` field (`HDEL`),
 /// `Z` member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`),
 /// `D` counter-index payload (a dead letter under the counter's next
-/// value); `C` and six key indexes unlinks those keys (a reset).
+/// value); `C`, a count and that many key indexes unlinks those keys (a
+/// reset); `M` player score-key old-row moves a player of a native board
+/// (`board_tx/native.rs`): out of the order (and their old score's
+/// multiplicity, and the distinct scores when it was the last) if
+/// `old-row` (16 bytes) is not empty; then to `score-key` (8 bytes) with
+/// the next arrival of the counter `KEYS[12]`, or, if it is empty, out of
+/// the players and their entry data. `KEYS[10..12]` are a native board's
+/// distinct scores, multiplicities and arrival counter, `KEYS[13..]` the
+/// queue shards.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -299,8 +308,13 @@ pub(crate) fn board_commit() -> &'static Script {
             "{BOARD_TYPES}{}",
             r#"
 if ARGV[4] ~= '' and (redis.call('GET', KEYS[1]) or '0') ~= ARGV[4] then return 'CONFLICT' end
-local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash'})
+local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash', [10] = 'zset', [11] = 'hash', [12] = 'string'})
 if bad then return bad end
+local function be8(n)
+  local b = {}
+  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
+  return string.char(unpack(b))
+end
 local i = 6
 while i <= #ARGV do
   local op, k = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
@@ -313,9 +327,29 @@ while i <= #ARGV do
     local id = redis.call('INCR', KEYS[tonumber(ARGV[i + 2])])
     redis.call('HSET', k, id, ARGV[i + 3]); i = i + 4
   elseif op == 'C' then
-    redis.call('UNLINK', k)
-    for j = 2, 6 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
-    i = i + 7
+    local n = tonumber(ARGV[i + 1])
+    for j = 2, n + 1 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
+    i = i + n + 2
+  elseif op == 'M' then
+    local player, new, old = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    i = i + 4
+    if old ~= '' then
+      redis.call('ZREM', KEYS[6], old .. player)
+      local pre = string.sub(old, 1, 8)
+      if redis.call('HINCRBY', KEYS[11], pre, -1) <= 0 then
+        redis.call('HDEL', KEYS[11], pre)
+        redis.call('ZREM', KEYS[10], pre)
+      end
+    end
+    if new ~= '' then
+      local row = new .. be8(redis.call('INCR', KEYS[12]))
+      redis.call('ZADD', KEYS[6], 0, row .. player)
+      redis.call('HSET', KEYS[5], player, row)
+      if redis.call('HINCRBY', KEYS[11], new, 1) == 1 then redis.call('ZADD', KEYS[10], 0, new) end
+    else
+      redis.call('HDEL', KEYS[5], player)
+      redis.call('HDEL', KEYS[9], player)
+    end
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
   end

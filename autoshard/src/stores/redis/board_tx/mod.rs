@@ -18,6 +18,7 @@ use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
+mod native;
 mod storage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,15 +40,21 @@ enum Hash {
 const ORDER: usize = 3;
 const DEAD: usize = 4;
 const DEAD_IDS: usize = 5;
+/// A native board's distinct scores (sorted set), players per score (hash)
+/// and arrival counter.
+const DISTINCT: usize = 7;
 /// What a reset unlinks: everything but the dead-letter counter, so a dead
 /// letter's id is never given again.
-const CLEARED: [usize; 6] = [
+const CLEARED: [usize; 9] = [
     Hash::Nodes as usize,
     Hash::Arrivals as usize,
     Hash::Players as usize,
     ORDER,
     DEAD,
     Hash::Data as usize,
+    DISTINCT,
+    DISTINCT + 1,
+    DISTINCT + 2,
 ];
 
 /// A buffered write.
@@ -61,6 +68,13 @@ enum Write {
     DeadLetter(String),
     /// Unlinks the keys of [`CLEARED`]: a reset.
     Clear,
+    /// A native board's move of a player: from their stored row (16
+    /// bytes, empty if absent) to a score key (8 bytes, empty: removed).
+    Move {
+        player: Vec<u8>,
+        to: Vec<u8>,
+        from: Vec<u8>,
+    },
 }
 
 /// Hash fields by `(hash, field)`: their value, `None` if absent.
@@ -75,6 +89,9 @@ pub(crate) struct BoardTx<'a> {
     name: &'a str,
     spec: BoardSpec,
     mode: Mode,
+    /// Whether the board is stored natively (`native.rs`): set by the
+    /// caller from the registry record.
+    pub native: Cell<bool>,
     /// The version the reads saw; `None` before the first.
     version: RefCell<Option<String>>,
     stale: Cell<bool>,
@@ -104,6 +121,7 @@ impl<'a> BoardTx<'a> {
             name,
             spec,
             mode,
+            native: Cell::new(false),
             version: RefCell::new(None),
             stale: Cell::new(false),
             cleared: Cell::new(false),
@@ -130,16 +148,28 @@ impl<'a> BoardTx<'a> {
 
     /// One version-checked read of `key`: the command's reply.
     fn read(&self, key: &str, op: &str, args: &[&[u8]]) -> Result<Value> {
+        self.read_with(scripts::board_read(), &[key], op, args)
+    }
+
+    /// One version-checked read by `script` (which checks the version as
+    /// [`scripts::board_read`] does) of `keys`: the reply.
+    fn read_with(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        op: &str,
+        args: &[&[u8]],
+    ) -> Result<Value> {
         if self.stale.get() {
             return Err(Error::Conflict { attempts: 1 });
         }
         let version = self.version.borrow().clone().unwrap_or_default();
-        let mut invocation = scripts::board_read().prepare_invoke();
-        invocation
-            .key(&self.version_key)
-            .key(key)
-            .arg(&version)
-            .arg(op);
+        let mut invocation = script.prepare_invoke();
+        invocation.key(&self.version_key);
+        for key in keys {
+            invocation.key(*key);
+        }
+        invocation.arg(&version).arg(op);
         for arg in args {
             invocation.arg(*arg);
         }
@@ -250,9 +280,10 @@ impl<'a> BoardTx<'a> {
                     args.extend([b"X".to_vec(), index(at), below.into_bytes()]);
                 }
                 Write::Clear => {
-                    args.push(b"C".to_vec());
+                    args.extend([b"C".to_vec(), CLEARED.len().to_string().into_bytes()]);
                     args.extend(CLEARED.iter().map(|&i| index(i)));
                 }
+                Write::Move { player, to, from } => args.extend([b"M".to_vec(), player, to, from]),
                 Write::DeadLetter(json) => {
                     args.extend([
                         b"D".to_vec(),

@@ -23,6 +23,15 @@ impl BoardTx<'_> {
         let Some(stored) = stored else {
             return Ok(None);
         };
+        if self.native.get() {
+            return match super::native::parse_row(&stored) {
+                Some(row) => Ok(Some(row)),
+                None => Err(self.corrupt(
+                    format!("player {player:?}"),
+                    format!("unreadable row {stored:?}"),
+                )),
+            };
+        }
         let text = String::from_utf8_lossy(&stored);
         let parsed = text
             .split_once(':')
@@ -390,5 +399,9 @@ impl Storage for BoardTx<'_> {
 
     fn board_name(&self) -> &str {
         self.name
+    }
+
+    fn native(&self) -> Option<&dyn crate::seam::NativeBoard> {
+        self.native.get().then_some(self as _)
     }
 }

@@ -1,0 +1,74 @@
+//! Boards a store orders natively: the board operations a store implements
+//! when it has order statistics of its own (Redis's sorted sets), so that
+//! no count tree is stored for the board.
+//!
+//! A [`Storage`](super::Storage) whose board is stored natively returns one
+//! of these from [`Storage::native`](super::Storage::native); the ranking
+//! layer then plans a batch as for the tree (policy, net effect, entry
+//! data: `ranking/apply/`) and hands the store each player's net move
+//! instead of tree rows, and answers every exact read from the calls
+//! below, each one round trip. Scores here are *tree scores* (better is
+//! higher, whatever the board's order), as the tree stores them.
+
+use crate::error::Result;
+
+/// Which rank of a player [`NativeBoard::rank_of`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RankKind {
+    /// 1 + players strictly better.
+    Standard,
+    /// 1 + distinct scores strictly better.
+    Dense,
+    /// 1 + players ahead in ranking order.
+    Ordinal,
+}
+
+/// One entry of a range of the ranking order, with its ranks counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NativeEntry {
+    pub player: String,
+    /// The tree score.
+    pub score: i64,
+    /// Standard rank: 1 + players strictly better.
+    pub rank: u64,
+    /// Dense rank: 1 + distinct scores strictly better.
+    pub dense: u64,
+    /// Ordinal rank, 1-based.
+    pub position: u64,
+}
+
+/// The native operations on one board, inside one transaction of
+/// [`BoardStore`](super::BoardStore). Writes are buffered and committed
+/// with the transaction (one script on Redis); reads see the committed
+/// state only, not the transaction's own buffered writes.
+pub(crate) trait NativeBoard {
+    /// Moves `player` from `from` (their stored `(tree score, arrival)`,
+    /// `None` if absent) to tree score `to` (`None`: removes them, entry
+    /// data included). The store hands out the arrival: later moves of the
+    /// transaction, and of later transactions, arrive later.
+    fn place(&self, player: &str, from: Option<(i64, u64)>, to: Option<i64>) -> Result<()>;
+
+    /// Players with a tree score strictly better than `score`, and with
+    /// `distinct` the distinct scores strictly better too (else 0).
+    fn above(&self, score: i64, distinct: bool) -> Result<(u64, u64)>;
+
+    /// `player`'s rank of kind `kind` (counting only that), `None` if they
+    /// are not on the board.
+    fn rank_of(&self, player: &str, kind: RankKind) -> Result<Option<u64>>;
+
+    /// The entries at ordinal ranks `from..=to` (1-based; fewer past the
+    /// end), ranks counted.
+    fn range(&self, from: u64, to: u64) -> Result<Vec<NativeEntry>>;
+
+    /// `player`'s entry with up to `k` entries either side; empty if they
+    /// are not on the board.
+    fn around(&self, player: &str, k: u64) -> Result<Vec<NativeEntry>>;
+
+    /// Players on the board.
+    fn len(&self) -> Result<u64>;
+
+    /// Checks that the store's structures agree with each other (players,
+    /// order, distinct scores); [`Error::Corrupt`](crate::Error::Corrupt)
+    /// naming the first disagreement.
+    fn check(&self) -> Result<()>;
+}

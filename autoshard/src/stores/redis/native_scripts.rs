@@ -1,0 +1,181 @@
+//! The Lua scripts of a board stored natively (`board_tx/native.rs`):
+//! its reads, each one script, and a direct write whole in one script. The
+//! write is a piece (`scripts.rs`): it starts with the exactly-once prelude.
+
+use super::scripts::{script, BOARD_TYPES};
+use redis::Script;
+use std::sync::OnceLock;
+
+/// One read of a native board (`board_tx/native.rs`), version-checked as
+/// `scripts::board_read` is: `KEYS[2..4]` the ranking order, the distinct scores
+/// and the players, `ARGV[2]` the operation:
+///
+/// - `ABOVE key distinct`: `{players before key, distinct scores before
+///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
+/// - `RANK player kind`: nil if absent, else the players before them
+///   (`s`: with a better score; `o`: in ranking order) or the distinct
+///   better scores (`d`);
+/// - `RANGE start stop` (0-based, inclusive): `{start, above, distinct
+///   above, members}`, the counts of the first member's score;
+/// - `AROUND player k`: as `RANGE` over the player's `k` neighbours either
+///   side, `{}` if absent;
+/// - `LEN`: the order's size; `ALL`: `{players hash, order, multiplicities
+///   hash}` for the integrity check.
+pub(crate) fn native_read() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| {
+        Script::new(
+            r#"
+local v = redis.call('GET', KEYS[1]) or '0'
+if ARGV[1] ~= '' and v ~= ARGV[1] then return {'STALE'} end
+local op, o, s, p = ARGV[2], KEYS[2], KEYS[3], KEYS[4]
+local function counts(pre)
+  return redis.call('ZLEXCOUNT', o, '-', '(' .. pre), redis.call('ZLEXCOUNT', s, '-', '(' .. pre)
+end
+local function range(start, stop)
+  local ms = redis.call('ZRANGE', o, start, stop)
+  if #ms == 0 then return {start, 0, 0, ms} end
+  local above, distinct = counts(string.sub(ms[1], 1, 8))
+  return {start, above, distinct, ms}
+end
+local r
+if op == 'ABOVE' then
+  local above = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[3])
+  local distinct = 0
+  if ARGV[4] == '1' then distinct = redis.call('ZLEXCOUNT', s, '-', '(' .. ARGV[3]) end
+  r = {above, distinct}
+elseif op == 'AROUND' then
+  local row = redis.call('HGET', p, ARGV[3])
+  if not row then
+    r = {}
+  else
+    local ahead = redis.call('ZRANK', o, row .. ARGV[3])
+    if not ahead then return redis.error_reply('autoshard: player ' .. ARGV[3] .. ' is not in the ranking order') end
+    local k = tonumber(ARGV[4])
+    r = range(math.max(0, ahead - k), ahead + k)
+  end
+elseif op == 'RANK' then
+  local row = redis.call('HGET', p, ARGV[3])
+  if row then
+    local kind = ARGV[4]
+    if kind == 's' then
+      r = redis.call('ZLEXCOUNT', o, '-', '(' .. string.sub(row, 1, 8))
+    elseif kind == 'd' then
+      r = redis.call('ZLEXCOUNT', s, '-', '(' .. string.sub(row, 1, 8))
+    else
+      r = redis.call('ZRANK', o, row .. ARGV[3])
+    end
+  end
+elseif op == 'RANGE' then
+  r = range(tonumber(ARGV[3]), ARGV[4])
+elseif op == 'LEN' then
+  r = redis.call('ZCARD', o)
+elseif op == 'ALL' then
+  r = {redis.call('HGETALL', p), redis.call('ZRANGE', o, 0, -1), redis.call('HGETALL', KEYS[5])}
+else
+  return redis.error_reply('autoshard: unknown native read ' .. tostring(op))
+end
+return {'OK', v, r}
+"#,
+        )
+    })
+}
+
+/// A direct write to a native board (`board_tx/native.rs`), whole in one
+/// script: `KEYS[1]` the board's version, `KEYS[3..8]` its ranking order,
+/// players, entry data, distinct scores, multiplicities and arrival
+/// counter; `ARGV[4]` the new version (the operation id), `ARGV[5]` the
+/// policy (`replace`, `best` or `worst`: an increment needs `i64`
+/// arithmetic, which Lua's doubles cannot do, and takes the transaction),
+/// `ARGV[6..]` (player, score key, data) triples: the score's 8-byte key
+/// (empty: a removal), data empty for none, else a `v` before it. The
+/// batch is applied by its net effect as `ranking/apply/` applies one:
+/// values in order under the policy, each player moved once to where their
+/// last change left them, in the order of those changes, and not at all
+/// if that is where they were. `GONE` if the board was deleted.
+pub(crate) fn native_write() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        &format!(
+            "{BOARD_TYPES}{}",
+            r#"
+if redis.call('GET', KEYS[1]) == 'deleted' then return 'GONE' end
+local bad = check_types({[3] = 'zset', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
+if bad then return bad end
+local o, p, e, s, m, c = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local policy = ARGV[5]
+local function less(a, b)
+  for j = 1, 8 do
+    local x, y = string.byte(a, j), string.byte(b, j)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local function be8(n)
+  local b = {}
+  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
+  return string.char(unpack(b))
+end
+local stored, cur, last, data, final, n = {}, {}, {}, {}, {}, 0
+for i = 6, #ARGV, 3 do
+  n = n + 1
+  local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if stored[player] == nil then
+    stored[player] = redis.call('HGET', p, player) or false
+    cur[player] = stored[player] and string.sub(stored[player], 1, 8) or false
+  end
+  local before, after = cur[player], key
+  if key == '' then
+    after = false
+  elseif before and policy == 'best' and not less(key, before) then
+    after = before
+  elseif before and policy == 'worst' and less(key, before) then
+    after = before
+  end
+  if before ~= after then cur[player] = after; last[player] = n end
+  if not after then
+    data[player] = false
+  elseif d ~= '' and (policy == 'replace' or before ~= after) then
+    data[player] = string.sub(d, 2)
+  end
+  final[player] = key ~= '' and after
+end
+local moves = {}
+for player, at in pairs(last) do moves[#moves + 1] = {at, player} end
+table.sort(moves, function(a, b) return a[1] < b[1] end)
+for _, move in ipairs(moves) do
+  local player = move[2]
+  local old, new = stored[player], cur[player]
+  if not (old and new and string.sub(old, 1, 8) == new) and (old or new) then
+    if old then
+      redis.call('ZREM', o, old .. player)
+      local pre = string.sub(old, 1, 8)
+      if redis.call('HINCRBY', m, pre, -1) <= 0 then
+        redis.call('HDEL', m, pre)
+        redis.call('ZREM', s, pre)
+      end
+    end
+    if new then
+      local row = new .. be8(redis.call('INCR', c))
+      redis.call('ZADD', o, 0, row .. player)
+      redis.call('HSET', p, player, row)
+      if redis.call('HINCRBY', m, new, 1) == 1 then redis.call('ZADD', s, 0, new) end
+    else
+      redis.call('HDEL', p, player)
+      redis.call('HDEL', e, player)
+    end
+  end
+end
+for player, d in pairs(data) do
+  if final[player] then
+    if d then redis.call('HSET', e, player, d) else redis.call('HDEL', e, player) end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[4])
+mark()
+return 'OK'
+"#
+        ),
+    )
+}

@@ -1,0 +1,212 @@
+//! Redis-native boards (issue 18 items 2-3) against Redis doing the same
+//! job by hand, side by side in one run on the same master: direct
+//! `set_score` vs `ZADD` from 1, 8 and 50 clients, a worker drain vs `ZADD`
+//! from 50 clients, and `rank` p50 vs a `ZREVRANK` round trip. The raw
+//! commands go to a key with the board's hash tag, so to the board's
+//! master, with the cluster's own durability setting (printed).
+//!
+//! Runs against the cluster of `AUTOSHARD_REDIS_CLUSTER_URL` (it writes
+//! under a fresh prefix and deletes its keys at the end); not capped: the
+//! clients share the machine's cores with the nodes.
+
+use crate::stats::{thousands, Samples};
+use autoshard::ranking::{Ranking, RankingConfig, Tie};
+use autoshard::RedisCluster;
+use redis::cluster::ClusterClient;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const RANGE: i64 = 1_000_000;
+const PLAYERS: u64 = 100_000;
+
+fn nodes() -> Result<Vec<String>> {
+    let url = std::env::var("AUTOSHARD_REDIS_CLUSTER_URL")
+        .map_err(|_| "set AUTOSHARD_REDIS_CLUSTER_URL=redis-cluster://host:port,...")?;
+    let list = url
+        .strip_prefix("redis-cluster://")
+        .ok_or("AUTOSHARD_REDIS_CLUSTER_URL is not a redis-cluster:// URL")?;
+    Ok(list.split(',').map(str::to_owned).collect())
+}
+
+/// Runs `f(client, i)` from `clients` threads for `length`: calls per
+/// second over all of them.
+fn rate<C: Send>(
+    clients: usize,
+    length: Duration,
+    make: impl Fn(usize) -> C + Sync,
+    f: impl Fn(&mut C, u64) + Sync,
+) -> f64 {
+    let done = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for c in 0..clients {
+            let (done, make, f) = (&done, &make, &f);
+            s.spawn(move || {
+                let mut client = make(c);
+                let mut n = 0u64;
+                while start.elapsed() < length {
+                    f(&mut client, (c as u64) << 32 | n);
+                    n += 1;
+                }
+                done.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+    });
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn player(i: u64) -> String {
+    format!("p{}", (i.wrapping_mul(2_654_435_761)) % PLAYERS)
+}
+
+fn score(i: u64) -> i64 {
+    (i.wrapping_mul(7919) % RANGE as u64) as i64
+}
+
+/// The board's hash tag, from its ranking order's key.
+fn tag_of(conn: &mut redis::cluster::ClusterConnection, prefix: &str) -> Result<String> {
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(conn)?;
+    for line in nodes.lines().filter(|l| l.contains("master")) {
+        let addr = line.split(' ').nth(1).and_then(|a| a.split('@').next());
+        let Some(addr) = addr else { continue };
+        let mut node = redis::Client::open(format!("redis://{addr}"))?.get_connection()?;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:*:rk*:o"))
+            .query(&mut node)?;
+        if let Some(key) = keys.first() {
+            let open = key.find('{').ok_or("no tag")?;
+            let close = key.find('}').ok_or("no tag")?;
+            return Ok(key[open + 1..close].to_owned());
+        }
+    }
+    Err("the board's ranking order was not found".into())
+}
+
+pub fn run(_dir: &Path, quick: bool) -> Result<()> {
+    let nodes = nodes()?;
+    let length = Duration::from_secs(if quick { 2 } else { 5 });
+    let prefix = format!("bench_native_{}", std::process::id());
+    let open = |pool: usize| {
+        RedisCluster::builder(&nodes)
+            .prefix(&prefix)
+            .pool_size(pool)
+            .open()
+    };
+    let db = open(4)?;
+    let board = Ranking::create(&db, "board", RankingConfig::new(0..RANGE).queues(4))?;
+    // Players to rank and a ranking order to find.
+    let seed: Vec<(String, i64)> = (0..PLAYERS).map(|i| (player(i), score(i))).collect();
+    for chunk in seed.chunks(5_000) {
+        let batch: Vec<(&str, i64)> = chunk.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+        board.set_scores(&batch)?;
+    }
+    let urls: Vec<String> = nodes.iter().map(|n| format!("redis://{n}")).collect();
+    let client = ClusterClient::new(urls)?;
+    let mut conn = client.get_connection()?;
+    let tag = tag_of(&mut conn, &prefix)?;
+    let raw = format!("{prefix}:{{{tag}}}:raw");
+    let fsync: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query(&mut conn)
+        .unwrap_or_default();
+    println!("\n## Redis-native boards vs raw commands on the board's master");
+    println!(
+        "cluster {}, appendfsync {:?}, {PLAYERS} players, {} s per figure",
+        nodes.join(","),
+        fsync.get(1).map(String::as_str).unwrap_or("?"),
+        length.as_secs()
+    );
+    println!("\n| clients | `set_score`/s | `ZADD`/s | ratio |");
+    println!("|---:|---:|---:|---:|");
+    let mut zadd50 = 0.0;
+    for clients in [1, 8, 50] {
+        let ours = rate(
+            clients,
+            length,
+            |_| {
+                let db = open(1).expect("a handle");
+                Ranking::open(&db, "board").expect("the board")
+            },
+            |board, i| board.set_score(&player(i), score(i)).expect("a write"),
+        );
+        let theirs = rate(
+            clients,
+            length,
+            |_| client.get_connection().expect("a connection"),
+            |c, i| {
+                redis::cmd("ZADD")
+                    .arg(&raw)
+                    .arg(score(i))
+                    .arg(player(i))
+                    .query::<i64>(c)
+                    .expect("ZADD");
+            },
+        );
+        if clients == 50 {
+            zadd50 = theirs;
+        }
+        println!(
+            "| {clients} | {} | {} | {:.2}× |",
+            thousands(ours as u64),
+            thousands(theirs as u64),
+            ours / theirs
+        );
+    }
+
+    // The drain: a backlog queued first, then one worker in batches of
+    // 1,000.
+    let backlog: u64 = if quick { 20_000 } else { 100_000 };
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let board = &board;
+            s.spawn(move || {
+                for i in (t..backlog).step_by(8) {
+                    board
+                        .enqueue(&player(i + 7), score(i + 3))
+                        .expect("enqueue");
+                }
+            });
+        }
+    });
+    println!("queued: {}", board.queued()?);
+    let start = Instant::now();
+    let stats = board.worker().batch_size(1_000).drain()?;
+    let drained = stats.updates as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "\nworker drain, batches of 1,000: {} updates/s ({} updates in {} batches, {:.0} ms); `ZADD` from 50 clients: {}/s; ratio {:.2}×",
+        thousands(drained as u64),
+        thousands(stats.updates),
+        stats.batches,
+        start.elapsed().as_secs_f64() * 1e3,
+        thousands(zadd50 as u64),
+        drained / zadd50
+    );
+
+    // Read latency, one client, one round trip each.
+    let reads = if quick { 2_000 } else { 10_000 };
+    let (mut ours, mut theirs) = (Samples::with_capacity(reads), Samples::with_capacity(reads));
+    for i in 0..reads as u64 {
+        let p = player(i);
+        let t = Instant::now();
+        board.rank(&p, Tie::Standard)?;
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        let _: Option<i64> = redis::cmd("ZREVRANK").arg(&raw).arg(&p).query(&mut conn)?;
+        theirs.push(t.elapsed());
+    }
+    let (a, b) = (ours.percentile(50.0), theirs.percentile(50.0));
+    println!(
+        "`rank` p50 {:.0} µs, `ZREVRANK` p50 {:.0} µs: ratio {:.2}× ({reads} each, interleaved)",
+        a / 1e3,
+        b / 1e3,
+        a / b
+    );
+    board.check_integrity()?;
+    Ranking::delete(&db, "board")?;
+    let _: i64 = redis::cmd("UNLINK").arg(&raw).query(&mut conn)?;
+    Ok(())
+}
