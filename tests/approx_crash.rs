@@ -247,8 +247,7 @@ fn sqlite_refresh_killed_midway_leaves_the_last_complete_snapshot() {
 }
 
 fn pg_url() -> String {
-    std::env::var("AUTOSHARD_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    autoshard_test_servers::postgres_url()
 }
 
 #[cfg(feature = "postgres")]

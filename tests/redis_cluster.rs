@@ -16,8 +16,8 @@
 //!   field's total: a total out of range is stored, reported by `load` and
 //!   compaction, and repaired with `save_delta`.
 //!
-//! Needs a cluster: `scripts/redis-cluster start` and
-//! `AUTOSHARD_REDIS_CLUSTER_URL` (`.ci/run` does both).
+//! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
+//! starts by itself (`autoshard-test-servers`).
 #![cfg(feature = "redis")]
 
 use autoshard::{shard_fold, shard_method, Pending, RedisCluster, Shardable, Store, Value};

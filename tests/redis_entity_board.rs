@@ -3,8 +3,8 @@
 //! slots, and a Redis transaction spans one), so a kind with a ranked
 //! field gets `Error::Unsupported` from every write, with nothing written.
 //!
-//! Needs a cluster: `scripts/redis-cluster start` and
-//! `AUTOSHARD_REDIS_CLUSTER_URL` (`.ci/run` does both).
+//! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
+//! starts by itself (`autoshard-test-servers`).
 #![cfg(feature = "redis")]
 
 use autoshard::{shard_method, Error, Pending, RedisCluster, Shardable, Store};

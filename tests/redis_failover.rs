@@ -7,11 +7,12 @@
 //! reported: replication is asynchronous, so a failover may drop them.
 //!
 //! Each round: 4 writers save; one master (in turn) is killed with SIGKILL
-//! (`scripts/redis-cluster kill`); the cluster promotes its replica; the
-//! killed node is restarted and rejoins as a replica (`scripts/redis-
-//! cluster revive`, which waits until the cluster is healthy); the writers
-//! go on for a moment and stop; the total is compared with the
-//! acknowledgements. 5 rounds per mode by default;
+//! (`kill`: a node of the cluster the run started, or of
+//! `scripts/redis-cluster`'s when `AUTOSHARD_REDIS_CLUSTER_URL` is set);
+//! the cluster promotes its replica; the killed node is restarted and
+//! rejoins as a replica (`revive`, which waits until the cluster is
+//! healthy); the writers go on for a moment and stop; the total is
+//! compared with the acknowledgements. 5 rounds per mode by default;
 //! `AUTOSHARD_FAILOVER_ROUNDS=N` for a longer soak
 //! (`cargo test --test redis_failover -- --ignored` runs 20).
 //!
@@ -36,6 +37,27 @@ use entities::Question;
 use stores::redis_cluster as rc;
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// SIGKILLs node `port`: one of the run's own cluster, or, when
+/// `AUTOSHARD_REDIS_CLUSTER_URL` names a cluster, one of
+/// `scripts/redis-cluster`'s (the only named cluster whose nodes a test
+/// can reach by pid).
+fn kill(port: u16) {
+    if autoshard_test_servers::redis_cluster_is_ours() {
+        autoshard_test_servers::kill_redis_node(port);
+    } else {
+        script(&["kill", &port.to_string()]);
+    }
+}
+
+/// Restarts node `port` and waits until the cluster is healthy.
+fn revive(port: u16) {
+    if autoshard_test_servers::redis_cluster_is_ours() {
+        autoshard_test_servers::revive_redis_node(port);
+    } else {
+        script(&["revive", &port.to_string()]);
+    }
+}
 
 fn script(args: &[&str]) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster");
@@ -137,11 +159,11 @@ fn round(db: &RedisCluster, durability: Durability, victim: u16) -> Round {
         })
         .collect();
     thread::sleep(Duration::from_millis(500));
-    script(&["kill", &victim.to_string()]);
+    kill(victim);
     // Failover (cluster-node-timeout 3 s, then an election), then the old
     // master comes back as a replica.
     thread::sleep(Duration::from_secs(6));
-    script(&["revive", &victim.to_string()]);
+    revive(victim);
     thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Release);
     let recovered = writers
@@ -339,9 +361,9 @@ fn board_failover(durability: Durability) {
         .collect();
     let worker = board.worker().spawn().unwrap();
     thread::sleep(Duration::from_millis(500));
-    script(&["kill", &victim.to_string()]);
+    kill(victim);
     thread::sleep(Duration::from_secs(6));
-    script(&["revive", &victim.to_string()]);
+    revive(victim);
     thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Release);
     let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();

@@ -4,8 +4,8 @@
 //! into its streams (the shared dead-letter test edits rows with SQL).
 //! docs/design.md, "Ranking boards on Redis Cluster".
 //!
-//! Needs a cluster: `scripts/redis-cluster start` and
-//! `AUTOSHARD_REDIS_CLUSTER_URL` (`.ci/run` does both).
+//! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
+//! starts by itself (`autoshard-test-servers`).
 #![cfg(feature = "redis")]
 
 use autoshard::ranking::{Ranking, RankingConfig, Tie};

@@ -7,9 +7,11 @@
 //! PostgreSQL schema (dropped when the test ends), so suites run in
 //! parallel under the default harness.
 //!
-//! PostgreSQL tests connect to `AUTOSHARD_PG_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/test`) and fail if it is not
-//! reachable: `.ci/run` starts the server.
+//! PostgreSQL tests connect to `AUTOSHARD_PG_URL`, else to
+//! `postgres://postgres@127.0.0.1:5432/test` when a server answers there,
+//! else to a throwaway server the run starts; Redis Cluster tests to
+//! `AUTOSHARD_REDIS_CLUSTER_URL`, else to a cluster the run starts
+//! (`autoshard-test-servers`, stopped by pid when the run ends).
 #![allow(dead_code)] // each suite uses its own part of this
 
 use autoshard::{Sqlite, Store, Value};

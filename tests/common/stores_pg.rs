@@ -4,9 +4,10 @@
 use super::*;
 use autoshard::{Concurrency, Postgres, PostgresBuilder};
 
+/// `AUTOSHARD_PG_URL`, else the default URL when a server answers there,
+/// else a throwaway server the test run starts (`autoshard-test-servers`).
 pub fn url() -> String {
-    std::env::var("AUTOSHARD_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    autoshard_test_servers::postgres_url()
 }
 
 /// The connection string of a child process's sessions: tagged with

@@ -1,25 +1,14 @@
 //! The Redis Cluster side of the shared suites: a fresh key prefix per
-//! test on the cluster `.ci/run` starts, and raw access for the checks.
+//! test on the run's cluster, and raw access for the checks.
 
 use super::*;
 use autoshard::{RedisCluster, RedisClusterBuilder};
 
-/// The cluster's nodes, from `AUTOSHARD_REDIS_CLUSTER_URL`; a test that
-/// needs a cluster fails without one, saying how to start it.
+/// The cluster's nodes: `AUTOSHARD_REDIS_CLUSTER_URL`'s, else those of
+/// the cluster the test run starts (`autoshard-test-servers`); a test that
+/// needs a cluster fails without one, saying what to install.
 pub fn nodes() -> Vec<String> {
-    let url = std::env::var("AUTOSHARD_REDIS_CLUSTER_URL").unwrap_or_else(|_| {
-        panic!(
-            "AUTOSHARD_REDIS_CLUSTER_URL is not set: start a cluster with \
-             `scripts/redis-cluster start` and export \
-             AUTOSHARD_REDIS_CLUSTER_URL=redis-cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103 \
-             (`.ci/run` does both)"
-        )
-    });
-    let hosts = url
-        .strip_prefix("redis-cluster://")
-        .expect("AUTOSHARD_REDIS_CLUSTER_URL starts with redis-cluster://");
-    let hosts = hosts.split('?').next().unwrap().trim_end_matches('/');
-    hosts.split(',').map(str::to_owned).collect()
+    autoshard_test_servers::redis_cluster_nodes()
 }
 
 pub fn url(prefix: &str) -> String {
@@ -32,9 +21,7 @@ pub fn masters() -> Vec<redis::Connection> {
     let first = &nodes()[0];
     let mut conn = redis::Client::open(format!("redis://{first}"))
         .and_then(|c| c.get_connection())
-        .unwrap_or_else(|e| {
-            panic!("cannot reach Redis Cluster node {first} ({e}): `scripts/redis-cluster start`")
-        });
+        .unwrap_or_else(|e| panic!("cannot reach Redis Cluster node {first} ({e})"));
     let listing: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
     listing
         .lines()

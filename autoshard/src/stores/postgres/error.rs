@@ -99,8 +99,7 @@ mod tests {
 
     /// A real server error, from the test server.
     fn server_error(sql: &str) -> postgres::Error {
-        let url = std::env::var("AUTOSHARD_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let url = autoshard_test_servers::postgres_url();
         let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         client.batch_execute(sql).unwrap_err()
     }

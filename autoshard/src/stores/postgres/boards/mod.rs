@@ -196,10 +196,9 @@ mod tests {
     use proptest::prelude::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    /// The server the integration tests use (`.ci/run` exports it).
+    /// The server the integration tests use (`autoshard-test-servers`).
     fn url() -> String {
-        std::env::var("AUTOSHARD_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+        autoshard_test_servers::postgres_url()
     }
 
     proptest! {
