@@ -241,8 +241,7 @@ mod pg {
     use super::*;
 
     fn url(user: &str, database: &str) -> String {
-        let base = std::env::var("AUTOSHARD_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let base = autoshard_test_servers::postgres_url();
         let rest = base
             .split_once("://")
             .and_then(|(_, rest)| rest.split_once('@'))
