@@ -107,6 +107,33 @@ mod sum;
 pub mod testing;
 mod value;
 
+// The guide's pages (`docs/guide/`) as doc tests, so that a page whose
+// code no longer matches the API fails `cargo test`; nothing is compiled
+// into the library. `cargo test -p autoshard --doc guide` runs them alone.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../../docs/guide/counters.md")]
+    mod counters {}
+    #[doc = include_str!("../../docs/guide/compaction.md")]
+    mod compaction {}
+    #[doc = include_str!("../../docs/guide/queries.md")]
+    mod queries {}
+    #[doc = include_str!("../../docs/guide/leaderboards.md")]
+    mod leaderboards {}
+    #[doc = include_str!("../../docs/guide/periodic-and-filtered-boards.md")]
+    mod periodic_and_filtered_boards {}
+    #[doc = include_str!("../../docs/guide/composite-scores.md")]
+    mod composite_scores {}
+    #[doc = include_str!("../../docs/guide/entity-boards.md")]
+    mod entity_boards {}
+    #[doc = include_str!("../../docs/guide/approximate-boards.md")]
+    mod approximate_boards {}
+    #[doc = include_str!("../../docs/guide/stores.md")]
+    mod stores {}
+    #[doc = include_str!("../../docs/guide/operations.md")]
+    mod operations {}
+}
+
 #[doc(hidden)]
 #[path = "private/mod.rs"]
 pub mod __private;
