@@ -391,7 +391,7 @@ fn sqlite_the_worker_of_one_of_k_trees_killed_mid_batch_applies_each_update_once
 }
 
 /// A tree's first batch on PostgreSQL commits some 60 ms after the child
-/// is ready (debug build, deeper arrival trees: docs/design.md, "Arrival
+/// is ready (debug build, deeper arrival trees: docs/design/sharded-trees.md, "Arrival
 /// numbers across trees"), so kills land over a longer span than on SQLite.
 #[cfg(feature = "postgres")]
 #[test]

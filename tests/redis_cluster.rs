@@ -1,5 +1,5 @@
 //! What the Redis Cluster store guarantees where it differs from SQLite and
-//! PostgreSQL (docs/design.md, "Redis Cluster"), checked exactly:
+//! PostgreSQL (docs/design/store-redis.md, "Redis Cluster"), checked exactly:
 //!
 //! - placement: an entity's static shards are spread over the masters;
 //! - compaction folds within a bucket (one slot), never across: afterwards
@@ -378,7 +378,7 @@ fn a_reinserted_id_never_sees_the_old_incarnations_rows() {
     assert_eq!(db.shard_count::<Question>(&1, "views").unwrap(), 1);
 }
 
-/// Issue 12, item 1, as Redis Cluster keeps it (docs/design.md, "Guarantees
+/// Issue 12, item 1, as Redis Cluster keeps it (docs/design/store-redis.md, "Guarantees
 /// by store"): the field's rows are in other slots, so a static save checks
 /// only the row it lands in. A `+1` that lands beside a row at `i64::MAX`
 /// is stored (the SQL stores refuse it); `load` then reports the exact
@@ -544,7 +544,7 @@ fn stats_before_and_after_a_bucketwise_compaction() {
 
 /// A static field's rows beyond its shard count are pending, as on every
 /// store; compaction folds one in bucket `b < N` into shard `b` and keeps
-/// the lowest surplus row of a bucket `b >= N` (docs/design.md, "What each
+/// the lowest surplus row of a bucket `b >= N` (docs/design/store-redis.md, "What each
 /// operation does"), so those stay pending.
 #[test]
 fn stats_count_a_static_fields_surplus_and_what_compaction_leaves() {

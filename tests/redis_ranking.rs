@@ -2,7 +2,7 @@
 //! (`stores_ranking/`, `stores_ranking_queue/`) cannot look: where a
 //! board's keys live, and queue entries written behind the store's back
 //! into its streams (the shared dead-letter test edits rows with SQL).
-//! docs/design.md, "Ranking boards on Redis Cluster".
+//! docs/design/store-redis.md, "Ranking boards on Redis Cluster".
 //!
 //! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
 //! starts by itself (`autoshard-test-servers`).
@@ -254,7 +254,7 @@ fn queue_entries_written_behind_the_stores_back_are_set_aside() {
 /// Board write rates on the test cluster, printed (not asserted: the
 /// machine is shared). Run with
 /// `cargo test --release --features redis --test redis_ranking -- --ignored --nocapture measure`;
-/// figures in docs/design.md ("Ranking boards on Redis Cluster").
+/// figures in docs/design/store-redis.md ("Ranking boards on Redis Cluster").
 #[test]
 #[ignore = "a measurement, not a test"]
 fn measure_board_writes() {

@@ -4,7 +4,7 @@
 //! (`stores/<store>/counts.rs`); everything they decide is decided here, the
 //! same for every store.
 //!
-//! The protocol (`docs/design.md`, "Automatic shard counts"): a load folds
+//! The protocol (`docs/design/auto-shards.md`, "Automatic shard counts"): a load folds
 //! every stored row of a field whatever the count, so the count only steers
 //! where new deltas go, and a saver that still holds an old count can only
 //! write a row that compaction treats as surplus, never lose or repeat a

@@ -18,7 +18,7 @@
 //! A static save whose new total would not fit is refused; a stored total
 //! that does not fit (dynamic appends are not checked) makes `load` return
 //! [`OutOfRange`], and a compensating delta brings it back
-//! ([`Store::save_delta`](crate::Store::save_delta)). `docs/design.md`
+//! ([`Store::save_delta`](crate::Store::save_delta)). `docs/design/sharding.md`
 //! ("Overflow") has the details.
 //!
 //! ```

@@ -67,7 +67,7 @@
 //! # }
 //! ```
 //!
-//! Read the caveats before use (`docs/design.md` has the full semantics):
+//! Read the caveats before use (`docs/design/sharding.md` has the full semantics):
 //!
 //! - a shard method's body runs **twice** per call, once on the pending delta
 //!   and once on the aggregate, so side effects in it happen twice;
@@ -107,6 +107,35 @@ mod sum;
 pub mod testing;
 mod value;
 
+// The README and the guide's pages (`docs/guide/`) as doc tests, so that a page whose
+// code no longer matches the API fails `cargo test`; nothing is compiled
+// into the library. `cargo test -p autoshard --doc guide` runs them alone.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../../README.md")]
+    mod readme {}
+    #[doc = include_str!("../../docs/guide/counters.md")]
+    mod counters {}
+    #[doc = include_str!("../../docs/guide/compaction.md")]
+    mod compaction {}
+    #[doc = include_str!("../../docs/guide/queries.md")]
+    mod queries {}
+    #[doc = include_str!("../../docs/guide/leaderboards.md")]
+    mod leaderboards {}
+    #[doc = include_str!("../../docs/guide/periodic-and-filtered-boards.md")]
+    mod periodic_and_filtered_boards {}
+    #[doc = include_str!("../../docs/guide/composite-scores.md")]
+    mod composite_scores {}
+    #[doc = include_str!("../../docs/guide/entity-boards.md")]
+    mod entity_boards {}
+    #[doc = include_str!("../../docs/guide/approximate-boards.md")]
+    mod approximate_boards {}
+    #[doc = include_str!("../../docs/guide/stores.md")]
+    mod stores {}
+    #[doc = include_str!("../../docs/guide/operations.md")]
+    mod operations {}
+}
+
 #[doc(hidden)]
 #[path = "private/mod.rs"]
 pub mod __private;
@@ -144,7 +173,7 @@ pub use crate::value::{Value, ValueError};
 ///   when it observes contention on that entity's field, and compaction
 ///   halves it again once the entity has been quiet for
 ///   [`Compactor::quiet_period`]. [`Saved::shard_count`] and
-///   [`Store::stats`] show the count and why it changed; `docs/design.md`
+///   [`Store::stats`] show the count and why it changed; `docs/design/auto-shards.md`
 ///   ("Automatic shard counts") states the protocol. SQLite and PostgreSQL
 ///   only ([`Error::Unsupported`] on Redis Cluster).
 /// - `#[shard(neutral = EXPR)]` without `shards`: a dynamically sharded field;

@@ -16,7 +16,7 @@ use serde::Serialize;
 /// [`AnyStore`](crate::AnyStore).
 ///
 /// The semantics are the AutoShard paper's and are the same for every
-/// store; `docs/design.md` states them in full. The methods are provided:
+/// store; `docs/design/sharding.md` states them in full. The methods are provided:
 /// a store implements the crate's internal seam, so the trait is sealed.
 ///
 /// Every method that takes an id refuses a string id longer than
@@ -88,7 +88,7 @@ pub trait Store: Backend {
     /// shard row it would land in. Dynamic appends read nothing and are not
     /// checked, nor is the total on Redis Cluster, where the field's other
     /// rows are in other slots: there only the row the delta lands in is
-    /// (`docs/design.md`, "Overflow").
+    /// (`docs/design/sharding.md`, "Overflow").
     ///
     /// # Errors
     ///

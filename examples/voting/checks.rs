@@ -92,7 +92,7 @@ pub(super) fn show_top_questions(db: &Sqlite) -> Result<()> {
 }
 
 /// The shard rows themselves, read with plain SQL from the tables that
-/// `docs/design.md` describes. Returns whether they add up to what `load`
+/// `docs/design/sharding.md` describes. Returns whether they add up to what `load`
 /// folded.
 pub(super) fn show_shards(db: &Sqlite, path: &Path) -> Result<bool> {
     let conn =

@@ -270,7 +270,7 @@ pub mod redis_cluster;
 
 /// The tests of a suite whose guarantee is the same on Redis Cluster
 /// (`redis_cluster::name`); the others differ there and are checked by
-/// `tests/redis_*.rs` (see docs/design.md, "Redis Cluster").
+/// `tests/redis_*.rs` (see docs/design/store-redis.md, "Redis Cluster").
 #[macro_export]
 macro_rules! redis_cluster_tests {
     ($($test:ident),* $(,)?) => {

@@ -6,7 +6,7 @@
 //!
 //! One module per concern, each listing its tests in `every_store_tests!`
 //! (also on Redis Cluster: a board is one slot there, its transactions
-//! optimistic; docs/design.md, "Ranking boards on Redis Cluster"), but
+//! optimistic; docs/design/store-redis.md, "Ranking boards on Redis Cluster"), but
 //! `any_store`, which goes through `autoshard::open(url)`.
 
 use autoshard::ranking::{Ranking, RankingConfig};

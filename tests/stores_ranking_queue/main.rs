@@ -30,7 +30,7 @@ mod child;
 mod oracle;
 
 // On Redis Cluster the queue shards are streams in the board's slot and a
-// worker batch is one optimistic transaction (docs/design.md, "Ranking
+// worker batch is one optimistic transaction (docs/design/store-redis.md, "Ranking
 // boards on Redis Cluster"); the guarantees are the same.
 mod life_cycle;
 mod mixed_writers;

@@ -42,7 +42,7 @@
 //! [`fold::checked_sum`](crate::fold::checked_sum) or `std::cmp::max`),
 //! aggregated over every shard row, pending dynamic rows included. Any
 //! other condition, order or fold runs in Rust on the entities the pushed
-//! conditions left, with the same result. `docs/design.md` ("Queries") has
+//! conditions left, with the same result. `docs/design/queries.md` ("Queries") has
 //! the plans and their cost.
 
 mod field;

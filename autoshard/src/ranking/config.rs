@@ -220,7 +220,7 @@ impl RankingConfig {
     /// is exact for any score at or above the `players`-th best and still
     /// reads O(1) rows. Equal-count buckets put a sparse tail of top scores
     /// into one wide bucket, where linear interpolation is worst in
-    /// relative terms (measured in docs/design.md, "Approximate boards").
+    /// relative terms (measured in docs/design/approximate-boards.md, "Approximate boards").
     ///
     /// ```
     /// use autoshard::ranking::RankingConfig;
@@ -247,7 +247,7 @@ impl RankingConfig {
     /// (default 1). A player lives in one tree (by a hash of the name); each
     /// tree has its own queue shards, worker and, on SQLite, database file
     /// (`<database>-tree<t>`), so `k` workers apply queued updates in
-    /// parallel. Queries merge the trees (`docs/design.md`, "Sharded
+    /// parallel. Queries merge the trees (`docs/design/sharded-trees.md`, "Sharded
     /// trees"): ties still rank by who reached the score first, board-wide.
     ///
     /// ```

@@ -8,7 +8,7 @@
 //! So a handle of a deleted board fails with [`Error::RankingNotFound`]
 //! instead of reading or writing under the old id, and a board created
 //! again under the same name starts empty, whatever a crash in the middle
-//! of a delete left behind. `docs/design.md` ("Board lifecycle") has the
+//! of a delete left behind. `docs/design/ranking-tree.md` ("Board lifecycle") has the
 //! invariants per store.
 
 use super::handle::check_board_name;

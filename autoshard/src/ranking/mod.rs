@@ -7,7 +7,7 @@
 //! sum of the counts right of one root-to-leaf path. Inner node counts are
 //! statically sharded counters (each write adds its delta to one random
 //! shard row, readers sum the shards), so concurrent writers do not all
-//! rewrite the root. `docs/design.md` ("Ranking tree") has the data model,
+//! rewrite the root. `docs/design/ranking-tree.md` ("Ranking tree") has the data model,
 //! invariants and the read count of every query.
 //!
 //! Each board has a [`Policy`] (what a submitted score does: replace, keep

@@ -7,7 +7,7 @@
 //! tree, its integrity check, the ranking-order index and the tie rules are
 //! the same for both orders. Policies are applied in tree scores too, where
 //! "better" is always "higher"; only `Increment` adds in real scores.
-//! `docs/design.md` ("Ranking tree", "Policies and order") has the reasons.
+//! `docs/design/ranking-tree.md` ("Ranking tree", "Policies and order") has the reasons.
 
 use super::apply::{apply_updates_from, store_entry_data};
 use super::handle::check_player;

@@ -1,5 +1,5 @@
 //! The approximate-board half of the seam: bucket snapshots of a board's
-//! score index (`ranking/approx/`, docs/design.md, "Approximate boards").
+//! score index (`ranking/approx/`, docs/design/approximate-boards.md, "Approximate boards").
 //!
 //! An approximate board keeps only player rows (the score index); a
 //! refresh summarizes them into buckets and publishes the buckets as a

@@ -256,7 +256,7 @@ pub(crate) struct FieldCensus {
     /// How long ago, by the database's clock, the oldest row that
     /// compaction would fold was appended: a row above its entity's first
     /// one (dynamic) or numbered `shards` or more (static). `None` if no
-    /// such row carries an append time (`docs/design.md`, "Stats").
+    /// such row carries an append time (`docs/design/compaction.md`, "Stats").
     pub oldest_pending: Option<std::time::Duration>,
 }
 
@@ -269,7 +269,7 @@ impl FieldCensus {
 }
 
 /// The entity operations a store implements, each one transaction (retried
-/// whole as the store's concurrency demands). `docs/design.md` states the
+/// whole as the store's concurrency demands). `docs/design/sharding.md` states the
 /// semantics; the mapper computes what to write.
 pub(crate) trait EntityStore: Send + Sync {
     /// Writes the document, `plan.rows` and `plan.incarnation`;

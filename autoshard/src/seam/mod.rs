@@ -13,7 +13,7 @@
 //!
 //! The public traits ([`Store`](crate::Store),
 //! [`RankingStore`](crate::ranking::RankingStore)) are implemented once, on
-//! top, for every [`Backend`]; `docs/design.md` ("Adding a store") lists
+//! top, for every [`Backend`]; `docs/design/adding-a-store.md` ("Adding a store") lists
 //! exactly what a new store writes.
 
 mod approx;

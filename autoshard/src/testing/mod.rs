@@ -5,7 +5,7 @@
 //! **associative** with `neutral` as its **identity**, and every shard
 //! method changes its sharded fields in a way the fold can **replay**:
 //! `method(x) == fold(x, method(neutral))` for every stored value `x`
-//! (`docs/design.md`, "Fold laws" and "Shard methods"). The derive cannot
+//! (`docs/design/sharding.md`, "Fold laws" and "Shard methods"). The derive cannot
 //! check that; [`laws`] lets a test do it with generated values:
 //!
 //! ```

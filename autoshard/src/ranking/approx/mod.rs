@@ -2,7 +2,7 @@
 //! an update writes only the player's row; a background
 //! [`refresh`](Ranking::refresh) summarizes the score index into buckets
 //! and publishes them as a snapshot; [`approx_rank`](Ranking::approx_rank)
-//! interpolates inside the bucket holding a score. docs/design.md
+//! interpolates inside the bucket holding a score. docs/design/approximate-boards.md
 //! ("Approximate boards") has the data model, the snapshot protocol and
 //! the measured error.
 

@@ -137,7 +137,7 @@ impl Ranking {
     /// publishes them as a new snapshot, which
     /// [`approx_rank`](Ranking::approx_rank) answers from then on.
     ///
-    /// The protocol (docs/design.md, "Approximate boards"): reserve a new
+    /// The protocol (docs/design/approximate-boards.md, "Approximate boards"): reserve a new
     /// snapshot number; read the score index in one read transaction
     /// (writers go on meanwhile); write the buckets under the new number, a chunk per
     /// transaction, where no reader looks; then, in one transaction, check

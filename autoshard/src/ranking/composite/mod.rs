@@ -14,7 +14,7 @@
 //! tuple), queue and integrity check are the single-dimension ones,
 //! unchanged. The cost is the limit: the product of the widths must fit the
 //! tree's 64-bit offsets (at most `2^64 - 1` scores), e.g. four dimensions
-//! of `2^16 - 1` values, or `2^32` and `2^32 - 1`. docs/design.md
+//! of `2^16 - 1` values, or `2^32` and `2^32 - 1`. docs/design/composite-scores.md
 //! ("Composite scores") has the design and what of issue 10's "full `i64` per dimension" is not
 //! met.
 

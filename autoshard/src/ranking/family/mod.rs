@@ -1,5 +1,5 @@
 //! Board families: periodic and filtered leaderboards fed by one
-//! submission. What a user needs is on [`Family`]; docs/design.md ("Board
+//! submission. What a user needs is on [`Family`]; docs/design/families.md ("Board
 //! families") has the data model and invariants.
 
 mod config;

@@ -7,7 +7,7 @@
 //! data. The members it writes and the boards it leaves are worked out
 //! when it is applied, from the player's filter values as stored then, so
 //! a queued submission ends where the same direct submission would.
-//! docs/design.md ("Through the queue: the family worker") has the design
+//! docs/design/families.md ("Through the queue: the family worker") has the design
 //! and the exactly-once argument.
 
 use super::submit::{decode_values, encode_values, FamilyEntry};

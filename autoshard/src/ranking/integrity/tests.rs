@@ -490,7 +490,7 @@ fn an_arrival_of_i64_max_is_reported() {
     }
 }
 
-/// Regression: the module docs (and invariant 6 of docs/design.md) say
+/// Regression: the module docs (and invariant 6 of docs/design/ranking-tree.md) say
 /// `check` finds any stored row that is all zeros, but it only found
 /// empty ones (`v.is_empty()`): a score-tree row of explicit zero
 /// entries (8 zero bytes, as a writer that forgot to trim would store)

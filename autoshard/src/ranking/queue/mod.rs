@@ -11,7 +11,7 @@
 //! (`worker.rs`), flush, and the drain transaction over the seam's queue
 //! primitives.
 //!
-//! Invariants the code relies on (`docs/design.md`, "Writes and
+//! Invariants the code relies on (`docs/design/ranking-tree.md`, "Writes and
 //! exactly-once" and "The queue's data model", states them in full):
 //!
 //! - a batch's apply and its shards' applied-through marks commit together,

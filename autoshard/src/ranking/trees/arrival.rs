@@ -14,7 +14,7 @@
 //! lock shared by the trees, so `k` workers never wait for each other. The
 //! price is bigger arrival numbers, so deeper arrival trees (`log_B` of the
 //! number: 7 levels at B = 100 after a year, against 1 for a board of one
-//! tree): see docs/design.md, "Sharded trees".
+//! tree): see docs/design/sharded-trees.md, "Sharded trees".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};

@@ -16,7 +16,7 @@
 //! near the bottom of a board whose trees interleave everywhere (random
 //! players, sparse scores) reads about `k * (distinct scores above) / B`
 //! leaves. A top-of-board dense rank stays cheap. The measured cost is in
-//! docs/design.md, "Sharded trees".
+//! docs/design/sharded-trees.md, "Sharded trees".
 
 use super::super::query;
 use super::super::storage::Storage;

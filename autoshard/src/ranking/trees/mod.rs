@@ -16,7 +16,7 @@
 //! transaction per tree it touches. Each query reads every tree in one
 //! snapshot of that tree (all `k` read transactions open at once), so it
 //! sees each tree at one point in time; two trees may be seen at different
-//! points while writers run (docs/design.md, "Sharded trees").
+//! points while writers run (docs/design/sharded-trees.md, "Sharded trees").
 
 mod arrival;
 mod dense;

@@ -379,7 +379,7 @@ fn write_read_row(
 /// `shard`, or the row [`Kind::plan_static`] moves it to, and refuses it if
 /// the field's new total would not fit. The total counts the other rows as
 /// of the statement's snapshot: a concurrent save to another row of the
-/// field that commits meanwhile is not seen (`docs/design.md`, "Overflow").
+/// field that commits meanwhile is not seen (`docs/design/sharding.md`, "Overflow").
 fn save_to_sum(
     tx: &mut Tx<'_>,
     kind: &Kind,

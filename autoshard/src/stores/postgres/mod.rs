@@ -13,7 +13,7 @@
 //! Every write transaction also records an operation id (the connection's
 //! *writer* id and a sequence number) in the same transaction, so a save
 //! whose `COMMIT` got no answer can find out whether it was applied instead
-//! of guessing: see `docs/design.md`, "Exactly once on PostgreSQL".
+//! of guessing: see `docs/design/store-postgres.md`, "Exactly once on PostgreSQL".
 
 mod approx;
 mod boards;

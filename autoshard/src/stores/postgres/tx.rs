@@ -1,7 +1,7 @@
 //! Transactions on the PostgreSQL store: retried whole after a
 //! serialization failure, a deadlock or a lost connection, and, for writes,
 //! an operation id that tells whether a `COMMIT` that got no answer was
-//! applied (see `docs/design.md`, "Exactly once on PostgreSQL").
+//! applied (see `docs/design/store-postgres.md`, "Exactly once on PostgreSQL").
 
 use super::error::{classify, typed, Class};
 use super::{Concurrency, Conn, Postgres};

@@ -15,7 +15,7 @@
 //! piece with an operation id like an entity's, that applies them only if
 //! the version is still the one its reads saw and then replaces it. A
 //! transaction that finds the version moved is run again whole (the seam
-//! allows that). `docs/design.md` ("Ranking boards on Redis Cluster") says
+//! allows that). `docs/design/store-redis.md` ("Ranking boards on Redis Cluster") says
 //! why not `WATCH`/`MULTI`, and what a failover can do to a board.
 //!
 //! Keys, with `P` the prefix, `{t}` the board's tag and `id` its id:

@@ -1,6 +1,6 @@
 //! Compaction on Redis Cluster: the kind's index walked in byte order, each
 //! entity's buckets folded one by one, each fold one script on the
-//! bucket's slot that deletes exactly the rows it folded (docs/design.md,
+//! bucket's slot that deletes exactly the rows it folded (docs/design/store-redis.md,
 //! "What each operation does").
 
 use super::entities::{decode, decode_id, encode, index_page, Entity, KindInfo};

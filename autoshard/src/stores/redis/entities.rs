@@ -142,7 +142,7 @@ pub(super) fn rows_of<'a>(
 impl EntityStore for RedisCluster {
     // No automatic shard counts yet (the default refuses them): the count
     // would live in the entity's slot, be read by the save script and
-    // lowered by `compact_entity` (docs/design.md, "Automatic shard
+    // lowered by `compact_entity` (docs/design/auto-shards.md, "Automatic shard
     // counts"). No queries either.
     fn store_name(&self) -> &'static str {
         "redis-cluster"

@@ -15,7 +15,7 @@
 //! the script checks and records in the same atomic step, so the store
 //! resends a piece whose reply was lost until it gets an answer (`OK`, or
 //! `DUP`: an earlier send was applied). What a save spanning several
-//! pieces guarantees, and what it does not, is in `docs/design.md`
+//! pieces guarantees, and what it does not, is in `docs/design/store-redis.md`
 //! ("Redis Cluster").
 
 mod board_codec;
@@ -187,7 +187,7 @@ impl RedisClusterBuilder {
             // refused (the master is dead) it reports only the refusal, so
             // a piece that was applied before the drop would count as not
             // sent, fail `Unavailable`, and be counted twice when the
-            // caller saves again (the failover defect in docs/design.md).
+            // caller saves again (the failover defect in ROADMAP.md).
             // The store's loops see every error instead, rebuild the
             // connection (a fresh slot map) on a redirection or a lost
             // connection, and resend a piece that may have been applied

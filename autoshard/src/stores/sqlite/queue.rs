@@ -13,7 +13,7 @@
 //! above it (a read transaction on the queue's file), applies them and moves
 //! the mark; after the commit, a transaction on the queue's file deletes the
 //! rows through the mark. A crash between the two leaves applied rows
-//! queued, below the mark, where nothing takes them again (`docs/design.md`,
+//! queued, below the mark, where nothing takes them again (`docs/design/ranking-queue.md`,
 //! "The queue's data model").
 
 use super::Sqlite;

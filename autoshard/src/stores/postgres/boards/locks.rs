@@ -9,7 +9,7 @@
 //! a batch naming more than [`EXCLUSIVE_ABOVE`] players takes the board lock
 //! exclusively instead and no other (lock escalation: the server's lock
 //! table holds a few thousand locks for all sessions together). A write
-//! over several boards takes every board's lock first. `docs/design.md`
+//! over several boards takes every board's lock first. `docs/design/ranking-tree.md`
 //! ("Ranking tree", "On PostgreSQL") gives the reasons.
 
 use super::{BoardLock, PgTx};

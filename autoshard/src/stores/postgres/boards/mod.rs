@@ -4,7 +4,7 @@
 //!
 //! Readers use one `REPEATABLE READ READ ONLY` transaction; writers run at
 //! `READ COMMITTED` and lock each key before they read it (`locks.rs`).
-//! `docs/design.md` ("Ranking tree", "On PostgreSQL") gives the reasons.
+//! `docs/design/ranking-tree.md` ("Ranking tree", "On PostgreSQL") gives the reasons.
 //!
 //! - `sql.rs`: the statements, built once per store handle;
 //! - `catalog.rs`: creating and opening a board, and the columns a board
