@@ -146,6 +146,21 @@ pub(crate) trait BoardStore: Send + Sync {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()>;
 
+    /// Runs `f` in read transactions on every board of `boards`, all open
+    /// at once, passing one [`Storage`] per board in the same order: each
+    /// board is read at one point in time. The default nests
+    /// [`read_board`](BoardStore::read_board), one transaction (and, on a
+    /// pooled store, one connection) per board; a store whose boards share
+    /// a database reads them all in ONE snapshot on one connection, so a
+    /// merged read of a split board works with any pool size.
+    fn read_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        nest_reads(self, boards, &[], f)
+    }
+
     /// Runs `f` in one write transaction, committed if it returns `Ok`.
     fn write_board(
         &self,
@@ -252,6 +267,24 @@ pub(crate) trait BoardStore: Send + Sync {
     }
 }
 
+/// [`BoardStore::read_boards`] by nesting: `held` are the storages of the
+/// boards opened so far.
+fn nest_reads<S: BoardStore + ?Sized>(
+    store: &S,
+    boards: &[Board<'_>],
+    held: &[&dyn Storage],
+    f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+) -> Result<()> {
+    let Some((&first, rest)) = boards.split_first() else {
+        return f(held);
+    };
+    store.read_board(first, &mut |st| {
+        let mut more: Vec<&dyn Storage> = held.to_vec();
+        more.push(st);
+        nest_reads(store, rest, &more, f)
+    })
+}
+
 /// Which vector of a score-tree node a row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Part {
@@ -269,6 +302,26 @@ impl Part {
             _ => None,
         }
     }
+}
+
+/// What a write batch will read, announced once its locks are taken
+/// ([`Storage::prefetch`]): a store that pays a round trip per read loads
+/// them all at once.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetch<'a> {
+    /// Player rows (already locked by [`Storage::lock_players`]).
+    pub players: &'a [&'a str],
+    /// Leaves (height 1, shard 0), already locked by
+    /// [`Storage::lock_leaves`].
+    pub leaves: &'a [u64],
+    /// Inner nodes `(height, idx)` whose shard row `shard` the batch may
+    /// add to; a locking store locks these rows too, as
+    /// [`Storage::node_shard`] would.
+    pub inner: &'a [(u32, u64)],
+    pub shard: u32,
+    /// Scores whose arrival trees the batch may read (covered by their
+    /// leaves' locks).
+    pub scores: &'a [i64],
 }
 
 /// Callback for one stored score-tree row: `(height, part, shard, vector)`.
@@ -355,6 +408,23 @@ pub(crate) trait Storage {
     /// the store's read (and any lock a read takes).
     fn bump_generation(&self) -> Result<Option<u64>> {
         Ok(None)
+    }
+
+    /// Rows a write batch is about to read, once their locks are taken:
+    /// a store may load them in one round trip, answer the batch's reads of
+    /// them from memory and hold its writes back until
+    /// [`flush_writes`](Storage::flush_writes). Only a hint: a read of a row
+    /// not loaded goes to the store as usual (after the held writes). The
+    /// default loads nothing.
+    fn prefetch(&self, _rows: &Prefetch<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sends the writes held back since [`prefetch`](Storage::prefetch), in
+    /// as few statements as the store can; the apply calls it at the end of
+    /// every batch. The default has nothing held.
+    fn flush_writes(&self) -> Result<()> {
+        Ok(())
     }
 
     /// Before a write transaction reads these players' rows: a locking

@@ -26,7 +26,7 @@ mod sums;
 pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, StoredSnapshot};
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, QueuedRow, QueuedUpdate,
+    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, Prefetch, QueuedRow, QueuedUpdate,
     ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
 };
 pub(crate) use self::entities::{

@@ -49,6 +49,12 @@ pub(in crate::stores::postgres) struct Sql {
     pub(super) scan_nodes: String,
     pub(super) scan_arrivals: String,
     pub(super) lock: String,
+    /// A write batch's loads and its one flush (`batched.rs`).
+    pub(super) load_nodes: String,
+    pub(super) load_arrivals: String,
+    pub(super) flush: String,
+    /// The names of boards by id, to check several are alive at once.
+    pub(super) names_of: String,
     pub(super) lock_board: String,
     /// Seeds lock keys: advisory locks are per database, boards are per
     /// schema.
@@ -229,6 +235,44 @@ impl Sql {
                    FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n"
                 .into(),
             lock_board: "SELECT pg_advisory_xact_lock($1)".into(),
+            names_of: format!("SELECT id, name FROM {boards} WHERE id = ANY($1::int8[])"),
+            load_nodes: format!(
+                "SELECT n.height, n.idx, n.part, n.shard, n.v \
+                 FROM unnest($2::int4[], $3::int8[], $4::int4[]) AS p(h, i, s) \
+                 JOIN {nodes} n ON n.board = $1 AND n.height = p.h AND n.idx = p.i \
+                     AND n.part IN (0, 1) AND n.shard = p.s"
+            ),
+            load_arrivals: format!(
+                "SELECT score, height, idx, v FROM {arrivals} \
+                 WHERE board = $1 AND score = ANY($2::int8[])"
+            ),
+            // Every held write of a batch in one statement: each key once
+            // (upserts and deletes are disjoint), so the CTEs never touch a
+            // row twice.
+            flush: format!(
+                "WITH pu AS (INSERT INTO {players} (board, player, score, arrival) \
+                     SELECT $1, * FROM unnest($2::text[], $3::int8[], $4::int8[]) \
+                     ON CONFLICT (board, player) \
+                     DO UPDATE SET score = EXCLUDED.score, arrival = EXCLUDED.arrival), \
+                 pd AS (DELETE FROM {players} WHERE board = $1 AND player = ANY($5::text[])), \
+                 nu AS (INSERT INTO {nodes} (board, height, idx, part, shard, v) \
+                     SELECT $1, * FROM unnest($6::int4[], $7::int8[], $8::int2[], $9::int4[], \
+                         $10::bytea[]) \
+                     ON CONFLICT (board, height, idx, part, shard) DO UPDATE SET v = EXCLUDED.v), \
+                 nd AS (DELETE FROM {nodes} n \
+                     USING unnest($11::int4[], $12::int8[], $13::int2[], $14::int4[]) \
+                         AS d(h, i, p, s) \
+                     WHERE n.board = $1 AND n.height = d.h AND n.idx = d.i AND n.part = d.p \
+                         AND n.shard = d.s), \
+                 au AS (INSERT INTO {arrivals} (board, score, height, idx, v) \
+                     SELECT $1, * FROM unnest($15::int8[], $16::int4[], $17::int8[], \
+                         $18::bytea[]) \
+                     ON CONFLICT (board, score, height, idx) DO UPDATE SET v = EXCLUDED.v), \
+                 ad AS (DELETE FROM {arrivals} a \
+                     USING unnest($19::int8[], $20::int4[], $21::int8[]) AS d(sc, h, i) \
+                     WHERE a.board = $1 AND a.score = d.sc AND a.height = d.h AND a.idx = d.i) \
+                 SELECT 1"
+            ),
             lock_seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
     }
