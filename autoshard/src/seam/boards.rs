@@ -161,6 +161,21 @@ pub(crate) trait BoardStore: Send + Sync {
         nest_reads(self, boards, &[], f)
     }
 
+    /// [`read_board`](BoardStore::read_board) for a read whose rows are
+    /// known up front (`plan`): a store that pays a round trip per statement
+    /// may load them in ONE statement (one snapshot, no transaction) and run
+    /// `f` over them; should `f` ask for a row the plan did not name, it
+    /// runs `f` again in a read transaction. The default is that
+    /// transaction.
+    fn read_board_planned(
+        &self,
+        board: Board<'_>,
+        _plan: &ReadPlan<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.read_board(board, f)
+    }
+
     /// Runs `f` in one write transaction, committed if it returns `Ok`.
     fn write_board(
         &self,
@@ -322,6 +337,24 @@ pub(crate) struct Prefetch<'a> {
     /// Scores whose arrival trees the batch may read (covered by their
     /// leaves' locks).
     pub scores: &'a [i64],
+}
+
+/// The rows of a read that descends one root-to-leaf path
+/// ([`BoardStore::read_board_planned`]): the player's row, every shard row
+/// (both parts) of the score tree's path to the player's (tree) score or to
+/// `score`, and with `arrivals` the nodes of the player's arrival path in
+/// that score's arrival tree. The geometry comes with it, so a store can
+/// compute the path next to the data: node `(h, (score - min) / B^h)` at
+/// heights `1..=depth`, arrival node `(h, arrival / B^h)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadPlan<'a> {
+    pub player: Option<&'a str>,
+    /// A tree score whose path to read when there is no player.
+    pub score: Option<i64>,
+    pub arrivals: bool,
+    pub min: i64,
+    pub branching: u32,
+    pub depth: u32,
 }
 
 /// Callback for one stored score-tree row: `(height, part, shard, vector)`.

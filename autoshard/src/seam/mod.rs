@@ -27,7 +27,7 @@ pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, 
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, Prefetch, QueuedRow, QueuedUpdate,
-    ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
+    ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

@@ -20,9 +20,9 @@ use self::batch::Batch;
 pub(crate) use self::plan::{net_effect, Refused, Step};
 use super::policy::{Policy, Rules};
 use super::storage::Storage;
-use crate::seam::Prefetch;
 use super::tree::Geometry;
 use crate::error::{Error, Result};
+use crate::seam::Prefetch;
 
 /// Stores the entry data submitted with a batch's updates (`data`, one per
 /// update, `None` for none) that the entries now stand for: always under

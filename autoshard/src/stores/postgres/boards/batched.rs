@@ -62,7 +62,11 @@ impl PgTx<'_, '_> {
     /// Loads what `rows` names and is not loaded yet (see the module docs).
     pub(super) fn prefetch_rows(&self, rows: &Prefetch<'_>) -> Result<()> {
         let inner = rows.inner.iter();
-        self.lock(inner.map(|&(h, i)| self.node_key(h, i, rows.shard)).collect())?;
+        self.lock(
+            inner
+                .map(|&(h, i)| self.node_key(h, i, rows.shard))
+                .collect(),
+        )?;
         let mut staged = self.staged.borrow_mut().take().unwrap_or_default();
         let loaded = self.load(rows, &mut staged);
         *self.staged.borrow_mut() = Some(staged);

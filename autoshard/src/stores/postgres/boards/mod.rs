@@ -10,6 +10,7 @@
 //! - `catalog.rs`: creating and opening a board, and the columns a board
 //!   table made by an older version lacks;
 //! - `locks.rs`: the advisory locks of a write, one board or several;
+//! - `planned.rs`: a read whose rows are known up front in one statement;
 //! - `batched.rs`: a write batch's rows loaded, and its writes sent, in a
 //!   bounded number of statements;
 //! - `storage.rs`: one board's rows (tree nodes, arrival nodes, players,
@@ -18,6 +19,7 @@
 mod batched;
 mod catalog;
 mod locks;
+mod planned;
 mod sql;
 mod storage;
 
@@ -25,7 +27,7 @@ pub(super) use sql::Sql;
 
 use super::{lifecycle, queue, Postgres, Tx};
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, ReadPlan, Storage};
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -76,6 +78,18 @@ impl BoardStore for Postgres {
         })
     }
 
+    fn read_board_planned(
+        &self,
+        board: Board<'_>,
+        plan: &ReadPlan<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        match planned::run(self, board, plan, f)? {
+            true => Ok(()),
+            false => self.read_board(board, f),
+        }
+    }
+
     // All trees of a split board live in this database: one connection and
     // one snapshot read them all (issue 21), whatever the pool's size.
     fn read_boards(
@@ -88,9 +102,9 @@ impl BoardStore for Postgres {
         self.read_snapshot(|tx| {
             let names = tx.query(&sql.names_of, &[&ids])?;
             for b in boards {
-                let alive = names.iter().any(|row| {
-                    row.get::<_, i64>(0) == b.id && row.get::<_, &str>(1) == b.name
-                });
+                let alive = names
+                    .iter()
+                    .any(|row| row.get::<_, i64>(0) == b.id && row.get::<_, &str>(1) == b.name);
                 if !alive {
                     return Err(Error::RankingNotFound {
                         name: b.name.into(),

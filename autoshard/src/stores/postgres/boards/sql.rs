@@ -55,6 +55,8 @@ pub(in crate::stores::postgres) struct Sql {
     pub(super) flush: String,
     /// The names of boards by id, to check several are alive at once.
     pub(super) names_of: String,
+    /// A planned read's rows in one statement (`planned.rs`).
+    pub(super) planned: String,
     pub(super) lock_board: String,
     /// Seeds lock keys: advisory locks are per database, boards are per
     /// schema.
@@ -235,6 +237,28 @@ impl Sql {
                    FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n"
                 .into(),
             lock_board: "SELECT pg_advisory_xact_lock($1)".into(),
+            // Kind 0: the board's name; 1: the player's row; 2: the score
+            // tree's path rows; 3: the arrival path rows. Node `(h, idx)`
+            // at `idx = offset / B^h`, as `ranking/tree.rs` computes it.
+            planned: format!(
+                "WITH pl AS (SELECT score, arrival FROM {players} \
+                     WHERE board = $1 AND player = $2::text), \
+                 s AS (SELECT COALESCE($3::int8, (SELECT score FROM pl)) AS score), \
+                 path AS (SELECT h, div(s.score::numeric - $4::int8, $5::int8::numeric ^ h)::int8 AS i \
+                     FROM s, generate_series(1, $6::int4) AS h WHERE s.score IS NOT NULL), \
+                 ap AS (SELECT h, div(pl.arrival::numeric, $5::int8::numeric ^ h)::int8 AS i, \
+                     pl.score FROM pl, generate_series(1, 64) AS h WHERE $7::bool) \
+                 SELECT 0::int2, NULL::int4, NULL::int8, NULL::int2, NULL::int4, NULL::bytea, \
+                     name, NULL::int8, NULL::int8 FROM {boards} WHERE id = $1 \
+                 UNION ALL SELECT 1::int2, NULL, NULL, NULL, NULL, NULL, NULL, score, arrival \
+                     FROM pl \
+                 UNION ALL SELECT 2::int2, n.height, n.idx, n.part, n.shard, n.v, NULL, NULL, NULL \
+                     FROM path JOIN {nodes} n \
+                     ON n.board = $1 AND n.height = path.h AND n.idx = path.i \
+                 UNION ALL SELECT 3::int2, a.height, a.idx, NULL, NULL, a.v, NULL, NULL, NULL \
+                     FROM ap JOIN {arrivals} a \
+                     ON a.board = $1 AND a.score = ap.score AND a.height = ap.h AND a.idx = ap.i"
+            ),
             names_of: format!("SELECT id, name FROM {boards} WHERE id = ANY($1::int8[])"),
             load_nodes: format!(
                 "SELECT n.height, n.idx, n.part, n.shard, n.v \
