@@ -37,8 +37,8 @@ fn name(i: usize) -> String {
 
 /// A write batch costs a bounded number of round trips, the same for 10
 /// players as for 3,000, arriving or moving. On the row-at-a-time code
-/// (615fd58) this failed with `set_scores of 3000 new players: 12047 round
-/// trips` (two or more statements per player and per node).
+/// (615fd58's `ranking/apply/mod.rs`) this failed with `set_scores of 10
+/// new players: 109 round trips` (statements per player and per node).
 #[test]
 fn a_write_batch_costs_bounded_round_trips_whatever_its_size() {
     let schema = pg::new_schema();
@@ -88,7 +88,8 @@ fn a_write_batch_costs_bounded_round_trips_whatever_its_size() {
 /// each, and agree with a brute-force oracle and with `top` (read in a
 /// transaction). On 615fd58 this failed with `rank Standard of p00000: 5
 /// round trips` (BEGIN, the board check, the player, the path, ROLLBACK).
-/// The control: `score_at_rank`, still a read transaction, is counted at
+/// (615fd58's `ranking/read.rs`, run with the round-trip counter.) The
+/// control: `score_at_rank`, still a read transaction, is counted at
 /// 4 or more, so the counter does see a transaction's statements.
 #[test]
 fn point_reads_are_one_round_trip() {
@@ -157,7 +158,7 @@ fn point_reads_are_one_round_trip() {
 /// number of trees: on a pool of 2, `trees(5)` and `trees(64)` answer
 /// `top`, `rank` and `len`. On 615fd58 (one read transaction per tree, all
 /// open at once) this failed with `top of trees(5): PoolTimeout { waited:
-/// 3s }`.
+/// 3.000087132s, open: 2, refused: None }`.
 #[test]
 fn a_merged_read_needs_one_connection() {
     let schema = pg::new_schema();
@@ -184,8 +185,9 @@ fn a_merged_read_needs_one_connection() {
 }
 
 /// Eight tree workers, producers and readers on a pool of 4: nobody waits
-/// out the pool's timeout. On 615fd58 this failed with `top: PoolTimeout {
-/// waited: 3s }` (each merged read held eight connections at once).
+/// out the pool's timeout. On 615fd58 this failed in the producers:
+/// `enqueue`: `PoolTimeout { waited: 3.000090771s, open: 4, refused: None }`
+/// (each merged read held eight connections at once).
 #[test]
 fn tree_workers_do_not_starve_readers_or_producers() {
     let schema = pg::new_schema();
