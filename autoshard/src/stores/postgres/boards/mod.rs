@@ -100,12 +100,12 @@ impl BoardStore for Postgres {
         let sql = self.boards_sql();
         let ids: Vec<i64> = boards.iter().map(|b| b.id).collect();
         self.read_snapshot(|tx| {
-            let names = tx.query(&sql.names_of, &[&ids])?;
+            let mut names = Vec::with_capacity(boards.len());
+            for row in tx.query(&sql.names_of, &[&ids])? {
+                names.push((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?));
+            }
             for b in boards {
-                let alive = names
-                    .iter()
-                    .any(|row| row.get::<_, i64>(0) == b.id && row.get::<_, &str>(1) == b.name);
-                if !alive {
+                if !names.iter().any(|(id, name)| *id == b.id && name == b.name) {
                     return Err(Error::RankingNotFound {
                         name: b.name.into(),
                     });
