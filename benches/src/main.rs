@@ -30,6 +30,7 @@ mod family;
 mod machine;
 mod mapper;
 mod model;
+mod pg_native;
 mod policies;
 mod query;
 mod ranking;

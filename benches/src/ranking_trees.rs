@@ -30,6 +30,8 @@ const REDIS_CONNECTIONS: usize = 50;
 /// Rank queries timed per cell (dense ones are costlier across trees).
 const QUERIES: usize = 2_000;
 const DENSE_QUERIES: usize = 100;
+/// `count(*)` ranks timed on PostgreSQL's native table.
+const NATIVE_QUERIES: usize = 200;
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -204,11 +206,11 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     );
     println!();
     let redis = zadd(players, slice);
-    println!("| writer | trees | producers | updates | sustained/s | ack p50 | ack p99 | fresh p50 | fresh p99 | rank p50 | ordinal p50 | dense p50 | load avg |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("| writer | trees | producers | updates | sustained/s | ack p50 | ack p99 | fresh p50 | fresh p99 | rank p50 | rank p99 | ordinal p50 | dense p50 | load avg |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     if let Some((rate, acks)) = &redis {
         println!(
-            "| Redis `ZADD`, {REDIS_CONNECTIONS} connections | – | – | {} | **{}** | {} | {} | – | – | – | – | – | {} |",
+            "| Redis `ZADD`, {REDIS_CONNECTIONS} connections | – | – | {} | **{}** | {} | {} | – | – | – | – | – | – | {} |",
             thousands(acks.len() as u64),
             thousands(*rate as u64),
             us(acks.percentile(50.0)),
@@ -223,6 +225,8 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         }
         None => None,
     };
+    // The worker's mean batch in the last cell: the native upserts' size.
+    let mut batch = 1_000;
     for k in list("AUTOSHARD_BENCH_TREES", "1,2,4")? {
         let sqlite_template = match &pg_db {
             Some(db) => {
@@ -257,8 +261,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                 }
                 (None, None) => unreachable!("one store or the other"),
             };
+            batch = (cell.updates / cell.batches.max(1)).max(1) as usize;
             println!(
-                "| autoshard queue | {k} | {p} | {} | **{}** | {} | {} | {} | {} | {} | {} | {} | {load} |",
+                "| autoshard queue | {k} | {p} | {} | **{}** | {} | {} | {} | {} | {} | {} | {} | {} | {load} |",
                 thousands(cell.updates),
                 thousands(cell.rate as u64),
                 us(cell.acks.percentile(50.0)),
@@ -266,14 +271,30 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                 us(cell.fresh.percentile(50.0)),
                 us(cell.fresh.percentile(99.0)),
                 us(queries[0].percentile(50.0)),
+                us(queries[0].percentile(99.0)),
                 us(queries[1].percentile(50.0)),
                 us(queries[2].percentile(50.0)),
             );
         }
     }
+    if let (Some(url), Some(db)) = (&pg, &pg_db) {
+        // `count(*)` walks the index: a few hundred suffice.
+        let native =
+            crate::pg_native::run(url, db.schema(), (players, batch), slice, NATIVE_QUERIES)?;
+        println!(
+            "| PostgreSQL natively: `INSERT … ON CONFLICT` of batches of {} into `(player, score)` \
+             with an index, 1 connection; rank `SELECT count(*) … WHERE score > $1` | – | – | – | \
+             **{}** | – | – | – | – | {} | {} | – | – | {} |",
+            thousands(native.batch as u64),
+            thousands(native.rate as u64),
+            us(native.ranks.percentile(50.0)),
+            us(native.ranks.percentile(99.0)),
+            load_average()
+        );
+    }
     if let Some((rate, acks)) = zadd(players, slice) {
         println!(
-            "| Redis `ZADD`, {REDIS_CONNECTIONS} connections (again) | – | – | {} | **{}** | {} | {} | – | – | – | – | – | {} |",
+            "| Redis `ZADD`, {REDIS_CONNECTIONS} connections (again) | – | – | {} | **{}** | {} | {} | – | – | – | – | – | – | {} |",
             thousands(acks.len() as u64),
             thousands(rate as u64),
             us(acks.percentile(50.0)),

@@ -97,6 +97,17 @@ pub mod family_hooks {
     }
 }
 
+/// What the PostgreSQL statement-count tests read
+/// (`tests/stores_ranking/pg_round_trips.rs`).
+#[cfg(feature = "postgres")]
+pub mod pg_hooks {
+    /// Round trips (statements, prepares, `BEGIN`/`ROLLBACK` batches) this
+    /// thread's PostgreSQL store calls have sent so far; compare two reads.
+    pub fn round_trips() -> u64 {
+        crate::stores::postgres::tx::round_trips()
+    }
+}
+
 /// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
 pub mod tree_hooks {
     /// On this thread, queries of split boards order tied players tree

@@ -9,6 +9,7 @@ use super::storage::Storage;
 use super::tree::Geometry;
 use super::{approx, integrity, native, Entry, Order, Ranking, Tie};
 use crate::error::{Error, Result};
+use crate::seam::ReadPlan;
 
 impl Ranking {
     /// 1 + the number of players with a score strictly better than `score`
@@ -25,7 +26,8 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.rank_of_offset(offset);
         }
-        self.read(|st, g| match st.native() {
+        let plan = self.plan(None, Some(tree), false);
+        self.read_planned(&plan, |st, g| match st.native() {
             Some(native) => Ok(native.above(tree, false)?.0 + 1),
             None => Ok(query::place_of(st, g, offset, Want::default())?.above + 1),
         })
@@ -44,7 +46,8 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.rank(player, tie);
         }
-        self.read(|st, g| {
+        let plan = self.plan(Some(player), None, tie == Tie::Ordinal);
+        self.read_planned(&plan, |st, g| {
             if let Some(native) = st.native() {
                 return native::rank(native, player, tie);
             }
@@ -80,7 +83,11 @@ impl Ranking {
             return split.score(player);
         }
         let rules = self.rules();
-        self.read(|st, g| match st.player(player)? {
+        let plan = ReadPlan {
+            depth: 0,
+            ..self.plan(Some(player), None, false)
+        };
+        self.read_planned(&plan, |st, g| match st.player(player)? {
             Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
             None => Ok(None),
         })
@@ -265,6 +272,49 @@ impl Ranking {
 
 /// Where a held score sits: the player row says `score` is held, so a
 /// counter of 0 would be corruption.
+impl Ranking {
+    /// A [`ReadPlan`] of this board's geometry: `player`'s row or `score`'s
+    /// path, with the player's arrival path if `arrivals`.
+    fn plan<'a>(
+        &self,
+        player: Option<&'a str>,
+        score: Option<i64>,
+        arrivals: bool,
+    ) -> ReadPlan<'a> {
+        let g = self.geometry();
+        ReadPlan {
+            player,
+            score,
+            arrivals,
+            min: g.min(),
+            branching: g.branching(),
+            depth: g.depth(),
+        }
+    }
+
+    /// [`read`](Ranking::read) of a read that descends one path, which a
+    /// store may answer in one statement
+    /// ([`BoardStore::read_board_planned`](crate::seam::BoardStore::read_board_planned)).
+    fn read_planned<R>(
+        &self,
+        plan: &ReadPlan<'_>,
+        f: impl Fn(&dyn Storage, &Geometry) -> Result<R>,
+    ) -> Result<R> {
+        if !self.inner.trees.is_empty() {
+            // Refused there, loudly.
+            return self.read(f);
+        }
+        let mut out = None;
+        self.inner
+            .boards
+            .read_board_planned(self.board(), plan, &mut |st| {
+                out = Some(f(st, self.geometry())?);
+                Ok(())
+            })?;
+        Ok(out.expect("set by a successful read"))
+    }
+}
+
 pub(super) fn player_place(
     st: &dyn Storage,
     g: &Geometry,

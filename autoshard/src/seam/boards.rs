@@ -171,6 +171,36 @@ pub(crate) trait BoardStore: Send + Sync {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()>;
 
+    /// Runs `f` in read transactions on every board of `boards`, all open
+    /// at once, passing one [`Storage`] per board in the same order: each
+    /// board is read at one point in time. The default nests
+    /// [`read_board`](BoardStore::read_board), one transaction (and, on a
+    /// pooled store, one connection) per board; a store whose boards share
+    /// a database reads them all in ONE snapshot on one connection, so a
+    /// merged read of a split board works with any pool size.
+    fn read_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        nest_reads(self, boards, &[], f)
+    }
+
+    /// [`read_board`](BoardStore::read_board) for a read whose rows are
+    /// known up front (`plan`): a store that pays a round trip per statement
+    /// may load them in ONE statement (one snapshot, no transaction) and run
+    /// `f` over them; should `f` ask for a row the plan did not name, it
+    /// runs `f` again in a read transaction. The default is that
+    /// transaction.
+    fn read_board_planned(
+        &self,
+        board: Board<'_>,
+        _plan: &ReadPlan<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        self.read_board(board, f)
+    }
+
     /// Runs `f` in one write transaction, committed if it returns `Ok`.
     fn write_board(
         &self,
@@ -301,6 +331,24 @@ pub(crate) trait BoardStore: Send + Sync {
     }
 }
 
+/// [`BoardStore::read_boards`] by nesting: `held` are the storages of the
+/// boards opened so far.
+fn nest_reads<S: BoardStore + ?Sized>(
+    store: &S,
+    boards: &[Board<'_>],
+    held: &[&dyn Storage],
+    f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+) -> Result<()> {
+    let Some((&first, rest)) = boards.split_first() else {
+        return f(held);
+    };
+    store.read_board(first, &mut |st| {
+        let mut more: Vec<&dyn Storage> = held.to_vec();
+        more.push(st);
+        nest_reads(store, rest, &more, f)
+    })
+}
+
 /// Which vector of a score-tree node a row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Part {
@@ -318,6 +366,44 @@ impl Part {
             _ => None,
         }
     }
+}
+
+/// What a write batch will read, announced once its locks are taken
+/// ([`Storage::prefetch`]): a store that pays a round trip per read loads
+/// them all at once.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetch<'a> {
+    /// Player rows (already locked by [`Storage::lock_players`]).
+    pub players: &'a [&'a str],
+    /// Leaves (height 1, shard 0), already locked by
+    /// [`Storage::lock_leaves`].
+    pub leaves: &'a [u64],
+    /// Inner nodes `(height, idx)` whose shard row `shard` the batch may
+    /// add to; a locking store locks these rows too, as
+    /// [`Storage::node_shard`] would.
+    pub inner: &'a [(u32, u64)],
+    pub shard: u32,
+    /// Scores whose arrival trees the batch may read (covered by their
+    /// leaves' locks).
+    pub scores: &'a [i64],
+}
+
+/// The rows of a read that descends one root-to-leaf path
+/// ([`BoardStore::read_board_planned`]): the player's row, every shard row
+/// (both parts) of the score tree's path to the player's (tree) score or to
+/// `score`, and with `arrivals` the nodes of the player's arrival path in
+/// that score's arrival tree. The geometry comes with it, so a store can
+/// compute the path next to the data: node `(h, (score - min) / B^h)` at
+/// heights `1..=depth`, arrival node `(h, arrival / B^h)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadPlan<'a> {
+    pub player: Option<&'a str>,
+    /// A tree score whose path to read when there is no player.
+    pub score: Option<i64>,
+    pub arrivals: bool,
+    pub min: i64,
+    pub branching: u32,
+    pub depth: u32,
 }
 
 /// Callback for one stored score-tree row: `(height, part, shard, vector)`.
@@ -412,6 +498,23 @@ pub(crate) trait Storage {
     /// ranking layer reads and writes the tree's rows through this trait.
     fn native(&self) -> Option<&dyn super::NativeBoard> {
         None
+    }
+
+    /// Rows a write batch is about to read, once their locks are taken:
+    /// a store may load them in one round trip, answer the batch's reads of
+    /// them from memory and hold its writes back until
+    /// [`flush_writes`](Storage::flush_writes). Only a hint: a read of a row
+    /// not loaded goes to the store as usual (after the held writes). The
+    /// default loads nothing.
+    fn prefetch(&self, _rows: &Prefetch<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sends the writes held back since [`prefetch`](Storage::prefetch), in
+    /// as few statements as the store can; the apply calls it at the end of
+    /// every batch. The default has nothing held.
+    fn flush_writes(&self) -> Result<()> {
+        Ok(())
     }
 
     /// Before a write transaction reads these players' rows: a locking

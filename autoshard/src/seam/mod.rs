@@ -28,8 +28,8 @@ pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, 
 pub(crate) use self::boards::not_found;
 pub use self::boards::DeadLetter;
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NativeUpdate, NodeRow, Part, QueuedRow,
-    QueuedUpdate, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+    queue_shards, Board, BoardSpec, BoardStore, NativeUpdate, NodeRow, Part, Prefetch, QueuedRow,
+    QueuedUpdate, ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
     NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::entities::{

@@ -22,6 +22,7 @@ use super::policy::{Policy, Rules};
 use super::storage::Storage;
 use super::tree::Geometry;
 use crate::error::{Error, Result};
+use crate::seam::Prefetch;
 
 /// Stores the entry data submitted with a batch's updates (`data`, one per
 /// update, `None` for none) that the entries now stand for: always under
@@ -123,23 +124,47 @@ pub(crate) fn apply_updates_from(
     let mut batch = Batch::new(st, g, shard);
     let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
     st.lock_players(&players)?;
+    let prefetch = Prefetch {
+        players: &players,
+        shard,
+        ..Prefetch::default()
+    };
+    st.prefetch(&prefetch)?;
     let (steps, net) = net_effect(st, g, rules, updates, |p| batch.stored_score(p), refused)?;
     let mut moves: Vec<_> = net.into_iter().collect();
     moves.sort_unstable_by_key(|&(_, (i, _))| i);
     // A move changes the leaves of the score it leaves and of the one it
     // reaches, nothing else it must read exactly. Out-of-range stored
     // scores are reported as corruption by the update itself.
-    let mut leaves = Vec::new();
+    let (mut leaves, mut inner, mut scores) = (Vec::new(), Vec::new(), Vec::new());
     for &(player, (_, score)) in &moves {
         for s in [batch.stored_score(player)?, score].into_iter().flatten() {
-            leaves.extend(g.offset(s).map(|offset| g.node(offset, 1)));
+            let Some(offset) = g.offset(s) else { continue };
+            leaves.push(g.node(offset, 1));
+            inner.extend((2..=g.depth()).map(|h| (h, g.node(offset, h))));
+            scores.push(s);
         }
     }
     st.lock_leaves(&leaves)?;
+    leaves.sort_unstable();
+    leaves.dedup();
+    inner.sort_unstable();
+    inner.dedup();
+    scores.sort_unstable();
+    scores.dedup();
+    let prefetch = Prefetch {
+        leaves: &leaves,
+        inner: &inner,
+        shard,
+        scores: &scores,
+        ..Prefetch::default()
+    };
+    st.prefetch(&prefetch)?;
     for (player, (i, score)) in moves {
         batch.arrivals_from(floor(i));
         batch.update(player, score)?;
     }
     batch.flush()?;
+    st.flush_writes()?;
     Ok(steps)
 }

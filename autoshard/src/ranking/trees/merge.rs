@@ -12,7 +12,9 @@ use super::super::tree::Geometry;
 use super::super::{Entry, Ranking};
 use super::dense;
 use crate::error::Result;
+use crate::seam::Board;
 use std::cell::Cell;
+use std::sync::Arc;
 
 /// A benchmark's diagnostic (`ranking-trees`, `AUTOSHARD_BENCH_LOCAL_ARRIVALS`):
 /// trees hand out arrival numbers from their scores' counters alone, as a
@@ -29,30 +31,45 @@ thread_local! {
 }
 
 /// Runs `f` over one read transaction of every tree, all open at once:
-/// each tree is read at one point in time.
+/// each tree is read at one point in time. Trees in one store are read
+/// through its [`read_boards`](crate::seam::BoardStore::read_boards)
+/// (PostgreSQL: one connection, one snapshot, whatever the pool's size);
+/// trees in stores of their own (SQLite's files) one transaction each.
 pub(super) fn read_all<R>(
     trees: &[Ranking],
     f: &mut dyn FnMut(&[&dyn Storage]) -> Result<R>,
 ) -> Result<R> {
-    nest(trees, &[], f)
+    let Some(first) = trees.first() else {
+        return f(&[]);
+    };
+    let store = &first.inner.boards;
+    let mut out = None;
+    let mut run = |sts: &[&dyn Storage]| -> Result<()> {
+        out = Some(f(sts)?);
+        Ok(())
+    };
+    if trees.iter().all(|t| Arc::ptr_eq(&t.inner.boards, store)) {
+        let boards: Vec<Board<'_>> = trees.iter().map(Ranking::board).collect();
+        store.read_boards(&boards, &mut run)?;
+    } else {
+        nest(trees, &[], &mut run)?;
+    }
+    Ok(out.expect("set by a successful transaction"))
 }
 
-fn nest<R>(
+fn nest(
     trees: &[Ranking],
     held: &[&dyn Storage],
-    f: &mut dyn FnMut(&[&dyn Storage]) -> Result<R>,
-) -> Result<R> {
+    f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+) -> Result<()> {
     let Some((first, rest)) = trees.split_first() else {
         return f(held);
     };
-    let mut out = None;
     first.inner.boards.read_board(first.board(), &mut |st| {
         let mut more: Vec<&dyn Storage> = held.to_vec();
         more.push(st);
-        out = Some(nest(rest, &more, f)?);
-        Ok(())
-    })?;
-    Ok(out.expect("set by a successful transaction"))
+        nest(rest, &more, f)
+    })
 }
 
 /// Where a held (tree) score sits: its offset, or corruption.

@@ -25,7 +25,7 @@ mod query;
 mod queue;
 mod ranked;
 mod schema;
-mod tx;
+pub(crate) mod tx;
 mod values;
 
 use crate::error::{Error, Result};

@@ -339,24 +339,48 @@ pub(crate) struct Tx<'a> {
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
 
+thread_local! {
+    /// Round trips this thread's store calls sent through [`Tx`]: what the
+    /// statement-count tests bound (`__private::pg_hooks`).
+    static ROUND_TRIPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_round_trip() {
+    ROUND_TRIPS.set(ROUND_TRIPS.get() + 1);
+}
+
+/// See `ROUND_TRIPS`.
+pub(crate) fn round_trips() -> u64 {
+    ROUND_TRIPS.get()
+}
+
 impl Tx<'_> {
     fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.prepare(sql)?;
+        let statement = {
+            count_round_trip();
+            self.client.prepare(sql)?
+        };
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
 
     pub fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, postgres::Error> {
         let statement = self.prepare(sql)?;
-        self.client.query(&statement, params)
+        {
+            count_round_trip();
+            self.client.query(&statement, params)
+        }
     }
 
     pub fn query_one(&mut self, sql: &str, params: &Params<'_>) -> Result<Row, postgres::Error> {
         let statement = self.prepare(sql)?;
-        self.client.query_one(&statement, params)
+        {
+            count_round_trip();
+            self.client.query_one(&statement, params)
+        }
     }
 
     pub fn query_opt(
@@ -365,17 +389,26 @@ impl Tx<'_> {
         params: &Params<'_>,
     ) -> Result<Option<Row>, postgres::Error> {
         let statement = self.prepare(sql)?;
-        self.client.query_opt(&statement, params)
+        {
+            count_round_trip();
+            self.client.query_opt(&statement, params)
+        }
     }
 
     pub fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, postgres::Error> {
         let statement = self.prepare(sql)?;
-        self.client.execute(&statement, params)
+        {
+            count_round_trip();
+            self.client.execute(&statement, params)
+        }
     }
 
     /// Statements without parameters or results (DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), postgres::Error> {
-        self.client.batch_execute(sql)
+        {
+            count_round_trip();
+            self.client.batch_execute(sql)
+        }
     }
 }
 

@@ -10,19 +10,24 @@
 //! - `catalog.rs`: creating and opening a board, and the columns a board
 //!   table made by an older version lacks;
 //! - `locks.rs`: the advisory locks of a write, one board or several;
+//! - `planned.rs`: a read whose rows are known up front in one statement;
+//! - `batched.rs`: a write batch's rows loaded, and its writes sent, in a
+//!   bounded number of statements;
 //! - `storage.rs`: one board's rows (tree nodes, arrival nodes, players,
 //!   entry data) and queue marks, read and written in one transaction.
 
+mod batched;
 mod catalog;
 mod locks;
+mod planned;
 mod sql;
 mod storage;
 
 pub(super) use sql::Sql;
 
 use super::{lifecycle, queue, Postgres, Tx};
-use crate::error::Result;
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::error::{Error, Result};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, ReadPlan, Storage};
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -47,6 +52,7 @@ impl Postgres {
             name: board.name,
             held: RefCell::new(HashSet::new()),
             board_lock: Cell::new(BoardLock::None),
+            staged: RefCell::new(None),
         }
     }
 }
@@ -72,6 +78,46 @@ impl BoardStore for Postgres {
         })
     }
 
+    fn read_board_planned(
+        &self,
+        board: Board<'_>,
+        plan: &ReadPlan<'_>,
+        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+    ) -> Result<()> {
+        match planned::run(self, board, plan, f)? {
+            true => Ok(()),
+            false => self.read_board(board, f),
+        }
+    }
+
+    // All trees of a split board live in this database: one connection and
+    // one snapshot read them all (issue 21), whatever the pool's size.
+    fn read_boards(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        let sql = self.boards_sql();
+        let ids: Vec<i64> = boards.iter().map(|b| b.id).collect();
+        self.read_snapshot(|tx| {
+            let mut names = Vec::with_capacity(boards.len());
+            for row in tx.query(&sql.names_of, &[&ids])? {
+                names.push((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?));
+            }
+            for b in boards {
+                if !names.iter().any(|(id, name)| *id == b.id && name == b.name) {
+                    return Err(Error::RankingNotFound {
+                        name: b.name.into(),
+                    });
+                }
+            }
+            let cell = RefCell::new(tx);
+            let txs: Vec<PgTx<'_, '_>> = boards.iter().map(|&b| self.board_tx(&cell, b)).collect();
+            let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
+            f(&storages)
+        })
+    }
+
     // READ COMMITTED whatever the store's mode: the writer locks what it
     // reads and must then see the latest commit (see the module docs).
     fn write_board(
@@ -79,8 +125,14 @@ impl BoardStore for Postgres {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.write_read_committed(|tx| f(&self.board_tx(&RefCell::new(tx), board)))
-            .map(drop)
+        self.write_read_committed(|tx| {
+            let cell = RefCell::new(tx);
+            let t = self.board_tx(&cell, board);
+            f(&t)?;
+            // The apply flushes its batch; this covers any write held after.
+            t.flush_writes()
+        })
+        .map(drop)
     }
 
     // Every board's lock first (`locks.rs`), then `f`.
@@ -94,7 +146,8 @@ impl BoardStore for Postgres {
             let txs: Vec<PgTx<'_, '_>> = boards.iter().map(|&b| self.board_tx(&cell, b)).collect();
             locks::lock_boards(&cell, &txs)?;
             let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
-            f(&storages)
+            f(&storages)?;
+            txs.iter().try_for_each(|t| t.flush_writes())
         })
         .map(drop)
     }
@@ -156,6 +209,9 @@ pub(crate) struct PgTx<'t, 'c> {
     /// Advisory lock keys this transaction holds (until it ends).
     held: RefCell<HashSet<i64>>,
     board_lock: Cell<BoardLock>,
+    /// A write batch's loaded rows and held writes (`batched.rs`), from its
+    /// first prefetch on.
+    staged: RefCell<Option<batched::Staged>>,
 }
 
 /// How a write transaction holds its board's advisory lock.

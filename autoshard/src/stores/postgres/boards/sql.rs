@@ -49,6 +49,14 @@ pub(in crate::stores::postgres) struct Sql {
     pub(super) scan_nodes: String,
     pub(super) scan_arrivals: String,
     pub(super) lock: String,
+    /// A write batch's loads and its one flush (`batched.rs`).
+    pub(super) load_nodes: String,
+    pub(super) load_arrivals: String,
+    pub(super) flush: String,
+    /// The names of boards by id, to check several are alive at once.
+    pub(super) names_of: String,
+    /// A planned read's rows in one statement (`planned.rs`).
+    pub(super) planned: String,
     pub(super) lock_board: String,
     /// Seeds lock keys: advisory locks are per database, boards are per
     /// schema.
@@ -229,6 +237,66 @@ impl Sql {
                    FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n"
                 .into(),
             lock_board: "SELECT pg_advisory_xact_lock($1)".into(),
+            // Kind 0: the board's name; 1: the player's row; 2: the score
+            // tree's path rows; 3: the arrival path rows. Node `(h, idx)`
+            // at `idx = offset / B^h`, as `ranking/tree.rs` computes it.
+            planned: format!(
+                "WITH pl AS (SELECT score, arrival FROM {players} \
+                     WHERE board = $1 AND player = $2::text), \
+                 s AS (SELECT COALESCE($3::int8, (SELECT score FROM pl)) AS score), \
+                 path AS (SELECT h, div(s.score::numeric - $4::int8, $5::int8::numeric ^ h)::int8 AS i \
+                     FROM s, generate_series(1, $6::int4) AS h WHERE s.score IS NOT NULL), \
+                 ap AS (SELECT h, div(pl.arrival::numeric, $5::int8::numeric ^ h)::int8 AS i, \
+                     pl.score FROM pl, generate_series(1, 64) AS h WHERE $7::bool) \
+                 SELECT 0::int2, NULL::int4, NULL::int8, NULL::int2, NULL::int4, NULL::bytea, \
+                     name, NULL::int8, NULL::int8 FROM {boards} WHERE id = $1 \
+                 UNION ALL SELECT 1::int2, NULL, NULL, NULL, NULL, NULL, NULL, score, arrival \
+                     FROM pl \
+                 UNION ALL SELECT 2::int2, n.height, n.idx, n.part, n.shard, n.v, NULL, NULL, NULL \
+                     FROM path JOIN {nodes} n \
+                     ON n.board = $1 AND n.height = path.h AND n.idx = path.i \
+                 UNION ALL SELECT 3::int2, a.height, a.idx, NULL, NULL, a.v, NULL, NULL, NULL \
+                     FROM ap JOIN {arrivals} a \
+                     ON a.board = $1 AND a.score = ap.score AND a.height = ap.h AND a.idx = ap.i"
+            ),
+            names_of: format!("SELECT id, name FROM {boards} WHERE id = ANY($1::int8[])"),
+            load_nodes: format!(
+                "SELECT n.height, n.idx, n.part, n.shard, n.v \
+                 FROM unnest($2::int4[], $3::int8[], $4::int4[]) AS p(h, i, s) \
+                 JOIN {nodes} n ON n.board = $1 AND n.height = p.h AND n.idx = p.i \
+                     AND n.part IN (0, 1) AND n.shard = p.s"
+            ),
+            load_arrivals: format!(
+                "SELECT score, height, idx, v FROM {arrivals} \
+                 WHERE board = $1 AND score = ANY($2::int8[])"
+            ),
+            // Every held write of a batch in one statement: each key once
+            // (upserts and deletes are disjoint), so the CTEs never touch a
+            // row twice.
+            flush: format!(
+                "WITH pu AS (INSERT INTO {players} (board, player, score, arrival) \
+                     SELECT $1, * FROM unnest($2::text[], $3::int8[], $4::int8[]) \
+                     ON CONFLICT (board, player) \
+                     DO UPDATE SET score = EXCLUDED.score, arrival = EXCLUDED.arrival), \
+                 pd AS (DELETE FROM {players} WHERE board = $1 AND player = ANY($5::text[])), \
+                 nu AS (INSERT INTO {nodes} (board, height, idx, part, shard, v) \
+                     SELECT $1, * FROM unnest($6::int4[], $7::int8[], $8::int2[], $9::int4[], \
+                         $10::bytea[]) \
+                     ON CONFLICT (board, height, idx, part, shard) DO UPDATE SET v = EXCLUDED.v), \
+                 nd AS (DELETE FROM {nodes} n \
+                     USING unnest($11::int4[], $12::int8[], $13::int2[], $14::int4[]) \
+                         AS d(h, i, p, s) \
+                     WHERE n.board = $1 AND n.height = d.h AND n.idx = d.i AND n.part = d.p \
+                         AND n.shard = d.s), \
+                 au AS (INSERT INTO {arrivals} (board, score, height, idx, v) \
+                     SELECT $1, * FROM unnest($15::int8[], $16::int4[], $17::int8[], \
+                         $18::bytea[]) \
+                     ON CONFLICT (board, score, height, idx) DO UPDATE SET v = EXCLUDED.v), \
+                 ad AS (DELETE FROM {arrivals} a \
+                     USING unnest($19::int8[], $20::int4[], $21::int8[]) AS d(sc, h, i) \
+                     WHERE a.board = $1 AND a.score = d.sc AND a.height = d.h AND a.idx = d.i) \
+                 SELECT 1"
+            ),
             lock_seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
     }

@@ -7,7 +7,9 @@
 use super::locks::EXCLUSIVE_ABOVE;
 use super::{small, BoardLock, PgTx};
 use crate::error::{Error, Result};
-use crate::seam::{signed, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, Storage};
+use crate::seam::{
+    signed, NodeRow, Part, Prefetch, QueuedRow, ScannedArrival, ScannedNode, Storage,
+};
 use crate::stores::postgres::{lifecycle, queue};
 
 /// Positions are below 2^63 by construction; see [`Storage`].
@@ -16,13 +18,13 @@ fn int(position: u64) -> i64 {
 }
 
 impl PgTx<'_, '_> {
-    fn unsigned<T: TryFrom<i64>>(&self, value: impl Into<i64>, what: &str) -> Result<T> {
+    pub(super) fn unsigned<T: TryFrom<i64>>(&self, value: impl Into<i64>, what: &str) -> Result<T> {
         let value = value.into();
         T::try_from(value)
             .map_err(|_| self.corrupt(what.into(), format!("{value} is out of range")))
     }
 
-    fn part(&self, value: i16) -> Result<Part> {
+    pub(super) fn part(&self, value: i16) -> Result<Part> {
         Part::from_stored(value.into())
             .ok_or_else(|| self.corrupt("node part".into(), format!("{value} is not 0 or 1")))
     }
@@ -47,7 +49,16 @@ impl Storage for PgTx<'_, '_> {
         self.lock(leaves.iter().map(|&idx| self.node_key(1, idx, 0)).collect())
     }
 
+    fn prefetch(&self, rows: &Prefetch<'_>) -> Result<()> {
+        self.prefetch_rows(rows)
+    }
+
+    fn flush_writes(&self) -> Result<()> {
+        self.flush_staged()
+    }
+
     fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
+        self.flush_staged()?;
         let heights: Vec<i32> = path.iter().map(|p| small(p.0)).collect();
         let idxs: Vec<i64> = path.iter().map(|p| int(p.1)).collect();
         let tops: Vec<i16> = path.iter().map(|p| i16::from(p.2)).collect();
@@ -70,6 +81,10 @@ impl Storage for PgTx<'_, '_> {
         shard: u32,
         f: &mut dyn FnMut(Part, &[u8]) -> Result<()>,
     ) -> Result<()> {
+        if self.staged_node((height, idx, shard), f)? {
+            return Ok(());
+        }
+        self.flush_staged()?;
         self.lock(vec![self.node_key(height, idx, shard)])?;
         let rows = self.query(
             &self.sql.node_shard,
@@ -82,6 +97,9 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn put_node_part(&self, height: u32, idx: u64, part: Part, shard: u32, v: &[u8]) -> Result<()> {
+        if self.hold_node((height, idx, part, shard), v) {
+            return Ok(());
+        }
         let (height, idx, part, shard) = (small(height), int(idx), part as i16, small(shard));
         if v.is_empty() {
             self.execute(
@@ -102,6 +120,10 @@ impl Storage for PgTx<'_, '_> {
         path: &[(u32, u64)],
         f: &mut dyn FnMut(u32, &[u8]) -> Result<()>,
     ) -> Result<()> {
+        if self.staged_arrivals(score, path, f)? {
+            return Ok(());
+        }
+        self.flush_staged()?;
         let heights: Vec<i32> = path.iter().map(|p| small(p.0)).collect();
         let idxs: Vec<i64> = path.iter().map(|p| int(p.1)).collect();
         let rows = self.query(
@@ -118,6 +140,9 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn put_arrival_node(&self, score: i64, height: u32, idx: u64, v: &[u8]) -> Result<()> {
+        if self.hold_arrival((score, height, idx), v) {
+            return Ok(());
+        }
         let (height, idx) = (small(height), int(idx));
         if v.is_empty() {
             self.execute(
@@ -133,6 +158,10 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn player(&self, player: &str) -> Result<Option<(i64, u64)>> {
+        if let Some(place) = self.staged_player(player) {
+            return Ok(place);
+        }
+        self.flush_staged()?;
         let rows = self.query(&self.sql.player, &[&self.board, &player])?;
         match rows.first() {
             Some(row) => Ok(Some((
@@ -148,6 +177,7 @@ impl Storage for PgTx<'_, '_> {
         players: &[&str],
         f: &mut dyn FnMut(&str, i64, u64) -> Result<()>,
     ) -> Result<()> {
+        self.flush_staged()?;
         for row in &self.query(&self.sql.players, &[&self.board, &players])? {
             let arrival = self.unsigned(row.try_get::<_, i64>(2)?, "player arrival")?;
             f(row.try_get(0)?, row.try_get(1)?, arrival)?;
@@ -156,6 +186,9 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
+        if self.hold_player(player, Some((score, arrival))) {
+            return Ok(());
+        }
         self.execute(
             &self.sql.upsert_player,
             &[&self.board, &player, &score, &int(arrival)],
@@ -163,10 +196,15 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn delete_player(&self, player: &str) -> Result<()> {
+        if self.hold_player(player, None) {
+            return Ok(());
+        }
         self.execute(&self.sql.delete_player, &[&self.board, &player])
     }
 
     fn put_player_data(&self, player: &str, data: Option<&[u8]>) -> Result<()> {
+        // The row must be written first: it is updated, not inserted.
+        self.flush_staged()?;
         self.execute(&self.sql.put_player_data, &[&self.board, &player, &data])
     }
 
@@ -175,6 +213,7 @@ impl Storage for PgTx<'_, '_> {
         players: &[&str],
         f: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
     ) -> Result<()> {
+        self.flush_staged()?;
         for row in &self.query(&self.sql.players_data, &[&self.board, &players])? {
             f(row.try_get(0)?, row.try_get(1)?)?;
         }
@@ -188,6 +227,7 @@ impl Storage for PgTx<'_, '_> {
         n: u64,
         out: &mut Vec<(String, i64)>,
     ) -> Result<()> {
+        self.flush_staged()?;
         let rows = self.query(
             &self.sql.entries_at,
             &[&self.board, &score, &int(arrival), &signed(n)],
@@ -199,6 +239,7 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn entries_below(&self, score: i64, n: u64, out: &mut Vec<(String, i64)>) -> Result<()> {
+        self.flush_staged()?;
         let rows = self.query(&self.sql.entries_below, &[&self.board, &score, &signed(n)])?;
         for row in &rows {
             out.push((row.try_get(0)?, row.try_get(1)?));
@@ -207,6 +248,7 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn scan_players(&self, f: &mut dyn FnMut(i64, u64) -> Result<()>) -> Result<()> {
+        self.flush_staged()?;
         for row in &self.query(&self.sql.scan_players, &[&self.board])? {
             f(
                 row.try_get(0)?,
@@ -217,6 +259,7 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn scan_nodes(&self, f: &mut ScannedNode<'_>) -> Result<()> {
+        self.flush_staged()?;
         for row in &self.query(&self.sql.scan_nodes, &[&self.board])? {
             f(
                 (
@@ -232,6 +275,7 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn scan_arrival_nodes(&self, f: &mut ScannedArrival<'_>) -> Result<()> {
+        self.flush_staged()?;
         for row in &self.query(&self.sql.scan_arrivals, &[&self.board])? {
             f(
                 row.try_get(0)?,
@@ -295,6 +339,9 @@ impl Storage for PgTx<'_, '_> {
     }
 
     fn clear(&self) -> Result<()> {
+        // Nothing staged may outlive the clear.
+        self.flush_staged()?;
+        *self.staged.borrow_mut() = None;
         match self.board_lock.get() {
             BoardLock::Exclusive => {}
             BoardLock::None => self.lock_exclusive()?,
