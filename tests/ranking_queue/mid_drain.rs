@@ -114,6 +114,17 @@ pub(crate) fn check_mid_state(
 /// random moment, checks the mid-state, drains with a restarted worker and
 /// checks the end state; repeats until `want` kills landed mid-drain.
 fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<WorkerKills, String> {
+    kill_workers_of(mode, policy, want, (CRASH_UPDATES, 5..=80))
+}
+
+/// [`kill_workers`] with `updates` queued per round and the child killed
+/// `delays` milliseconds after it is ready.
+fn kill_workers_of(
+    mode: Mode,
+    policy: Policy,
+    want: u64,
+    (updates, delays): (usize, std::ops::RangeInclusive<u64>),
+) -> std::result::Result<WorkerKills, String> {
     // Increments are small and positive: sums stay in range for hundreds
     // of rounds, and one applied twice shows in the sum.
     let value = |rng: &mut SmallRng| match policy {
@@ -157,16 +168,16 @@ fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<Wo
         }
         // Fill: the oracle is the board as stored plus every enqueued update.
         let mut expected = before.clone();
-        fill(&board, &players_vec, &mut rng, CRASH_UPDATES, value);
+        fill(&board, &players_vec, &mut rng, updates, value);
         let queued = queue_rows(&raw);
-        assert_eq!(queued.len(), CRASH_UPDATES);
+        assert_eq!(queued.len(), updates);
         for row in &queued {
             // Per shard in sequence order is a player's enqueue order.
             apply_as(policy, &mut expected, &row.player, row.score);
         }
 
         let child = stats.kills;
-        let delay = Duration::from_millis(rng.random_range(5..=80));
+        let delay = Duration::from_millis(rng.random_range(delays.clone()));
         let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
         assert!(
             run.killed(),
@@ -200,7 +211,7 @@ fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<Wo
         stats.updates_applied_by_killed_children += drained as u64;
         match drained {
             0 => stats.before_first_batch += 1,
-            CRASH_UPDATES => stats.after_last_batch += 1,
+            n if n == updates => stats.after_last_batch += 1,
             _ => stats.mid_drain += 1,
         }
 
@@ -242,6 +253,31 @@ fn increment_worker_killed_20_times_mid_drain_adds_every_update_exactly_once() {
     let stats =
         kill_workers(Mode::Worker, Policy::Increment, kills(20)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("increment worker kills: {stats:?}");
+}
+
+/// Issue 18 item 6: batches that take the whole backlog. A worker with the
+/// default bound in updates and a small memory bound (each batch reads two
+/// chunks of 4,096 queued rows, then stops), on a board of increments with
+/// 20,000 queued updates per round, killed mid-drain 10 times: each kill
+/// leaves the board at the board before plus exactly the rows through the
+/// marks, and the restarted worker adds exactly the rest. Run once against
+/// a chunk loop that read each next chunk above the last row taken plus
+/// one (so the mark passed a row never applied), it failed at the first
+/// kill: `child 0 killed 23ms in: 1 players differ from the board plus the
+/// rows through the applied marks (8991 updates)`. (A loop that read every
+/// chunk from the mark is refused by the drain's sequence check instead:
+/// the restarted worker stopped and `flush` timed out.)
+#[test]
+fn increment_worker_with_backlog_sized_batches_killed_10_times_adds_every_update_once() {
+    let _serial = serial();
+    let stats = kill_workers_of(
+        Mode::BigWorker,
+        Policy::Increment,
+        kills(10),
+        (20_000, 20..=90),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("big-batch worker kills: {stats:?}");
 }
 
 #[test]

@@ -416,6 +416,10 @@ mod tests {
             seed = fnv(seed, b"x");
             seed % n
         };
+        let bound = crate::ranking::queue::Bound {
+            updates: 1_000,
+            bytes: usize::MAX,
+        };
         for round in 0..40 {
             for _ in 0..15 {
                 let (player, score) = (format!("p{}", next(25)), next(64) as i64);
@@ -423,7 +427,7 @@ mod tests {
                 oracle.insert(player, score);
             }
             while board
-                .drain_batch((1_000, 0, true, false), Some(&mut cache))?
+                .drain_batch((bound, 0, true, false), Some(&mut cache))?
                 .taken
                 > 0
             {}
