@@ -12,7 +12,9 @@
 //! cell, made there if missing), `AUTOSHARD_BENCH_STEPS` (which rows of the
 //! step table, default all: `before,batches,cache`), `AUTOSHARD_BENCH_RATE`
 //! (the paced cell's offered updates/s, default 50,000; `0` skips it),
-//! `AUTOSHARD_BENCH_REDIS_PORT` (the durable anchor's port).
+//! `AUTOSHARD_BENCH_REDIS_PORT` (the durable anchor's port),
+//! `AUTOSHARD_BENCH_BACKLOG` (the worker-alone table's queued updates,
+//! default 200,000; `0` skips it).
 //!
 //! Per cell: 64 producer threads `enqueue` random players with random
 //! scores for the slice while a worker applies; a probe thread enqueues one
@@ -20,7 +22,9 @@
 //! it shows (freshness: acknowledged → visible). The measured interval is
 //! the slice's last two thirds: the backlog (`queued`) is read at its start
 //! and end, and the worker applied what was acknowledged in it minus the
-//! backlog's growth. "Held" means the backlog at the end is no more than at
+//! backlog's growth, and the worker thread's CPU time per applied update
+//! (from `/proc`: what an update costs, whatever else shares the cores).
+//! "Held" means the backlog at the end is no more than at
 //! the start plus a quarter second of applying: the rate is sustained.
 
 use crate::machine::load_average;
@@ -82,12 +86,42 @@ const STEPS: &[Step] = &[
     },
 ];
 
+/// CPU time the worker threads of this process have used (user + system,
+/// from `/proc/self/task/*/stat`, in clock ticks of 10 ms): what an applied
+/// update costs, independent of how many other processes share the cores.
+fn worker_cpu() -> Duration {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("autoshard-worke") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the `(comm)`: state is field 3; utime, stime 14, 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        for i in [11, 12] {
+            ticks += fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_millis(ticks * 10)
+}
+
 struct Cell {
     /// Acknowledged in the measured interval, per second.
     offered: f64,
     /// Applied in the measured interval, per second.
     applied: f64,
     backlog: (u64, u64),
+    /// The worker's CPU time per applied update over the interval.
+    cpu_per_update: Duration,
     fresh: Samples,
     acks: Samples,
     batches: u64,
@@ -196,12 +230,14 @@ fn cell(
             Instant::now(),
             acked.load(Ordering::Relaxed),
             board.queued()?,
+            worker_cpu(),
         );
         std::thread::sleep(slice - slice / 3);
         let last = (
             Instant::now(),
             acked.load(Ordering::Relaxed),
             board.queued()?,
+            worker_cpu(),
         );
         stop.store(true, Ordering::Relaxed);
         let mut acks = Samples::default();
@@ -221,7 +257,7 @@ fn cell(
         )
         .into());
     }
-    let ((t1, a1, q1), (t2, a2, q2)) = window;
+    let ((t1, a1, q1, c1), (t2, a2, q2, c2)) = window;
     let secs = (t2 - t1).as_secs_f64();
     let applied = (a2 - a1) as f64 - (q2 as f64 - q1 as f64);
     let mut in_window = Samples::default();
@@ -235,11 +271,69 @@ fn cell(
         offered: (a2 - a1) as f64 / secs,
         applied: applied / secs,
         backlog: (q1, q2),
+        cpu_per_update: (c2 - c1).div_f64(applied.max(1.0)),
         fresh: in_window,
         acks,
         batches: stats.batches,
         updates,
     })
+}
+
+/// CPU time this process has used (user + system, `/proc/self/stat`):
+/// while a worker drains alone, its thread is the only one working.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// A worker alone: `updates` random updates queued first (by the 64
+/// producers, no worker running), then drained by the step's worker:
+/// updates/s, the worker's CPU time per update, and its batches.
+fn drain_cell(
+    board: &Ranking,
+    players: usize,
+    step: &Step,
+    updates: u64,
+) -> Result<(f64, Duration, u64)> {
+    let writable = (players - PROBES) as u32;
+    let sent = AtomicU64::new(0);
+    std::thread::scope(|s| -> Result<()> {
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|t| {
+                let sent = &sent;
+                s.spawn(move || -> Result<()> {
+                    let mut rng = Rng::new(0xD4A1_0000 + t as u64);
+                    while sent.fetch_add(1, Ordering::Relaxed) < updates {
+                        let who = player(rng.below(writable) as usize);
+                        board.enqueue(&who, i64::from(rng.below(SCORES as u32)))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for t in producers {
+            t.join().map_err(|_| "producer panicked")??;
+        }
+        Ok(())
+    })?;
+    let cpu = process_cpu();
+    let start = Instant::now();
+    let stats = (step.worker)(board.worker())
+        .exit_when_idle(true)
+        .spawn()?
+        .join()?;
+    let took = start.elapsed();
+    if stats.updates != updates {
+        return Err(format!("drained {} of {updates}", stats.updates).into());
+    }
+    let per = (process_cpu() - cpu).div_f64(updates as f64);
+    Ok((updates as f64 / took.as_secs_f64(), per, stats.batches))
 }
 
 /// Redis `ZADD` from 50 clients for `slice` at `url`: updates/s, ack p99.
@@ -342,7 +436,7 @@ impl Drop for DurableRedis {
 fn redis_row(what: &str, result: Option<(f64, Samples)>, load: &str) -> Option<f64> {
     let (rate, acks) = result?;
     println!(
-        "| {what} | – | {} | **{}** | – | – | – | – | – | {} | – | {load} |",
+        "| {what} | – | {} | **{}** | – | – | – | – | – | {} | – | – | {load} |",
         thousands(acks.len() as u64),
         thousands(rate as u64),
         us(acks.percentile(99.0)),
@@ -390,9 +484,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!();
     println!(
         "| writer | producers | updates | offered/s | applied/s | backlog start → end | held | \
-         fresh p50 | fresh p99 | ack p99 | worker batches (mean size) | load avg |"
+         fresh p50 | fresh p99 | ack p99 | worker batches (mean size) | worker CPU per update | load avg |"
     );
-    println!("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|");
     let plain = redis_row(
         &format!("Redis `ZADD`, {REDIS_CLIENTS} clients, no persistence"),
         zadd("redis://127.0.0.1:6379/", players, slice),
@@ -425,7 +519,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             None => PRODUCERS.to_string(),
         };
         println!(
-            "| {} | {producers} | {} | {} | **{}** | {} → {} | {} | {} | {} | {} | {} ({:.0}) | {load} |",
+            "| {} | {producers} | {} | {} | **{}** | {} → {} | {} | {} | {} | {} | {} ({:.0}) | {:.1} µs | {load} |",
             step.what,
             thousands(c.updates),
             thousands(c.offered as u64),
@@ -438,12 +532,39 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             us(c.acks.percentile(99.0)),
             thousands(c.batches),
             c.updates as f64 / c.batches.max(1) as f64,
+            c.cpu_per_update.as_secs_f64() * 1e6,
         );
         if paced.is_none() {
             last = Some(c.applied);
         }
     }
     println!();
+    let backlog: u64 = env("AUTOSHARD_BENCH_BACKLOG").map_or(Ok(200_000), |n| n.parse())?;
+    if backlog > 0 {
+        println!(
+            "A worker alone per step: {} random updates queued first (no worker running), \
+             then drained (`exit_when_idle`); the worker thread's CPU time per update is \
+             what the step saves, whatever else shares the cores.",
+            thousands(backlog)
+        );
+        println!();
+        println!("| step | updates/s | worker CPU per update | batches | load avg |");
+        println!("|---|---:|---:|---:|---|");
+        for step in &steps {
+            let load = load_average();
+            eprintln!("sqlite-keepup: drain {}", step.key);
+            let db = open_cell(dir, &template, step)?;
+            let board = Ranking::open(&db, BOARD)?;
+            let (rate, cpu, batches) = drain_cell(&board, players, step, backlog)?;
+            println!(
+                "| {} | **{}** | {:.1} µs | {batches} | {load} |",
+                step.what,
+                thousands(rate as u64),
+                cpu.as_secs_f64() * 1e6
+            );
+        }
+        println!();
+    }
     if let (Some(sqlite), Some(durable), Some(plain)) = (last, durable, plain) {
         println!(
             "Ratios, last unpaced SQLite row: {:.2}× the durable Redis anchor, {:.2}× Redis \
