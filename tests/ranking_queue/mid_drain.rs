@@ -114,17 +114,21 @@ pub(crate) fn check_mid_state(
 /// random moment, checks the mid-state, drains with a restarted worker and
 /// checks the end state; repeats until `want` kills landed mid-drain.
 fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<WorkerKills, String> {
-    kill_workers_of(mode, policy, want, (CRASH_UPDATES, 5..=80))
+    kill_workers_of(mode, policy, want, (CRASH_UPDATES, 5..=80, false))
 }
 
 /// [`kill_workers`] with `updates` queued per round and the child killed
-/// `delays` milliseconds after it is ready.
+/// `delays` milliseconds after it is ready; with `adapt`, the range follows
+/// where kills land (×1.5 after a kill before the first batch, ÷1.5 after
+/// one past the last), so a loaded machine's slower batches still see kills
+/// mid-drain.
 fn kill_workers_of(
     mode: Mode,
     policy: Policy,
     want: u64,
-    (updates, delays): (usize, std::ops::RangeInclusive<u64>),
+    (updates, delays, adapt): (usize, std::ops::RangeInclusive<u64>, bool),
 ) -> std::result::Result<WorkerKills, String> {
+    let mut delays = delays;
     // Increments are small and positive: sums stay in range for hundreds
     // of rounds, and one applied twice shows in the sum.
     let value = |rng: &mut SmallRng| match policy {
@@ -214,6 +218,11 @@ fn kill_workers_of(
             n if n == updates => stats.after_last_batch += 1,
             _ => stats.mid_drain += 1,
         }
+        if adapt && (drained == 0 || drained == updates) {
+            let scale = if drained == 0 { 1.5 } else { 1.0 / 1.5 };
+            let at = |ms: u64| ((ms as f64 * scale) as u64).max(1);
+            delays = at(*delays.start())..=at(*delays.end());
+        }
 
         // Restart a worker; after a flush the board is the oracle.
         let worker = board.worker().spawn().unwrap();
@@ -274,7 +283,7 @@ fn increment_worker_with_backlog_sized_batches_killed_10_times_adds_every_update
         Mode::BigWorker,
         Policy::Increment,
         kills(10),
-        (20_000, 20..=90),
+        (20_000, 20..=90, true),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("big-batch worker kills: {stats:?}");
