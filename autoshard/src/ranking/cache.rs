@@ -18,11 +18,11 @@
 //! takes a row lock (PostgreSQL), skipping the read would skip the lock, so
 //! there is no cache there.
 
+use super::apply::FastMap as HashMap;
 use super::storage::{Part, Storage};
 use crate::error::{Error, Result};
 use crate::seam::{NodeRow, QueuedRow, ScannedArrival, ScannedNode};
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// Cached player rows above this are dropped (the tree's rows are few next
 /// to them: a million-player board has ~10,000 leaves at B = 100).
