@@ -228,6 +228,12 @@ fn kill_workers_of(
         let worker = board.worker().spawn().unwrap();
         board.flush().unwrap();
         worker.stop().unwrap();
+        // A flush that found everything applied (the child committed its
+        // last batch, killed before its delete) returns before that worker
+        // ran its first batch, whose sweep deletes the rows left below the
+        // marks: a drain sweeps them, so the next round's queue holds only
+        // its own rows (they are never taken again either way).
+        board.worker().drain().unwrap();
         assert_eq!(board.queued().unwrap(), 0);
         assert_eq!(
             read_scores(&board, &players),
