@@ -12,6 +12,7 @@
 //! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
 //! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
 //! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
+//! cargo run --release -p autoshard-benches -- sqlite-keepup [--quick] # issue 18 item 6; see sqlite_keepup.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -38,6 +39,7 @@ mod ranking_queue;
 mod ranking_trees;
 mod redis_boards;
 mod redis_cluster;
+mod sqlite_keepup;
 mod stats;
 mod sweep;
 mod voting;
@@ -45,7 +47,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -55,9 +57,8 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
-            | "redis-boards" | "composite" | "family" | "approx" | "entity-board" => {
-                which.push(arg)
-            }
+            | "redis-boards" | "composite" | "family" | "approx" | "entity-board"
+            | "sqlite-keepup" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -105,6 +106,7 @@ fn main() {
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),
             "entity-board" => entity_board::run(dir.path(), quick),
+            "sqlite-keepup" => sqlite_keepup::run(dir.path(), quick).map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

@@ -109,10 +109,14 @@ enum Mode {
     AbortBeforeDelete,
     /// Control: drains as `Drain` does, ignoring the applied-through marks.
     DrainIgnoringMarks,
+    /// Runs a worker with the default bound in updates and a memory bound
+    /// of [`BIG_BATCH_BYTES`], so each batch takes the backlog over several
+    /// chunked reads of the queue, until killed.
+    BigWorker,
 }
 
 impl Mode {
-    const ALL: [Mode; 7] = [
+    const ALL: [Mode; 8] = [
         Mode::Worker,
         Mode::SplitWorker,
         Mode::Drain,
@@ -120,6 +124,7 @@ impl Mode {
         Mode::AckFirst,
         Mode::AbortBeforeDelete,
         Mode::DrainIgnoringMarks,
+        Mode::BigWorker,
     ];
 
     fn name(self) -> &'static str {
@@ -131,12 +136,16 @@ impl Mode {
             Mode::AckFirst => "ack-first",
             Mode::AbortBeforeDelete => "abort-before-delete",
             Mode::DrainIgnoringMarks => "drain-ignoring-marks",
+            Mode::BigWorker => "big-worker",
         }
     }
 }
 
 const ENQUEUE_THREADS: u64 = 4;
 const CRASH_BATCH: usize = 40;
+/// `BigWorker`'s memory bound: about 5,000 queued rows as the worker counts
+/// them, so a batch reads two chunks of 4,096 rows and stops.
+const BIG_BATCH_BYTES: usize = 1_500_000;
 
 /// The child's entry point; without the parent's environment it returns.
 #[test]
@@ -176,6 +185,17 @@ fn child_process() {
             let worker = board
                 .worker()
                 .batch_size(CRASH_BATCH)
+                .linger(Duration::ZERO)
+                .spawn()
+                .unwrap();
+            say("ready");
+            thread::sleep(CHILD_LIFETIME);
+            worker.stop().unwrap();
+        }
+        Mode::BigWorker => {
+            let worker = board
+                .worker()
+                .batch_bytes(BIG_BATCH_BYTES)
                 .linger(Duration::ZERO)
                 .spawn()
                 .unwrap();

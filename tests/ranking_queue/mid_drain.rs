@@ -114,6 +114,21 @@ pub(crate) fn check_mid_state(
 /// random moment, checks the mid-state, drains with a restarted worker and
 /// checks the end state; repeats until `want` kills landed mid-drain.
 fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<WorkerKills, String> {
+    kill_workers_of(mode, policy, want, (CRASH_UPDATES, 5..=80, false))
+}
+
+/// [`kill_workers`] with `updates` queued per round and the child killed
+/// `delays` milliseconds after it is ready; with `adapt`, the range follows
+/// where kills land (×1.5 after a kill before the first batch, ÷1.5 after
+/// one past the last), so a loaded machine's slower batches still see kills
+/// mid-drain.
+fn kill_workers_of(
+    mode: Mode,
+    policy: Policy,
+    want: u64,
+    (updates, delays, adapt): (usize, std::ops::RangeInclusive<u64>, bool),
+) -> std::result::Result<WorkerKills, String> {
+    let mut delays = delays;
     // Increments are small and positive: sums stay in range for hundreds
     // of rounds, and one applied twice shows in the sum.
     let value = |rng: &mut SmallRng| match policy {
@@ -157,16 +172,16 @@ fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<Wo
         }
         // Fill: the oracle is the board as stored plus every enqueued update.
         let mut expected = before.clone();
-        fill(&board, &players_vec, &mut rng, CRASH_UPDATES, value);
+        fill(&board, &players_vec, &mut rng, updates, value);
         let queued = queue_rows(&raw);
-        assert_eq!(queued.len(), CRASH_UPDATES);
+        assert_eq!(queued.len(), updates);
         for row in &queued {
             // Per shard in sequence order is a player's enqueue order.
             apply_as(policy, &mut expected, &row.player, row.score);
         }
 
         let child = stats.kills;
-        let delay = Duration::from_millis(rng.random_range(5..=80));
+        let delay = Duration::from_millis(rng.random_range(delays.clone()));
         let run = spawn(&path, mode, child, sync_for(child)).kill_after(delay);
         assert!(
             run.killed(),
@@ -200,14 +215,25 @@ fn kill_workers(mode: Mode, policy: Policy, want: u64) -> std::result::Result<Wo
         stats.updates_applied_by_killed_children += drained as u64;
         match drained {
             0 => stats.before_first_batch += 1,
-            CRASH_UPDATES => stats.after_last_batch += 1,
+            n if n == updates => stats.after_last_batch += 1,
             _ => stats.mid_drain += 1,
+        }
+        if adapt && (drained == 0 || drained == updates) {
+            let scale = if drained == 0 { 1.5 } else { 1.0 / 1.5 };
+            let at = |ms: u64| ((ms as f64 * scale) as u64).max(1);
+            delays = at(*delays.start())..=at(*delays.end());
         }
 
         // Restart a worker; after a flush the board is the oracle.
         let worker = board.worker().spawn().unwrap();
         board.flush().unwrap();
         worker.stop().unwrap();
+        // A flush that found everything applied (the child committed its
+        // last batch, killed before its delete) returns before that worker
+        // ran its first batch, whose sweep deletes the rows left below the
+        // marks: a drain sweeps them, so the next round's queue holds only
+        // its own rows (they are never taken again either way).
+        board.worker().drain().unwrap();
         assert_eq!(board.queued().unwrap(), 0);
         assert_eq!(
             read_scores(&board, &players),
@@ -242,6 +268,31 @@ fn increment_worker_killed_20_times_mid_drain_adds_every_update_exactly_once() {
     let stats =
         kill_workers(Mode::Worker, Policy::Increment, kills(20)).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("increment worker kills: {stats:?}");
+}
+
+/// Issue 18 item 6: batches that take the whole backlog. A worker with the
+/// default bound in updates and a small memory bound (each batch reads two
+/// chunks of 4,096 queued rows, then stops), on a board of increments with
+/// 20,000 queued updates per round, killed mid-drain 10 times: each kill
+/// leaves the board at the board before plus exactly the rows through the
+/// marks, and the restarted worker adds exactly the rest. Run once against
+/// a chunk loop that read each next chunk above the last row taken plus
+/// one (so the mark passed a row never applied), it failed at the first
+/// kill: `child 0 killed 23ms in: 1 players differ from the board plus the
+/// rows through the applied marks (8991 updates)`. (A loop that read every
+/// chunk from the mark is refused by the drain's sequence check instead:
+/// the restarted worker stopped and `flush` timed out.)
+#[test]
+fn increment_worker_with_backlog_sized_batches_killed_10_times_adds_every_update_once() {
+    let _serial = serial();
+    let stats = kill_workers_of(
+        Mode::BigWorker,
+        Policy::Increment,
+        kills(10),
+        (20_000, 20..=90, true),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("big-batch worker kills: {stats:?}");
 }
 
 #[test]

@@ -18,11 +18,11 @@
 //! takes a row lock (PostgreSQL), skipping the read would skip the lock, so
 //! there is no cache there.
 
+use super::apply::FastMap as HashMap;
 use super::storage::{Part, Storage};
 use crate::error::{Error, Result};
 use crate::seam::{NodeRow, QueuedRow, ScannedArrival, ScannedNode};
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// Cached player rows above this are dropped (the tree's rows are few next
 /// to them: a million-player board has ~10,000 leaves at B = 100).
@@ -416,6 +416,10 @@ mod tests {
             seed = fnv(seed, b"x");
             seed % n
         };
+        let bound = crate::ranking::queue::Bound {
+            updates: 1_000,
+            bytes: usize::MAX,
+        };
         for round in 0..40 {
             for _ in 0..15 {
                 let (player, score) = (format!("p{}", next(25)), next(64) as i64);
@@ -423,7 +427,7 @@ mod tests {
                 oracle.insert(player, score);
             }
             while board
-                .drain_batch((1_000, 0, true, false), Some(&mut cache))?
+                .drain_batch((bound, 0, true, false), Some(&mut cache))?
                 .taken
                 > 0
             {}

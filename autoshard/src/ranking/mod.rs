@@ -80,7 +80,10 @@ pub use self::family::{
 };
 pub use self::handle::Ranking;
 pub use self::policy::{Order, Policy, Submission};
-pub use self::queue::{Worker, WorkerHandle, WorkerStats, DEFAULT_FLUSH_TIMEOUT};
+pub use self::queue::{
+    Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
+    DEFAULT_FLUSH_TIMEOUT,
+};
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;

@@ -17,8 +17,8 @@
 
 use super::super::storage::{self, Part, Storage};
 use super::super::tree::{self, Geometry};
+use super::FastMap as HashMap;
 use crate::error::{Error, Result};
-use std::collections::HashMap;
 
 /// Where a player is: `(score, arrival)`.
 type Place = Option<(i64, u64)>;
@@ -72,10 +72,10 @@ impl<'a> Batch<'a> {
             st,
             g,
             shard,
-            players: HashMap::new(),
-            leaves: HashMap::new(),
-            inner: HashMap::new(),
-            arrivals: HashMap::new(),
+            players: HashMap::default(),
+            leaves: HashMap::default(),
+            inner: HashMap::default(),
+            arrivals: HashMap::default(),
             floor: 0,
         }
     }

@@ -17,6 +17,12 @@ mod plan;
 mod tests;
 
 use self::batch::Batch;
+
+/// The hash map of the apply's overlay and the worker's cache: one entry per
+/// player and row a batch touches, so hashing is on the worker's hot path.
+/// foldhash, seeded per process (keys are player names a client chose), is
+/// several times cheaper than std's SipHash there.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) use self::plan::{net_effect, Refused, Step};
 use super::policy::{Policy, Rules};
 use super::storage::Storage;

@@ -22,7 +22,7 @@ pub(crate) type Refused = Vec<(usize, Error)>;
 
 /// Per player whose score a batch changed: the index of their last change
 /// and their final tree score (`None`: removed).
-pub(crate) type NetMoves<'u> = std::collections::HashMap<&'u str, (usize, Option<i64>)>;
+pub(crate) type NetMoves<'u> = super::FastMap<&'u str, (usize, Option<i64>)>;
 
 /// A batch's values taken in order under `rules`, from each player's
 /// stored tree score (`stored`, asked once per player): each update's step,
@@ -39,7 +39,7 @@ pub(crate) fn net_effect<'u>(
     mut refused: Option<&mut Refused>,
 ) -> Result<(Vec<Step>, NetMoves<'u>)> {
     let mut net = NetMoves::default();
-    let mut seen: std::collections::HashMap<&str, Option<i64>> = Default::default();
+    let mut seen: super::FastMap<&str, Option<i64>> = Default::default();
     let mut steps = Vec::with_capacity(updates.len());
     for (i, &(player, value)) in updates.iter().enumerate() {
         let current = match (net.get(player), seen.get(player)) {

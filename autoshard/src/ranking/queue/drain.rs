@@ -27,6 +27,37 @@ pub(in crate::ranking) struct Drained {
     /// whether the batch took rows from each: what the queue's delete
     /// removes once the batch committed.
     pub(super) marks: Vec<(u32, i64, bool)>,
+    /// Whether the batch stopped at its [`Bound`] rather than at the end of
+    /// the queue: more may be waiting, so the worker goes on at once.
+    pub(super) bounded: bool,
+}
+
+/// How much one worker batch takes: everything queued above the marks, up
+/// to `updates` rows and about `bytes` of memory (rows are taken in chunks
+/// of [`CHUNK`], and taking stops once the rows taken reach the bound, so a
+/// batch may pass it by one chunk). A batch always takes at least one row
+/// if one is queued.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::ranking) struct Bound {
+    pub(in crate::ranking) updates: usize,
+    pub(in crate::ranking) bytes: usize,
+}
+
+/// Rows read from a queue shard per `take_queued` call: small enough that
+/// the memory bound is checked often, big enough that a batch of 100,000
+/// costs a handful of reads of the queue.
+const CHUNK: usize = 4_096;
+
+/// What one queued row costs the batch in memory, as the bound counts it:
+/// the row, its name and data, and its share of the apply's overlay (an
+/// entry in the players, net-effect and step tables). An estimate, on the
+/// high side for short names.
+fn row_bytes(row: &QueuedRow) -> usize {
+    const OVERLAY: usize = 192;
+    std::mem::size_of::<QueuedRow>()
+        + row.player.len()
+        + row.data.as_ref().map_or(0, Vec::len)
+        + OVERLAY
 }
 
 impl Ranking {
@@ -37,7 +68,7 @@ impl Ranking {
     /// from: rows a worker that crashed before its delete left behind.
     pub(in crate::ranking) fn drain_batch(
         &self,
-        (max, first, dead_letter, sweep): (usize, u32, bool, bool),
+        (max, first, dead_letter, sweep): (Bound, u32, bool, bool),
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
@@ -100,12 +131,19 @@ pub(super) fn drain_in(
     first: u32,
     dead_letter: bool,
 ) -> Result<Drained> {
+    let max = Bound {
+        updates: max,
+        bytes: usize::MAX,
+    };
     drain_in_from(st, g, rules, queues, max, first, dead_letter, &|_| 0)
 }
 
 /// One worker transaction over any storage: from each queue shard no
 /// other worker holds, taken in turn from `first`, the oldest rows above the
-/// shard's applied-through mark (up to `max` in all); those that cannot be
+/// shard's applied-through mark (up to the bound `max` in all: the whole
+/// backlog unless it is larger, so a bigger backlog is applied in one
+/// transaction and its fixed costs, the commit's fsync and the tree's top
+/// rows, are paid once for more updates); those that cannot be
 /// applied (an invalid player name, a score outside the board, a row the
 /// store cannot read) moved to the dead letters, or with `dead_letter`
 /// false reported as [`Error::Corrupt`]; the others applied in queue order
@@ -134,7 +172,7 @@ fn drain_in_from(
     g: &Geometry,
     (rules, limit): (Rules, u32),
     queues: u32,
-    max: usize,
+    max: Bound,
     first: u32,
     dead_letter: bool,
     floor: &dyn Fn(usize) -> u64,
@@ -145,9 +183,9 @@ fn drain_in_from(
     let mut taken = Vec::new();
     let mut marks = Vec::new();
     let mut contended = false;
+    let (mut bytes, mut bounded) = (0, false);
     for k in 0..queues {
-        let room = max - rows.len();
-        if room == 0 {
+        if bounded {
             break;
         }
         let queue = (first + k) % queues;
@@ -162,7 +200,26 @@ fn drain_in_from(
             mark
         };
         let start = rows.len();
-        st.take_queued(queue, after, room, &mut rows)?;
+        // Chunk after chunk, each above the last row taken: a shard's rows
+        // appear in sequence order, so the chunks are the oldest rows
+        // above the mark, as one read would have returned them.
+        let mut above = after;
+        loop {
+            let room = max.updates.saturating_sub(rows.len());
+            if room == 0 || bytes >= max.bytes {
+                bounded = true;
+                break;
+            }
+            let want = room.min(CHUNK);
+            let before = rows.len();
+            st.take_queued(queue, above, want, &mut rows)?;
+            bytes += rows[before..].iter().map(row_bytes).sum::<usize>();
+            match rows.last() {
+                Some(last) if rows.len() - before == want => above = last.seq,
+                // The shard is empty above the mark.
+                _ => break,
+            }
+        }
         if rows.len() > start {
             taken.push((queue, after, start..rows.len()));
         } else {
@@ -227,6 +284,7 @@ fn drain_in_from(
         dead_letters,
         contended,
         marks,
+        bounded,
     })
 }
 

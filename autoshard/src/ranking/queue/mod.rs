@@ -27,11 +27,13 @@ mod drain;
 mod group;
 mod worker;
 
-pub use self::worker::{Worker, WorkerHandle, WorkerStats};
+pub use self::worker::{
+    Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
+};
 
 #[cfg(test)]
 use self::drain::drain_in;
-pub(in crate::ranking) use self::drain::{deletable, Drained};
+pub(in crate::ranking) use self::drain::{deletable, Bound, Drained};
 pub(crate) use self::group::QueueState;
 use super::Ranking;
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! Workers: one writer applying batches of queued updates.
 
 use super::group::{QueueState, Signal};
-use super::{Drained, BUSY_PAUSE};
+use super::{Bound, Drained, BUSY_PAUSE};
 use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::ranking::cache::NodeCache;
@@ -24,6 +24,7 @@ use std::time::Duration;
 pub struct Worker {
     ranking: Ranking,
     batch_size: usize,
+    batch_bytes: usize,
     idle_timeout: Duration,
     linger: Duration,
     exit_when_idle: bool,
@@ -54,11 +55,20 @@ pub struct WorkerStats {
     pub cache_misses: u64,
 }
 
+/// [`Worker::batch_size`]'s default: high enough that the memory bound
+/// ([`DEFAULT_BATCH_BYTES`]) is the one a backlog meets first.
+pub const DEFAULT_BATCH_SIZE: usize = 1_000_000;
+
+/// [`Worker::batch_bytes`]'s default: 64 MiB, some 150,000 queued updates
+/// with short names and no entry data.
+pub const DEFAULT_BATCH_BYTES: usize = 64 << 20;
+
 impl Worker {
     pub(super) fn new(ranking: Ranking) -> Self {
         Worker {
             ranking,
-            batch_size: 10_000,
+            batch_size: DEFAULT_BATCH_SIZE,
+            batch_bytes: DEFAULT_BATCH_BYTES,
             idle_timeout: Duration::from_millis(20),
             linger: Duration::from_millis(20),
             exit_when_idle: false,
@@ -67,16 +77,31 @@ impl Worker {
         }
     }
 
-    /// Most updates applied per transaction (default 10,000, at least 1):
-    /// a batch takes everything queued up to this bound, so batches grow
-    /// with the load. Bigger batches share more tree nodes and pages per
-    /// write (BENCHMARKS.md §5: 3,114 updates/s at 1,000 per batch, 9,063
-    /// at 10,000, on a million players) but hold the board's write lock
-    /// longer, which direct writers wait for and which delays when an
-    /// update becomes visible; enqueues do not wait for it (the queue has
-    /// storage of its own).
+    /// Most updates applied per transaction (default
+    /// [`DEFAULT_BATCH_SIZE`], a million, at least 1). A batch takes the
+    /// whole backlog up to this bound and [`batch_bytes`](Worker::batch_bytes),
+    /// so batches grow with the backlog: when producers outrun the worker,
+    /// the next batch is bigger, and a bigger batch shares more tree nodes
+    /// and pages per write and pays its commit once (BENCHMARKS.md, "SQLite
+    /// queue keeps up"), until the worker catches up. The price: a batch
+    /// holds the board's write lock for longer, which direct writers wait
+    /// for; enqueues do not (the queue has storage of its own). A fixed
+    /// small bound (say 1,000) bounds that wait, at the cost of throughput.
     pub fn batch_size(mut self, updates: usize) -> Self {
         self.batch_size = updates.max(1);
+        self
+    }
+
+    /// About the most memory a batch's queued rows may take (default
+    /// [`DEFAULT_BATCH_BYTES`], 64 MiB; at least one row is always taken).
+    /// Counted per row as its player name, entry data and a fixed share
+    /// for the apply's bookkeeping, so with long names or large entry data
+    /// batches hold fewer updates. Rows are read in chunks of 4,096 and a
+    /// batch stops once it reaches the bound, so it may pass it by one
+    /// chunk. Not counted: the worker's [cache](Worker::cache), bounded on
+    /// its own.
+    pub fn batch_bytes(mut self, bytes: usize) -> Self {
+        self.batch_bytes = bytes;
         self
     }
 
@@ -229,14 +254,17 @@ impl Worker {
                 let signal = state.signal();
                 (signal.enqueued, signal.flushes, signal.items)
             };
-            let drained = self.ranking.drain_batch(
-                (self.batch_size, first, self.dead_letter, sweep),
-                cache.as_mut(),
-            );
+            let bound = Bound {
+                updates: self.batch_size,
+                bytes: self.batch_bytes,
+            };
+            let drained = self
+                .ranking
+                .drain_batch((bound, first, self.dead_letter, sweep), cache.as_mut());
             if let Some(cache) = &cache {
                 (stats.cache_hits, stats.cache_misses) = (cache.hits, cache.misses);
             }
-            let taken = match drained {
+            let (taken, bounded) = match drained {
                 // Nothing for us, but other workers hold shards that may
                 // still have rows: not idle, only waiting our turn.
                 Ok(Drained {
@@ -255,7 +283,7 @@ impl Worker {
                         stats.updates += drained.applied as u64;
                     }
                     stats.dead_letters += drained.dead_letters as u64;
-                    drained.taken
+                    (drained.taken, drained.bounded)
                 }
                 Err(e) if e.is_retryable() => {
                     stats.busy += 1;
@@ -268,7 +296,8 @@ impl Worker {
             if taken > 0 {
                 state.note_applied();
             }
-            if taken == self.batch_size {
+            // More may be queued beyond the bound: no pause.
+            if bounded {
                 continue;
             }
             if taken == 0 {

@@ -20,6 +20,7 @@ mod ranked;
 mod schema;
 mod trees;
 mod values;
+mod writer;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result, Retryable};
@@ -30,8 +31,9 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use schema::KindTables;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use writer::WriterQueue;
 
 /// The URL schemes [`crate::open`] hands to this store.
 pub(crate) const SCHEMES: &[&str] = &["sqlite"];
@@ -88,6 +90,7 @@ pub struct SqliteBuilder {
     compaction_batch_rows: usize,
     mmap_size: u64,
     cache_size: u64,
+    writer_cache_size: u64,
     contention_wait: Option<Duration>,
 }
 
@@ -161,6 +164,22 @@ impl SqliteBuilder {
         self
     }
 
+    /// Bytes of page cache of the connection ranking boards are written
+    /// through (default 256 MiB): each
+    /// handle writes its boards through one connection of its own (writers
+    /// of a file take turns anyway), whose `PRAGMA cache_size` is this. A
+    /// queue worker's batch on a large board touches pages all over the
+    /// file; with a cache that holds them, the next batch finds them there
+    /// instead of reading them again, and a large batch does not spill
+    /// dirty pages to the WAL before its commit. SQLite allocates cache
+    /// pages as they are used, so the memory is at most the pages written
+    /// boards touch, and never more than this bound. Other connections keep
+    /// [`cache_size`](SqliteBuilder::cache_size).
+    pub fn writer_cache_size(mut self, bytes: u64) -> Self {
+        self.writer_cache_size = bytes;
+        self
+    }
+
     /// Opens (creating if needed) the database.
     ///
     /// # Errors
@@ -186,6 +205,7 @@ impl SqliteBuilder {
                 kinds: KindCache::default(),
                 writers,
                 queue: OnceLock::new(),
+                writer: OnceLock::new(),
                 trees: Default::default(),
                 generations: Default::default(),
                 options: SqliteBuilder { pool_size, ..self },
@@ -230,6 +250,15 @@ impl SqliteBuilder {
         }
     }
 
+    /// [`connect`](SqliteBuilder::connect) for the board writer's
+    /// connection: its own page cache size.
+    fn connect_writer(&self) -> Result<Connection> {
+        let conn = self.connect()?;
+        let kib = self.writer_cache_size.div_ceil(1024);
+        conn.execute_batch(&format!("PRAGMA cache_size = -{kib};"))?;
+        Ok(conn)
+    }
+
     fn pragmas(&self, conn: &Connection) -> rusqlite::Result<()> {
         // journal_mode answers with a row, so it cannot go through execute.
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -243,6 +272,10 @@ impl SqliteBuilder {
         ))
     }
 }
+
+/// [`SqliteBuilder::writer_cache_size`]'s default: 256 MiB, the pages of a
+/// board of about 2.5 million players.
+const DEFAULT_WRITER_CACHE_SIZE: u64 = 256 << 20;
 
 /// An embedded SQLite database: the default store.
 ///
@@ -259,6 +292,10 @@ struct Inner {
     writers: Arc<WriterQueue>,
     /// The ranking queue's own database (`queue.rs`), opened on first use.
     queue: OnceLock<Sqlite>,
+    /// The connection ranking boards are written through (`writer.rs`),
+    /// opened on first use; never for an in-memory database, which lives
+    /// in the pool's one connection.
+    writer: OnceLock<Pool<Connection>>,
     /// The databases of split boards' trees (`trees.rs`), opened on first use.
     trees: trees::TreeDbs,
     /// Whether this handle made sure the boards' generation table exists.
@@ -317,6 +354,7 @@ impl Sqlite {
             compaction_batch_rows: 10_000,
             mmap_size: 0,
             cache_size: 2_048_000,
+            writer_cache_size: DEFAULT_WRITER_CACHE_SIZE,
             contention_wait: None,
         }
     }
@@ -379,7 +417,21 @@ impl Sqlite {
 
     /// Runs `f` on a pooled connection.
     pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
-        let mut conn = self.inner.pool.checkout(|| self.inner.options.connect())?;
+        self.with_conn_of(false, f)
+    }
+
+    /// [`with_conn`](Sqlite::with_conn) on the board writer's connection
+    /// (`writer.rs`) if `writer`, and the database is a file.
+    fn with_conn_of<R>(
+        &self,
+        writer: bool,
+        f: impl FnOnce(&mut Connection) -> Result<R>,
+    ) -> Result<R> {
+        let options = &self.inner.options;
+        let mut conn = match self.writer_pool(writer)? {
+            Some(pool) => pool.checkout(|| options.connect_writer())?,
+            None => self.inner.pool.checkout(|| options.connect())?,
+        };
         let result = f(&mut conn);
         if let Err(Error::Sqlite(e)) = &result {
             // SQLite opens a file it may not write read-only, and the
@@ -399,17 +451,18 @@ impl Sqlite {
         &self,
         mut body: impl FnMut(&Transaction<'_>) -> Result<R>,
     ) -> Result<(R, u32)> {
-        self.transact(TransactionBehavior::Immediate, &mut body)
+        self.transact(false, TransactionBehavior::Immediate, &mut body)
     }
 
     /// Runs `body` in a read transaction, so it sees one consistent snapshot.
     pub(crate) fn read<R>(&self, mut body: impl FnMut(&Transaction<'_>) -> Result<R>) -> Result<R> {
-        self.transact(TransactionBehavior::Deferred, &mut body)
+        self.transact(false, TransactionBehavior::Deferred, &mut body)
             .map(|(r, _)| r)
     }
 
     fn transact<R>(
         &self,
+        writer: bool,
         behavior: TransactionBehavior,
         body: &mut dyn FnMut(&Transaction<'_>) -> Result<R>,
     ) -> Result<(R, u32)> {
@@ -424,7 +477,7 @@ impl Sqlite {
                     .ok_or(Error::Busy { attempts: 0 })?,
             ),
         };
-        self.with_conn(|conn| {
+        self.with_conn_of(writer, |conn| {
             for attempt in 1..=options.max_attempts {
                 LOCK_DEADLINE.set(Some(Deadline::after(options.busy_timeout)));
                 let began = if attempt == 1 {
@@ -487,55 +540,6 @@ pub(crate) fn open_url(url: &str) -> Result<Sqlite> {
         });
     }
     Sqlite::open(path)
-}
-
-/// This process's writers to one database file take turns here before they
-/// ask SQLite for its write lock.
-///
-/// SQLite's write lock is not a queue: a writer that finds it taken polls,
-/// sleeping between tries, and a busy thread can win it again and again while
-/// another starves (BENCHMARKS.md §2b, "the in-process writer lock", has the tail
-/// latencies that showed it). Threads of one process, whichever handle they use,
-/// therefore wait on this lock instead, which wakes a waiter as soon as it is
-/// released; SQLite's lock then mostly contends with other processes.
-/// `parking_lot`'s mutex is eventually fair: it lets a running thread take the
-/// lock back (cheap: no context switch per transaction) but hands it to the
-/// longest waiter at least every 0.5 ms, which bounds starvation. Waiting
-/// here counts against the busy timeout like waiting for SQLite.
-#[derive(Default)]
-struct WriterQueue {
-    lock: parking_lot::Mutex<()>,
-}
-
-impl WriterQueue {
-    /// The queue shared by every handle of this process on `path`.
-    fn for_file(path: &Path) -> Result<Arc<Self>> {
-        static QUEUES: Mutex<Vec<(PathBuf, std::sync::Weak<WriterQueue>)>> = Mutex::new(Vec::new());
-        // The file exists now (connect created it), so this names it uniquely
-        // whichever relative path or link a handle was opened with.
-        let file = std::fs::canonicalize(path).map_err(|e| {
-            Error::Sqlite(rusqlite::Error::InvalidPath(
-                format!("{}: {e}", path.display()).into(),
-            ))
-        })?;
-        let mut queues = QUEUES.lock().unwrap_or_else(|p| p.into_inner());
-        queues.retain(|(_, queue)| queue.strong_count() > 0);
-        if let Some(queue) = queues
-            .iter()
-            .find(|(p, _)| *p == file)
-            .and_then(|(_, q)| q.upgrade())
-        {
-            return Ok(queue);
-        }
-        let queue = Arc::new(WriterQueue::default());
-        queues.push((file, Arc::downgrade(&queue)));
-        Ok(queue)
-    }
-
-    /// `None` if `timeout` passed first: the caller reports the store busy.
-    fn wait_turn(&self, timeout: Duration) -> Option<parking_lot::MutexGuard<'_, ()>> {
-        self.lock.try_lock_for(timeout)
-    }
 }
 
 thread_local! {

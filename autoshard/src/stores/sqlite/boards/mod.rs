@@ -70,7 +70,7 @@ impl BoardStore for Sqlite {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
         self.ensure_generations()?;
-        self.write(|tx| {
+        self.write_boards_tx(|tx| {
             lifecycle::check_alive(tx, board)?;
             f(&SqliteTx::new(self, tx, board))
         })
@@ -83,7 +83,7 @@ impl BoardStore for Sqlite {
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
         self.ensure_generations()?;
-        self.write(|tx| {
+        self.write_boards_tx(|tx| {
             for &board in boards {
                 lifecycle::check_alive(tx, board)?;
             }

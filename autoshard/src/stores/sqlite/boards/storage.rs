@@ -200,14 +200,26 @@ impl Storage for SqliteTx<'_> {
         }
     }
 
+    // An `UPDATE` first, an `INSERT` only if nobody was there: most writes
+    // move a player who is on the board, and an upsert pays for a failed
+    // insert (a descent of the primary key) before its update (another).
     fn put_player(&self, player: &str, score: i64, arrival: u64) -> Result<()> {
-        self.tx
+        let values = params![self.board, player, score, int(arrival)];
+        let moved = self
+            .tx
             .prepare_cached(
-                "INSERT INTO autoshard_rank_players (board, player, score, arrival) \
-                 VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (board, player) DO UPDATE SET score = excluded.score, arrival = excluded.arrival",
+                "UPDATE autoshard_rank_players SET score = ?3, arrival = ?4 \
+                 WHERE board = ?1 AND player = ?2",
             )?
-            .execute(params![self.board, player, score, int(arrival)])?;
+            .execute(values)?;
+        if moved == 0 {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO autoshard_rank_players (board, player, score, arrival) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(values)?;
+        }
         Ok(())
     }
 
