@@ -123,7 +123,19 @@ fn rank_queries(board: &Ranking, players: usize) -> Result<[Samples; 3]> {
 
 /// Redis `ZADD` from 50 connections for `slice`: updates/s, p50, p99.
 fn zadd(players: usize, slice: Duration) -> Option<(f64, Samples)> {
-    let client = redis::Client::open(REDIS_URL).ok()?;
+    zadd_at(REDIS_URL, "autoshard-bench-trees", players, slice)
+}
+
+/// Redis `ZADD` of random players' scores to `key` at `url` from 50
+/// connections for `slice` (the anchor the queue benchmarks compare with):
+/// updates/s and each reply's latency.
+pub(crate) fn zadd_at(
+    url: &str,
+    key: &str,
+    players: usize,
+    slice: Duration,
+) -> Option<(f64, Samples)> {
+    let client = redis::Client::open(url).ok()?;
     client.get_connection().ok()?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
@@ -142,7 +154,7 @@ fn zadd(players: usize, slice: Duration) -> Option<(f64, Samples)> {
                         let score = i64::from(rng.below(SCORES as u32));
                         let t0 = Instant::now();
                         let done = redis::cmd("ZADD")
-                            .arg("autoshard-bench-trees")
+                            .arg(key)
                             .arg(score)
                             .arg(who)
                             .query::<()>(&mut conn);

@@ -338,48 +338,7 @@ fn drain_cell(
 
 /// Redis `ZADD` from 50 clients for `slice` at `url`: updates/s, ack p99.
 fn zadd(url: &str, players: usize, slice: Duration) -> Option<(f64, Samples)> {
-    let client = redis::Client::open(url).ok()?;
-    client.get_connection().ok()?;
-    let stop = AtomicBool::new(false);
-    let start = Instant::now();
-    let samples = std::thread::scope(|s| {
-        let threads: Vec<_> = (0..REDIS_CLIENTS)
-            .map(|t| {
-                let (stop, client) = (&stop, &client);
-                s.spawn(move || {
-                    let mut samples = Samples::default();
-                    let Ok(mut conn) = client.get_connection() else {
-                        return samples;
-                    };
-                    let mut rng = Rng::new(0x7777_0000 + t as u64);
-                    while !stop.load(Ordering::Relaxed) {
-                        let who = player(rng.below(players as u32) as usize);
-                        let score = i64::from(rng.below(SCORES as u32));
-                        let t0 = Instant::now();
-                        let done = redis::cmd("ZADD")
-                            .arg("autoshard-bench-keepup")
-                            .arg(score)
-                            .arg(who)
-                            .query::<()>(&mut conn);
-                        if done.is_err() {
-                            break;
-                        }
-                        samples.push(t0.elapsed());
-                    }
-                    samples
-                })
-            })
-            .collect();
-        std::thread::sleep(slice);
-        stop.store(true, Ordering::Relaxed);
-        let mut all = Samples::default();
-        for t in threads {
-            all.append(&mut t.join().unwrap_or_default());
-        }
-        all
-    });
-    let rate = samples.len() as f64 / start.elapsed().as_secs_f64();
-    Some((rate, samples))
+    crate::ranking_trees::zadd_at(url, "autoshard-bench-keepup", players, slice)
 }
 
 /// A `redis-server` of our own with every write fsynced before its reply,
