@@ -6,7 +6,7 @@
 #![cfg(feature = "postgres")]
 
 use autoshard::__private::pg_hooks::round_trips;
-use autoshard::ranking::{Order, Ranking, RankingConfig, Tie};
+use autoshard::ranking::{Ranking, RankingConfig, ScoreOrder, Tie};
 use autoshard::{Error, Postgres};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -96,7 +96,7 @@ fn point_reads_are_one_round_trip() {
     let schema = pg::new_schema();
     let _drop = pg::DropSchema(schema.clone());
     let db = open(&schema, 4);
-    for order in [Order::HigherIsBetter, Order::LowerIsBetter] {
+    for order in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter] {
         let board_name = format!("{order:?}");
         let config = RankingConfig::new(0..100)
             .branching(4)
@@ -114,7 +114,7 @@ fn point_reads_are_one_round_trip() {
             board.set_scores(&batch).unwrap();
         }
         let better = |a: i64, b: i64| match order {
-            Order::HigherIsBetter => a > b,
+            ScoreOrder::HigherIsBetter => a > b,
             _ => a < b,
         };
         let top = board.top(500).unwrap();

@@ -153,7 +153,7 @@ fn build<'s, S: Store>(mut query: Query<'s, S, Item>, spec: &Spec) -> Query<'s, 
     }
     for &(field, descending) in &spec.order {
         query = query.order_by(move |f| {
-            let order = |asc: autoshard::Order<Item>, desc| if descending { desc } else { asc };
+            let order = |asc: autoshard::SortKey<Item>, desc| if descending { desc } else { asc };
             match field {
                 0 => order(f.stat.asc(), f.stat.desc()),
                 1 => order(f.dynm.asc(), f.dynm.desc()),

@@ -2,7 +2,7 @@
 //! item 6: Strava's "following" and club boards), on every store, against
 //! the same ranking done by hand over the players' stored scores.
 
-use autoshard::ranking::{Entry, Order, Policy, Ranking, RankingConfig, MAX_AMONG};
+use autoshard::ranking::{Entry, Policy, Ranking, RankingConfig, ScoreOrder, MAX_AMONG};
 use autoshard::Error;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -28,7 +28,7 @@ every_store_tests!(
 fn among_ranks_a_set_as_a_board_of_its_own_would<S: Boards>() {
     let store = S::fresh();
     let mut rng = SmallRng::seed_from_u64(7);
-    for (round, order) in [Order::HigherIsBetter, Order::LowerIsBetter]
+    for (round, order) in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter]
         .into_iter()
         .enumerate()
     {

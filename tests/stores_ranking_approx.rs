@@ -11,7 +11,7 @@
 //! (refreshes writing over the published rows) fails.
 
 use autoshard::ranking::{
-    ApproxBucket, Order, Policy, Ranking, RankingConfig, Tie, MAX_BUCKETS, MAX_EXACT_TOP,
+    ApproxBucket, Policy, Ranking, RankingConfig, ScoreOrder, Tie, MAX_BUCKETS, MAX_EXACT_TOP,
 };
 use autoshard::Error;
 use rand::rngs::SmallRng;
@@ -36,7 +36,7 @@ store_tests!(
 
 /// Exact standard ranks of every score of `range` among `scores`, under
 /// `order`: the model.
-fn exact_rank(scores: &[i64], order: Order, score: i64) -> u64 {
+fn exact_rank(scores: &[i64], order: ScoreOrder, score: i64) -> u64 {
     1 + scores
         .iter()
         .filter(|&&s| order.is_better(s, score))
@@ -54,7 +54,7 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
     let mut rng = SmallRng::seed_from_u64(seed);
     let cases = if S::NAME == "sqlite" { 12 } else { 3 };
     for case in 0..cases {
-        let order = [Order::HigherIsBetter, Order::LowerIsBetter][case % 2];
+        let order = [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter][case % 2];
         let (width, n, b) = (
             rng.random_range(1..400i64),
             rng.random_range(0..300usize),
@@ -101,8 +101,8 @@ fn approx_rank_is_exact_at_bucket_edges_and_within_the_bound_inside<S: Boards>()
         let mut previous: Option<u64> = None;
         // Best score first, so the estimate may only grow.
         let all: Vec<i64> = match order {
-            Order::HigherIsBetter => (0..width).rev().collect(),
-            Order::LowerIsBetter => (0..width).collect(),
+            ScoreOrder::HigherIsBetter => (0..width).rev().collect(),
+            ScoreOrder::LowerIsBetter => (0..width).collect(),
         };
         for s in all {
             let approx = board.approx_rank(s).unwrap();
@@ -125,7 +125,7 @@ fn updates_write_only_player_rows_under_the_boards_policy_and_order<S: Boards>()
     let store = S::fresh();
     let config = RankingConfig::new(1..86_400)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .approximate(4);
     let board = Ranking::create(store.db(), "segment", config.clone()).unwrap();
     board

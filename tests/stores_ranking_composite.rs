@@ -26,7 +26,7 @@
 //! `boards_stored_before_dimensions_open_as_one_score` failed on SQLite,
 //! the opened config showing `dims: None`.
 
-use autoshard::ranking::{Dim, Order, Policy, Ranking, RankingConfig, Tie};
+use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, ScoreOrder, Tie};
 use autoshard::Error;
 use proptest::prelude::*;
 
@@ -317,7 +317,7 @@ fn bad_tuples_and_shapes_are_refused_and_write_nothing<S: Boards>() {
             "Policy::Increment",
         ),
         (
-            seed_001_config().order(Order::LowerIsBetter),
+            seed_001_config().order(ScoreOrder::LowerIsBetter),
             "order is per dimension",
         ),
     ];

@@ -15,7 +15,7 @@
 //! `stores_ranking_family_writers.rs`.
 
 use autoshard::ranking::{
-    Family, FamilyConfig, Order, Period, Policy, Ranking, RankingConfig, Weekday, Window,
+    Family, FamilyConfig, Period, Policy, Ranking, RankingConfig, ScoreOrder, Weekday, Window,
 };
 use autoshard::Error;
 
@@ -43,7 +43,7 @@ const NOV_24: i64 = 1_795_516_200;
 fn strava() -> FamilyConfig {
     let segment = RankingConfig::new(1..86_400)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .entry_data(16);
     FamilyConfig::new(segment)
         .window(Window::AllTime)

@@ -28,7 +28,7 @@
 //! stores_ranking_family_oracle`.
 
 use autoshard::ranking::{
-    Dim, Family, FamilyConfig, Order, Period, Policy, RankingConfig, Weekday,
+    Dim, Family, FamilyConfig, Period, Policy, RankingConfig, ScoreOrder, Weekday,
 };
 use autoshard::ranking::{FamilySubmission, Window};
 use proptest::prelude::*;
@@ -105,9 +105,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 struct Model {
     policy: Policy,
-    order: Order,
+    order: ScoreOrder,
     /// Per dimension of a composite score, its order; empty for one value.
-    dims: Vec<Order>,
+    dims: Vec<ScoreOrder>,
     range: (i64, i64),
     boards: BTreeMap<MemberKey, BTreeMap<String, Score>>,
     values: HashMap<String, [Option<usize>; 2]>,
@@ -256,13 +256,13 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
             Policy::Worst,
             Policy::Increment,
         ]),
-        prop::sample::select(vec![Order::HigherIsBetter, Order::LowerIsBetter]),
+        prop::sample::select(vec![ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter]),
         1..32usize,
         prop::sample::select(vec![0, -300, 330]),
         prop::sample::select(vec![Weekday::Monday, Weekday::Sunday, Weekday::Friday]),
         0..3u32,
     );
-    let order = prop::sample::select(vec![Order::HigherIsBetter, Order::LowerIsBetter]);
+    let order = prop::sample::select(vec![ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter]);
     let dims = prop::option::weighted(0.4, prop::collection::vec(order, 1..=4));
     let strategy = (
         shape,
@@ -287,8 +287,8 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
             RankingConfig::new(range.0..range.1).order(order)
         } else {
             RankingConfig::dimensions(dims.iter().map(|o| match o {
-                Order::HigherIsBetter => Dim::higher(0..DIM_WIDTH),
-                Order::LowerIsBetter => Dim::lower(0..DIM_WIDTH),
+                ScoreOrder::HigherIsBetter => Dim::higher(0..DIM_WIDTH),
+                ScoreOrder::LowerIsBetter => Dim::lower(0..DIM_WIDTH),
             }))
         };
         let mut config = FamilyConfig::new(board.branching(4).policy(policy))

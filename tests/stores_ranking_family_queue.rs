@@ -28,7 +28,7 @@
 //! - `concurrent_enqueues_are_group_committed`: threads enqueueing at once
 //!   share transactions, and every submission is applied once.
 
-use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Window};
+use autoshard::ranking::{Family, FamilyConfig, Period, Policy, RankingConfig, ScoreOrder, Window};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ const AGES: [&str; 3] = ["u35", "35-44", "45+"];
 fn segment() -> FamilyConfig {
     let board = RankingConfig::new(1..100_000)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .entry_data(16);
     FamilyConfig::new(board)
         .window(Window::AllTime)

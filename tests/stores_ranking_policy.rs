@@ -18,7 +18,7 @@
 //! SQLite in `around`: a player kept their record but showed the data of a
 //! slower effort. That case is kept there too.
 
-use autoshard::ranking::{Order, Policy, Ranking, RankingConfig, Submission};
+use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Submission};
 use autoshard::Error;
 use proptest::prelude::*;
 
@@ -273,7 +273,7 @@ fn strava_best_elapsed_time_lower_is_better<S: Boards>() {
     let config = RankingConfig::new(1..86_400)
         .branching(16)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter);
+        .order(ScoreOrder::LowerIsBetter);
     let segment = Ranking::create(store.db(), "hawk-hill", config).unwrap();
     let efforts = [
         ("ann", 301),
@@ -392,7 +392,7 @@ fn a_board_of_another_shape_is_refused_by_open_or_create<S: Boards>() {
             "policy is Best, not Replace",
         ),
         (
-            config.clone().order(Order::LowerIsBetter),
+            config.clone().order(ScoreOrder::LowerIsBetter),
             "order is HigherIsBetter, not LowerIsBetter",
         ),
         (
@@ -453,7 +453,7 @@ fn boards_stored_before_policies_open_as_replace_higher_is_better<S: Boards>() {
 
     let config = RankingConfig::new(0..100)
         .policy(Policy::Worst)
-        .order(Order::LowerIsBetter);
+        .order(ScoreOrder::LowerIsBetter);
     let new = Ranking::create(store.db(), "new", config.clone()).unwrap();
     assert_eq!(Ranking::open(store.db(), "new").unwrap().config(), &config);
     let old = Ranking::open(store.db(), "old").unwrap();
@@ -561,7 +561,7 @@ fn entry_data_is_the_records_and_is_bounded<S: Boards>() {
     let store = S::fresh();
     let config = RankingConfig::new(1..86_400)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .entry_data(12);
     let segment = Ranking::create(store.db(), "seg", config).unwrap();
     segment.submit_with("ann", 301, b"effort-1").unwrap();

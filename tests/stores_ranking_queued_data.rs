@@ -3,7 +3,7 @@
 //! a direct `submit_with` follows, so a board fed through the queue ends
 //! where a board fed directly ends, data included.
 
-use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::Error;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -58,7 +58,7 @@ fn queued_data_ends_where_direct_submissions_end<S: Boards>() {
     ];
     let mut n = 0;
     for policy in policies {
-        for order in [Order::HigherIsBetter, Order::LowerIsBetter] {
+        for order in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter] {
             for one_by_one in [true, false] {
                 n += 1;
                 let config = RankingConfig::new(-1_000..1_000)

@@ -697,7 +697,7 @@ fn every_read_merges_the_trees<S: Boards>() {
     let names: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
     let mut oracle = Oracle::new(
         Policy::Replace,
-        autoshard::ranking::Order::HigherIsBetter,
+        autoshard::ranking::ScoreOrder::HigherIsBetter,
         0,
         12,
     );
@@ -738,7 +738,7 @@ fn a_read_that_skips_the_merge_fails() {
     let db = autoshard::Sqlite::memory().unwrap();
     let mut oracle = Oracle::new(
         Policy::Replace,
-        autoshard::ranking::Order::HigherIsBetter,
+        autoshard::ranking::ScoreOrder::HigherIsBetter,
         0,
         12,
     );

@@ -146,7 +146,7 @@ pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_P
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
-pub use crate::query::{Comparable, Field, Filter, Order, Query, Queryable};
+pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Skipped, Store};
 #[cfg(feature = "postgres")]

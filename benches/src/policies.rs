@@ -3,7 +3,7 @@
 //! `set_score` and `top`, on one SQLite file.
 
 use crate::stats::{thousands, us, Rng, Samples};
-use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::{Sqlite, Synchronous};
 use std::error::Error;
 use std::path::Path;
@@ -84,7 +84,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let config = RankingConfig::new(RANGE)
         .shards(4)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .entry_data(32);
     let tagged = Ranking::create(&db, "tagged", config)?;
     let mut rng = Rng::new(0x5EED_0010);

@@ -8,7 +8,7 @@
 
 use super::{progress, Result};
 use autoshard::ranking::{
-    Family, FamilyConfig, Order, Period, Policy, Ranking, RankingConfig, Window,
+    Family, FamilyConfig, Period, Policy, Ranking, RankingConfig, ScoreOrder, Window,
 };
 use autoshard::{Sqlite, Synchronous};
 use rand::rngs::SmallRng;
@@ -47,7 +47,7 @@ fn rider(n: usize) -> Rider {
 fn segment_config() -> FamilyConfig {
     let board = RankingConfig::new(1..86_400)
         .policy(Policy::Best)
-        .order(Order::LowerIsBetter)
+        .order(ScoreOrder::LowerIsBetter)
         .entry_data(16);
     FamilyConfig::new(board)
         .window(Window::AllTime)

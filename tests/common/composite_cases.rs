@@ -3,7 +3,7 @@
 //! of `composite_oracle.rs`.
 
 use crate::composite_oracle::{report, verify, Oracle, Tuple};
-use autoshard::ranking::{Dim, Order, Policy, Ranking, MAX_DIMENSIONS};
+use autoshard::ranking::{Dim, Policy, Ranking, ScoreOrder, MAX_DIMENSIONS};
 use autoshard::Error;
 use proptest::prelude::*;
 
@@ -46,7 +46,10 @@ pub fn dim(width_bits: u32) -> impl Strategy<Value = (Dim, Vec<i64>)> {
         Just(i64::MIN).boxed(),
         any::<i64>().boxed(),
     ];
-    let order = prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)];
+    let order = prop_oneof![
+        Just(ScoreOrder::HigherIsBetter),
+        Just(ScoreOrder::LowerIsBetter)
+    ];
     (
         start,
         0..=width_bits,
@@ -84,7 +87,12 @@ pub fn dims() -> impl Strategy<Value = Vec<(Dim, Vec<i64>)>> {
 }
 
 pub fn widest() -> impl Strategy<Value = Vec<(Dim, Vec<i64>)>> {
-    let order = || prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)];
+    let order = || {
+        prop_oneof![
+            Just(ScoreOrder::HigherIsBetter),
+            Just(ScoreOrder::LowerIsBetter)
+        ]
+    };
     let inside = || prop::collection::vec(any::<u64>(), 2);
     let whole = (order(), inside()).prop_map(|(o, r)| {
         let r: Vec<i64> = r.into_iter().map(|r| r as i64).collect();

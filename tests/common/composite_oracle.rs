@@ -4,7 +4,7 @@
 //! encoding), and every query checked against it.
 #![allow(dead_code)] // each suite uses its own part of this
 
-use autoshard::ranking::{Dim, Order, Policy, Ranking, Submission, Tie};
+use autoshard::ranking::{Dim, Policy, Ranking, ScoreOrder, Submission, Tie};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -49,8 +49,8 @@ impl Oracle {
     pub fn cmp(&self, a: &[i64], b: &[i64]) -> Ordering {
         for (d, (x, y)) in self.dims.iter().zip(a.iter().zip(b)) {
             let o = match d.order() {
-                Order::HigherIsBetter => y.cmp(x),
-                Order::LowerIsBetter => x.cmp(y),
+                ScoreOrder::HigherIsBetter => y.cmp(x),
+                ScoreOrder::LowerIsBetter => x.cmp(y),
             };
             if o.is_ne() {
                 return o;

@@ -3,7 +3,7 @@
 //! the slow way, and every query checked against it.
 #![allow(dead_code)] // each suite uses its own part of this
 
-use autoshard::ranking::{Entry, Order, Policy, Ranking, Tie};
+use autoshard::ranking::{Entry, Policy, Ranking, ScoreOrder, Tie};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 #[derive(Debug, Clone)]
 pub struct Oracle {
     pub policy: Policy,
-    pub order: Order,
+    pub order: ScoreOrder,
     pub min: i64,
     pub max: i64,
     /// player -> (score, the moment they reached it).
@@ -29,12 +29,17 @@ pub type Report = (Option<i64>, i64, Option<u64>, u64, bool);
 
 impl Default for Oracle {
     fn default() -> Self {
-        Oracle::new(Policy::Replace, Order::HigherIsBetter, i64::MIN, i64::MAX)
+        Oracle::new(
+            Policy::Replace,
+            ScoreOrder::HigherIsBetter,
+            i64::MIN,
+            i64::MAX,
+        )
     }
 }
 
 impl Oracle {
-    pub fn new(policy: Policy, order: Order, min: i64, max: i64) -> Self {
+    pub fn new(policy: Policy, order: ScoreOrder, min: i64, max: i64) -> Self {
         Oracle {
             policy,
             order,
@@ -48,8 +53,8 @@ impl Oracle {
 
     fn better(&self, a: i64, b: i64) -> bool {
         match self.order {
-            Order::HigherIsBetter => a > b,
-            Order::LowerIsBetter => a < b,
+            ScoreOrder::HigherIsBetter => a > b,
+            ScoreOrder::LowerIsBetter => a < b,
         }
     }
 
@@ -271,8 +276,11 @@ pub fn policy() -> impl Strategy<Value = Policy> {
 }
 
 /// Either score order.
-pub fn order() -> impl Strategy<Value = Order> {
-    prop_oneof![Just(Order::HigherIsBetter), Just(Order::LowerIsBetter)]
+pub fn order() -> impl Strategy<Value = ScoreOrder> {
+    prop_oneof![
+        Just(ScoreOrder::HigherIsBetter),
+        Just(ScoreOrder::LowerIsBetter)
+    ]
 }
 
 /// Score ranges from width 1 to the whole of `i64`, at both ends of it.

@@ -113,12 +113,12 @@ impl<T: 'static, V: Comparable> Field<T, V> {
     }
 
     /// Smallest first (ties by id, ascending).
-    pub fn asc(self) -> Order<T> {
+    pub fn asc(self) -> SortKey<T> {
         self.order(false)
     }
 
     /// Largest first (ties by id, ascending).
-    pub fn desc(self) -> Order<T> {
+    pub fn desc(self) -> SortKey<T> {
         self.order(true)
     }
 
@@ -164,9 +164,9 @@ impl<T: 'static, V: Comparable> Field<T, V> {
         }
     }
 
-    fn order(self, descending: bool) -> Order<T> {
+    fn order(self, descending: bool) -> SortKey<T> {
         let get = self.get;
-        Order {
+        SortKey {
             name: self.name,
             source: self.source,
             class: V::__CLASS,
@@ -208,7 +208,7 @@ type Compare<T> = dyn Fn(&T, &T) -> Ordering + Send + Sync;
 
 /// One key of an order: made by [`Field::asc`] or [`Field::desc`], given to
 /// [`Query::order_by`](crate::Query::order_by).
-pub struct Order<T> {
+pub struct SortKey<T> {
     pub(crate) name: &'static str,
     pub(crate) source: Source,
     pub(crate) class: Class,
@@ -216,7 +216,7 @@ pub struct Order<T> {
     pub(crate) compare: Box<Compare<T>>,
 }
 
-impl<T> fmt::Debug for Order<T> {
+impl<T> fmt::Debug for SortKey<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let direction = if self.descending { "desc" } else { "asc" };
         write!(f, "{} {direction}", self.name)

@@ -47,7 +47,7 @@
 
 mod field;
 
-pub use self::field::{Comparable, Field, Filter, Order};
+pub use self::field::{Comparable, Field, Filter, SortKey};
 
 use self::field::Source;
 use crate::entity::{EntityId, Shardable};
@@ -86,7 +86,7 @@ pub struct Query<'s, S: ?Sized, T: Queryable> {
     store: &'s S,
     fields: T::Fields,
     filters: Vec<Filter<T>>,
-    order: Vec<Order<T>>,
+    order: Vec<SortKey<T>>,
     limit: Option<usize>,
     offset: usize,
     in_rust: bool,
@@ -115,7 +115,7 @@ impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
 
     /// Orders by a field: `.order_by(|q| q.votes.desc())`. A second call
     /// orders the ties of the first, and so on; the id breaks the last ties.
-    pub fn order_by(mut self, key: impl FnOnce(&T::Fields) -> Order<T>) -> Self {
+    pub fn order_by(mut self, key: impl FnOnce(&T::Fields) -> SortKey<T>) -> Self {
         let order = key(&self.fields);
         self.order.push(order);
         self

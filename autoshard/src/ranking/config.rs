@@ -2,7 +2,7 @@
 //! declares.
 
 use super::composite::{self, Dim};
-use super::policy::{Order, Policy, Rules};
+use super::policy::{Policy, Rules, ScoreOrder};
 use super::tree::Geometry;
 use super::{Ranking, RankingStore, MAX_ENTRY_DATA, MAX_QUEUES, MAX_SHARDS};
 use crate::error::{Error, Result};
@@ -21,14 +21,14 @@ use std::ops::Range;
 /// board and cannot change.
 ///
 /// ```
-/// use autoshard::ranking::{Order, Policy, RankingConfig};
+/// use autoshard::ranking::{ScoreOrder, Policy, RankingConfig};
 ///
 /// // Elapsed seconds, best effort per rider, fastest first.
-/// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+/// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter);
 /// assert_eq!(segment.update_policy(), Policy::Best);
 /// // Points that only ever add up.
 /// let points = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
-/// assert_eq!(points.score_order(), Order::HigherIsBetter);
+/// assert_eq!(points.score_order(), ScoreOrder::HigherIsBetter);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankingConfig {
@@ -38,7 +38,7 @@ pub struct RankingConfig {
     shards: u32,
     queues: u32,
     policy: Policy,
-    order: Order,
+    order: ScoreOrder,
     entry_data: u32,
     /// `None` on a single-dimension board; `Some` (checked to hold 1 to 4
     /// dimensions) on a composite one.
@@ -61,7 +61,7 @@ impl RankingConfig {
             shards: 1,
             queues: 1,
             policy: Policy::Replace,
-            order: Order::HigherIsBetter,
+            order: ScoreOrder::HigherIsBetter,
             entry_data: 0,
             dims: None,
             buckets: None,
@@ -147,7 +147,7 @@ impl RankingConfig {
     }
 
     /// Which scores rank first (default [`Order::HigherIsBetter`]).
-    pub fn order(mut self, order: Order) -> Self {
+    pub fn order(mut self, order: ScoreOrder) -> Self {
         self.order = order;
         self
     }
@@ -158,7 +158,7 @@ impl RankingConfig {
     }
 
     /// The score order.
-    pub fn score_order(&self) -> Order {
+    pub fn score_order(&self) -> ScoreOrder {
         self.order
     }
 
@@ -316,7 +316,7 @@ impl RankingConfig {
         let trees = super::trees::stored_trees(&mut spec.policy)?;
         let policy = Policy::from_stored(&spec.policy)
             .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
-        let order = Order::from_stored(&spec.order)
+        let order = ScoreOrder::from_stored(&spec.order)
             .ok_or_else(|| format!("unknown score order {:?}", spec.order))?;
         let dims = composite::from_stored(&spec.dims)?;
         let dims = (!dims.is_empty()).then_some(dims);

@@ -79,7 +79,7 @@ pub use self::family::{
     MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
 pub use self::handle::Ranking;
-pub use self::policy::{Order, Policy, Submission};
+pub use self::policy::{Policy, ScoreOrder, Submission};
 pub use self::queue::{
     Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_TIMEOUT,

@@ -49,7 +49,7 @@ pub enum Policy {
 /// [`RankingConfig::order`](super::RankingConfig::order) and fixed when the
 /// board is created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Order {
+pub enum ScoreOrder {
     /// The highest score ranks first (the default): points, trophies.
     #[default]
     HigherIsBetter,
@@ -80,17 +80,17 @@ impl Policy {
     }
 }
 
-impl Order {
+impl ScoreOrder {
     /// The name stored in the board table.
     pub(crate) fn stored(self) -> &'static str {
         match self {
-            Order::HigherIsBetter => "higher_is_better",
-            Order::LowerIsBetter => "lower_is_better",
+            ScoreOrder::HigherIsBetter => "higher_is_better",
+            ScoreOrder::LowerIsBetter => "lower_is_better",
         }
     }
 
     pub(crate) fn from_stored(name: &str) -> Option<Self> {
-        [Order::HigherIsBetter, Order::LowerIsBetter]
+        [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter]
             .into_iter()
             .find(|o| o.stored() == name)
     }
@@ -98,8 +98,8 @@ impl Order {
     /// Whether score `a` ranks strictly before score `b`.
     pub fn is_better(self, a: i64, b: i64) -> bool {
         match self {
-            Order::HigherIsBetter => a > b,
-            Order::LowerIsBetter => a < b,
+            ScoreOrder::HigherIsBetter => a > b,
+            ScoreOrder::LowerIsBetter => a < b,
         }
     }
 }
@@ -109,7 +109,7 @@ impl Order {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rules {
     pub policy: Policy,
-    pub order: Order,
+    pub order: ScoreOrder,
     /// An approximate board: updates write player rows only (`approx/`).
     pub approx: bool,
 }
@@ -119,8 +119,8 @@ impl Rules {
     pub fn tree_score(self, g: &Geometry, score: i64) -> Result<i64> {
         g.checked_offset(score)?;
         Ok(match self.order {
-            Order::HigherIsBetter => score,
-            Order::LowerIsBetter => g.mirror(score).expect("checked above"),
+            ScoreOrder::HigherIsBetter => score,
+            ScoreOrder::LowerIsBetter => g.mirror(score).expect("checked above"),
         })
     }
 
@@ -128,8 +128,8 @@ impl Rules {
     /// the board's range (a damaged row).
     pub fn score(self, g: &Geometry, tree: i64) -> Option<i64> {
         match self.order {
-            Order::HigherIsBetter => Some(tree),
-            Order::LowerIsBetter => g.mirror(tree),
+            ScoreOrder::HigherIsBetter => Some(tree),
+            ScoreOrder::LowerIsBetter => g.mirror(tree),
         }
     }
 
@@ -222,13 +222,13 @@ impl Ranking {
     /// descent each.
     ///
     /// ```
-    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
     /// use autoshard::Sqlite;
     ///
     /// # fn main() -> autoshard::Result<()> {
     /// let db = Sqlite::memory()?;
     /// // Seconds on a segment: only each rider's best effort counts.
-    /// let config = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+    /// let config = RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter);
     /// let segment = Ranking::create(&db, "hawk-hill", config)?;
     /// segment.set_scores(&[("ann", 300), ("bo", 320), ("cy", 340)])?;
     ///
@@ -263,13 +263,13 @@ impl Ranking {
     /// data as it is; [`remove`](Ranking::remove) deletes it with the player.
     ///
     /// ```
-    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
     ///
     /// # fn main() -> autoshard::Result<()> {
     /// let db = autoshard::Sqlite::memory()?;
     /// let config = RankingConfig::new(1..86_400)
     ///     .policy(Policy::Best)
-    ///     .order(Order::LowerIsBetter)
+    ///     .order(ScoreOrder::LowerIsBetter)
     ///     .entry_data(64);
     /// let segment = Ranking::create(&db, "hawk-hill", config)?;
     /// segment.submit_with("ann", 301, b"effort-17")?;
@@ -377,7 +377,7 @@ impl Ranking {
 mod tests {
     use super::*;
 
-    fn rules(policy: Policy, order: Order) -> Rules {
+    fn rules(policy: Policy, order: ScoreOrder) -> Rules {
         Rules {
             policy,
             order,
@@ -395,11 +395,11 @@ mod tests {
         ] {
             assert_eq!(Policy::from_stored(p.stored()), Some(p));
         }
-        for o in [Order::HigherIsBetter, Order::LowerIsBetter] {
-            assert_eq!(Order::from_stored(o.stored()), Some(o));
+        for o in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter] {
+            assert_eq!(ScoreOrder::from_stored(o.stored()), Some(o));
         }
         assert_eq!(Policy::from_stored("Replace"), None);
-        assert_eq!(Order::from_stored(""), None);
+        assert_eq!(ScoreOrder::from_stored(""), None);
     }
 
     /// Tree scores mirror a lower-is-better range onto itself, extremes
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn lower_is_better_mirrors_the_range() {
         let g = Geometry::new(-5, 5, 3).unwrap();
-        let low = rules(Policy::Best, Order::LowerIsBetter);
+        let low = rules(Policy::Best, ScoreOrder::LowerIsBetter);
         assert_eq!(low.tree_score(&g, -5).unwrap(), 4);
         assert_eq!(low.tree_score(&g, 4).unwrap(), -5);
         assert_eq!(low.score(&g, 0), Some(-1));
@@ -418,14 +418,14 @@ mod tests {
         assert_eq!(low.score(&g, kept), Some(2));
         let improved = low.next(&g, Some(stored), -3).unwrap();
         assert_eq!(low.score(&g, improved), Some(-3));
-        let worst = rules(Policy::Worst, Order::LowerIsBetter);
+        let worst = rules(Policy::Worst, ScoreOrder::LowerIsBetter);
         assert_eq!(
             worst.score(&g, worst.next(&g, Some(stored), 3).unwrap()),
             Some(3)
         );
 
         let g = Geometry::new(i64::MIN, i64::MAX, 2).unwrap();
-        let low = rules(Policy::Replace, Order::LowerIsBetter);
+        let low = rules(Policy::Replace, ScoreOrder::LowerIsBetter);
         assert_eq!(low.tree_score(&g, i64::MIN).unwrap(), i64::MAX - 1);
         assert_eq!(low.tree_score(&g, i64::MAX - 1).unwrap(), i64::MIN);
         assert_eq!(low.score(&g, -1), Some(-1));
@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn increments_add_and_refuse_sums_outside_the_range() {
         let g = Geometry::new(-10, 10, 4).unwrap();
-        for order in [Order::HigherIsBetter, Order::LowerIsBetter] {
+        for order in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter] {
             let inc = rules(Policy::Increment, order);
             let three = inc.next(&g, None, 3).unwrap();
             assert_eq!(inc.score(&g, three), Some(3));
@@ -457,7 +457,7 @@ mod tests {
             );
         }
         let g = Geometry::new(i64::MIN, i64::MAX, 2).unwrap();
-        let inc = rules(Policy::Increment, Order::HigherIsBetter);
+        let inc = rules(Policy::Increment, ScoreOrder::HigherIsBetter);
         let low = inc.next(&g, None, i64::MIN).unwrap();
         match inc.next(&g, Some(low), -1) {
             // Clamped to i64::MIN, which is in range: refused all the same.
@@ -476,8 +476,8 @@ mod tests {
 
     #[test]
     fn order_compares() {
-        assert!(Order::HigherIsBetter.is_better(2, 1));
-        assert!(Order::LowerIsBetter.is_better(1, 2));
-        assert!(!Order::LowerIsBetter.is_better(1, 1));
+        assert!(ScoreOrder::HigherIsBetter.is_better(2, 1));
+        assert!(ScoreOrder::LowerIsBetter.is_better(1, 2));
+        assert!(!ScoreOrder::LowerIsBetter.is_better(1, 1));
     }
 }

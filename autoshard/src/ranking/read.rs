@@ -7,7 +7,7 @@ use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{approx, integrity, native, Entry, Order, Ranking, Tie};
+use super::{approx, integrity, native, Entry, Ranking, ScoreOrder, Tie};
 use crate::error::{Error, Result};
 use crate::seam::ReadPlan;
 
@@ -167,7 +167,7 @@ impl Ranking {
         mut found: Vec<Entry>,
     ) -> Result<Vec<Entry>> {
         let rules = self.rules();
-        if rules.order != Order::HigherIsBetter {
+        if rules.order != ScoreOrder::HigherIsBetter {
             for e in &mut found {
                 e.score = rules.checked_score(st, g, e.score)?;
             }

@@ -3,7 +3,7 @@
 //! and which composite configurations make a board. No store access.
 
 use crate::error::{Error, Result};
-use crate::ranking::policy::{Order, Policy};
+use crate::ranking::policy::{Policy, ScoreOrder};
 use std::ops::Range;
 
 /// Most dimensions of a composite score.
@@ -13,23 +13,23 @@ pub const MAX_DIMENSIONS: usize = 4;
 /// end ranks first. See [`RankingConfig::dimensions`](crate::ranking::RankingConfig::dimensions).
 ///
 /// ```
-/// use autoshard::ranking::{Dim, Order};
+/// use autoshard::ranking::{Dim, ScoreOrder};
 ///
 /// let trophies = Dim::higher(0..10_000);
 /// let retries = Dim::lower(0..1_000);
-/// assert_eq!((retries.range(), retries.order()), (0..1_000, Order::LowerIsBetter));
-/// assert_eq!(trophies, Dim::new(0..10_000, Order::HigherIsBetter));
+/// assert_eq!((retries.range(), retries.order()), (0..1_000, ScoreOrder::LowerIsBetter));
+/// assert_eq!(trophies, Dim::new(0..10_000, ScoreOrder::HigherIsBetter));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Dim {
     min: i64,
     max: i64,
-    order: Order,
+    order: ScoreOrder,
 }
 
 impl Dim {
     /// A dimension of values in `range` ranked by `order`.
-    pub fn new(range: Range<i64>, order: Order) -> Self {
+    pub fn new(range: Range<i64>, order: ScoreOrder) -> Self {
         Dim {
             min: range.start,
             max: range.end,
@@ -39,13 +39,13 @@ impl Dim {
 
     /// A dimension where the highest value ranks first: trophies, points.
     pub fn higher(range: Range<i64>) -> Self {
-        Dim::new(range, Order::HigherIsBetter)
+        Dim::new(range, ScoreOrder::HigherIsBetter)
     }
 
     /// A dimension where the lowest value ranks first: retries, elapsed
     /// time.
     pub fn lower(range: Range<i64>) -> Self {
-        Dim::new(range, Order::LowerIsBetter)
+        Dim::new(range, ScoreOrder::LowerIsBetter)
     }
 
     /// The values `[min, max)`.
@@ -54,7 +54,7 @@ impl Dim {
     }
 
     /// Which values rank first.
-    pub fn order(&self) -> Order {
+    pub fn order(&self) -> ScoreOrder {
         self.order
     }
 
@@ -77,16 +77,16 @@ impl Dim {
         }
         let offset = u128::from(value.wrapping_sub(self.min) as u64);
         Ok(match self.order {
-            Order::HigherIsBetter => offset,
-            Order::LowerIsBetter => self.width() - 1 - offset,
+            ScoreOrder::HigherIsBetter => offset,
+            ScoreOrder::LowerIsBetter => self.width() - 1 - offset,
         })
     }
 
     /// The value of a digit below the width.
     fn value(&self, digit: u128) -> i64 {
         let offset = match self.order {
-            Order::HigherIsBetter => digit,
-            Order::LowerIsBetter => self.width() - 1 - digit,
+            ScoreOrder::HigherIsBetter => digit,
+            ScoreOrder::LowerIsBetter => self.width() - 1 - digit,
         };
         // offset < width <= 2^64 - 1, and min + offset < max: no wrap.
         self.min.wrapping_add(offset as u64 as i64)
@@ -94,8 +94,8 @@ impl Dim {
 
     fn stored(&self) -> String {
         let order = match self.order {
-            Order::HigherIsBetter => 'h',
-            Order::LowerIsBetter => 'l',
+            ScoreOrder::HigherIsBetter => 'h',
+            ScoreOrder::LowerIsBetter => 'l',
         };
         format!("{order}:{}:{}", self.min, self.max)
     }
@@ -215,8 +215,8 @@ pub(crate) fn from_stored(text: &str) -> std::result::Result<Vec<Dim>, String> {
     let dim = |part: &str| -> Option<Dim> {
         let mut fields = part.splitn(3, ':');
         let order = match fields.next()? {
-            "h" => Order::HigherIsBetter,
-            "l" => Order::LowerIsBetter,
+            "h" => ScoreOrder::HigherIsBetter,
+            "l" => ScoreOrder::LowerIsBetter,
             _ => return None,
         };
         let min = fields.next()?.parse().ok()?;
@@ -234,7 +234,7 @@ pub(crate) fn check_config(
     dims: &[Dim],
     range: Range<i64>,
     policy: Policy,
-    order: Order,
+    order: ScoreOrder,
 ) -> Result<()> {
     let codec = Codec::new(dims)?;
     let invalid = |reason: String| Err(Error::InvalidRanking { reason });
@@ -243,7 +243,7 @@ pub(crate) fn check_config(
         // from one dimension into the next changes the tuple's meaning.
         return invalid("a composite board cannot use Policy::Increment".into());
     }
-    if order != Order::HigherIsBetter {
+    if order != ScoreOrder::HigherIsBetter {
         return invalid("a composite board's order is per dimension (Dim::lower)".into());
     }
     if codec.range() != range {
@@ -262,8 +262,8 @@ mod tests {
     fn lexicographic(dims: &[Dim], a: &[i64], b: &[i64]) -> std::cmp::Ordering {
         for (d, (x, y)) in dims.iter().zip(a.iter().zip(b)) {
             let o = match d.order {
-                Order::HigherIsBetter => x.cmp(y),
-                Order::LowerIsBetter => y.cmp(x),
+                ScoreOrder::HigherIsBetter => x.cmp(y),
+                ScoreOrder::LowerIsBetter => y.cmp(x),
             };
             if o.is_ne() {
                 return o;

@@ -1,5 +1,5 @@
 //! Composite scores: 1 to [`MAX_DIMENSIONS`] integer dimensions, each with
-//! its own range and [`Order`](super::Order), ranked lexicographically (seed 001's
+//! its own range and [`Order`](super::ScoreOrder), ranked lexicographically (seed 001's
 //! trophies higher-better, then retries lower-better, then time
 //! lower-better; the Code Jam ranker's multi-dimensional scores).
 //!

@@ -4,7 +4,7 @@
 use super::window::{Weekday, Window};
 use crate::error::{Error, Result};
 use crate::ranking::composite;
-use crate::ranking::{Order, Policy, RankingConfig};
+use crate::ranking::{Policy, RankingConfig, ScoreOrder};
 
 /// Longest family name, in bytes (member boards' names carry it).
 pub const MAX_FAMILY_NAME_LEN: usize = 64;
@@ -23,10 +23,10 @@ pub const MAX_KEEP: u32 = 100_000;
 /// old periods each window keeps.
 ///
 /// ```
-/// use autoshard::ranking::{FamilyConfig, Order, Policy, RankingConfig, Weekday, Window};
+/// use autoshard::ranking::{FamilyConfig, ScoreOrder, Policy, RankingConfig, Weekday, Window};
 ///
 /// let config = FamilyConfig::new(
-///     RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter),
+///     RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter),
 /// )
 /// .window(Window::AllTime)
 /// .window(Window::Month)
@@ -284,7 +284,7 @@ impl FamilyConfig {
             return Err("not a family configuration of this version".into());
         }
         let (mut range, mut nums) = (None, std::collections::HashMap::new());
-        let (mut policy, mut order) = (Policy::Replace, Order::HigherIsBetter);
+        let (mut policy, mut order) = (Policy::Replace, ScoreOrder::HigherIsBetter);
         let (mut windows, mut filters) = (Vec::new(), Vec::new());
         let mut dims = Vec::new();
         let int = |s: Option<&str>| -> Result<i64, String> {
@@ -301,7 +301,7 @@ impl FamilyConfig {
                 }
                 "order" => {
                     let o = f.next().unwrap_or_default();
-                    order = Order::from_stored(o).ok_or(format!("order {o:?}"))?;
+                    order = ScoreOrder::from_stored(o).ok_or(format!("order {o:?}"))?;
                 }
                 "window" => {
                     let w = f.next().unwrap_or_default();
@@ -383,7 +383,7 @@ mod tests {
         let config = FamilyConfig::new(
             RankingConfig::new(-5..1_000)
                 .policy(Policy::Increment)
-                .order(Order::LowerIsBetter)
+                .order(ScoreOrder::LowerIsBetter)
                 .shards(4)
                 .entry_data(16),
         )

@@ -81,12 +81,12 @@ fn hidden_config() -> RankingConfig {
 /// spans two: families fail there with [`Error::Unsupported`].
 ///
 /// ```
-/// use autoshard::ranking::{Family, FamilyConfig, Order, Period, Policy, RankingConfig, Window};
+/// use autoshard::ranking::{Family, FamilyConfig, ScoreOrder, Period, Policy, RankingConfig, Window};
 ///
 /// # fn main() -> autoshard::Result<()> {
 /// let db = autoshard::Sqlite::memory()?;
 /// // Best elapsed seconds on a segment, this month and all time, by age group.
-/// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(Order::LowerIsBetter);
+/// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter);
 /// let config = FamilyConfig::new(segment)
 ///     .window(Window::AllTime)
 ///     .window(Window::Month)

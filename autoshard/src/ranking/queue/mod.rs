@@ -155,12 +155,12 @@ impl Ranking {
     /// it.
     ///
     /// ```
-    /// use autoshard::ranking::{Order, Policy, Ranking, RankingConfig};
+    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
     /// # let dir = tempfile::tempdir()?;
     /// let db = autoshard::Sqlite::open(dir.path().join("segments.db"))?;
     /// let config = RankingConfig::new(1..86_400)
     ///     .policy(Policy::Best)
-    ///     .order(Order::LowerIsBetter)
+    ///     .order(ScoreOrder::LowerIsBetter)
     ///     .entry_data(32);
     /// let segment = Ranking::create(&db, "hawk-hill", config)?;
     /// segment.enqueue_with("ann", 301, b"effort-17")?;
