@@ -417,7 +417,7 @@ impl Sqlite {
 
     /// Runs `f` on a pooled connection.
     pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
-        self.with_conn_of(false, f)
+        self.with_conn_of(false, false, f)
     }
 
     /// [`with_conn`](Sqlite::with_conn) on the board writer's connection
@@ -425,13 +425,27 @@ impl Sqlite {
     fn with_conn_of<R>(
         &self,
         writer: bool,
+        write: bool,
         f: impl FnOnce(&mut Connection) -> Result<R>,
     ) -> Result<R> {
         let options = &self.inner.options;
-        let mut conn = match self.writer_pool(writer)? {
-            Some(pool) => pool.checkout(|| options.connect_writer())?,
-            None => self.inner.pool.checkout(|| options.connect())?,
+        let checkout = || match self.writer_pool(writer)? {
+            Some(pool) => pool.checkout(|| options.connect_writer()),
+            None => self.inner.pool.checkout(|| options.connect()),
         };
+        let mut conn = checkout()?;
+        // A connection opened while the file was read-only stays read-only
+        // after the file is writable again. One that failed a write is
+        // closed below, but with board writes on their own connection
+        // (`writer.rs`) a pooled connection may have only read so far: a
+        // write must not be its first failure (`tests/read_only.rs`,
+        // `recovers_once_the_file_is_writable`: the first save after the
+        // chmod failed once). Reopening costs one more open, and only
+        // while the file was read-only.
+        if write && options.path.is_some() && conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            conn.broken();
+            conn = checkout()?;
+        }
         let result = f(&mut conn);
         if let Err(Error::Sqlite(e)) = &result {
             // SQLite opens a file it may not write read-only, and the
@@ -477,7 +491,8 @@ impl Sqlite {
                     .ok_or(Error::Busy { attempts: 0 })?,
             ),
         };
-        self.with_conn_of(writer, |conn| {
+        let write = !matches!(behavior, TransactionBehavior::Deferred);
+        self.with_conn_of(writer, write, |conn| {
             for attempt in 1..=options.max_attempts {
                 LOCK_DEADLINE.set(Some(Deadline::after(options.busy_timeout)));
                 let began = if attempt == 1 {
