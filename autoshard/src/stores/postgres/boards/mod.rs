@@ -26,7 +26,7 @@ mod storage;
 pub(super) use sql::Sql;
 
 use super::{lifecycle, queue, Postgres, Tx};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, ReadPlan, Storage};
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
@@ -106,9 +106,7 @@ impl BoardStore for Postgres {
             }
             for b in boards {
                 if !names.iter().any(|(id, name)| *id == b.id && name == b.name) {
-                    return Err(Error::RankingNotFound {
-                        name: b.name.into(),
-                    });
+                    return Err(b.not_found());
                 }
             }
             let cell = RefCell::new(tx);

@@ -102,9 +102,7 @@ pub(super) fn run(
         }
     }
     if !alive {
-        return Err(Error::RankingNotFound {
-            name: board.name.into(),
-        });
+        return Err(board.not_found());
     }
     if let Some(score) = path_score {
         let offset = score.wrapping_sub(plan.min) as u64 as u128;
