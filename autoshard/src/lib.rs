@@ -136,6 +136,9 @@ mod guide {
     mod stores {}
     #[doc = include_str!("../../docs/guide/operations.md")]
     mod operations {}
+    #[cfg(feature = "tokio")]
+    #[doc = include_str!("../../docs/guide/async.md")]
+    mod async_services {}
 }
 
 #[doc(hidden)]
