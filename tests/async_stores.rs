@@ -520,10 +520,9 @@ async fn a_dropped_save_is_never_lost_nor_counted_twice() {
             tokio::time::sleep(Duration::from_millis(600)).await; // it gives up
             lock.execute_batch("COMMIT").unwrap();
         }
-        // Wait (bounded) for the write in flight to end, by reading.
-        let mut stored = before;
+        // Wait (bounded) for the landing write to show.
         for _ in 0..200 {
-            stored = db.load::<Question>(&1).await.unwrap().unwrap().votes;
+            let stored = db.load::<Question>(&1).await.unwrap().unwrap().votes;
             if stored == before + 1 || !lands {
                 break;
             }

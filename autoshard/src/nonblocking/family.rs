@@ -101,7 +101,7 @@ impl AsyncFamily {
     ///
     /// As [`Family::list`].
     pub async fn list(db: &AsyncStore) -> Result<Vec<String>> {
-        db.run(|store| Family::list(store)).await?
+        db.run(Family::list).await?
     }
 
     /// [`Family::delete`], on the store's threads.

@@ -162,7 +162,7 @@ impl AsyncRanking {
     ///
     /// As [`Ranking::list`].
     pub async fn list(db: &AsyncStore) -> Result<Vec<String>> {
-        db.run(|store| Ranking::list(store)).await?
+        db.run(Ranking::list).await?
     }
 
     /// [`Ranking::delete`], on the store's threads.
