@@ -541,3 +541,27 @@ async fn a_dropped_save_is_never_lost_nor_counted_twice() {
         assert_eq!(now, before + 1, "one vote, stored once (lands: {lands})");
     }
 }
+
+/// Every async call's future is `Send`, so it can be `tokio::spawn`ed
+/// (axum handlers need it): a compile-time check.
+#[allow(dead_code)]
+fn futures_are_send(db: AsyncStore, board: AsyncRanking, family: AsyncFamily, mut q: Question) {
+    fn send<T: Send>(_: T) {}
+    send(db.insert(&Question::new(1, "x")));
+    send(db.save(&mut q));
+    send(db.load::<Question>(&1));
+    send(db.save_delta::<Question, _>(&1, "votes", &1));
+    send(db.delete::<Question>(&1));
+    send(db.compact::<Question>());
+    send(db.stats::<Question>());
+    send(db.query::<Question>().limit(1).run());
+    send(AsyncRanking::open(&db, "b"));
+    send(board.submit("a", 1));
+    send(board.set_scores(&[("a", 1)]));
+    send(board.among(&["a"]));
+    send(board.spawn_worker(board.worker()));
+    send(AsyncFamily::open(&db, "f"));
+    send(family.entry("a", 1).filter("k", "v").submit());
+    send(family.board(Window::AllTime, Period::Current, None));
+    send(db.spawn_compactor(db.compactor::<Question>()).stop());
+}
