@@ -148,6 +148,8 @@ pub mod __private;
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
 pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD};
+#[cfg(feature = "tokio")]
+pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};

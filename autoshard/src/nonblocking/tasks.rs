@@ -1,19 +1,22 @@
-//! The background jobs (compactor, board and family queue workers) for
-//! async code: the same jobs, loops and handles as the sync API's, started
-//! and stopped without blocking the runtime.
+//! The background jobs for async code.
 //!
-//! Each job keeps its one loop on the thread [`Compactor::spawn`] /
-//! [`Worker::spawn`] / [`FamilyWorker::spawn`] start for it, so its stop,
-//! flush and error semantics are the sync job's by construction. What
-//! changes is the handle: a sync handle's `stop` and drop join the thread,
-//! which on a runtime's worker would block it for up to a batch; a
+//! The compactor runs as a tokio task on the caller's runtime: its one
+//! loop (`compactor/mod.rs`) over an environment whose batches go to the
+//! store's threads and whose waits are on tokio's timer
+//! (`compactor/task.rs`).
+//!
+//! The board and family queue workers keep their one loop on the thread
+//! [`Worker::spawn`] / [`FamilyWorker::spawn`] start for it, so their
+//! stop, flush and error semantics are the sync job's by construction.
+//! What changes is the handle: a sync handle's `stop` and drop join the
+//! thread, which on a runtime's worker would block it for up to a batch; a
 //! [`Background`] sends both to the store's threads, and `stop` is awaited.
 
 use super::family::AsyncFamily;
 use super::ranking::AsyncRanking;
 use super::store::AsyncStore;
 use super::threads::Threads;
-use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
+use crate::compactor::{Compactor, CompactorTask};
 use crate::entity::Shardable;
 use crate::error::Result;
 use crate::ranking::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats, Worker};
@@ -24,8 +27,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A running background job's sync handle: [`CompactorHandle`],
-/// [`WorkerHandle`] or [`FamilyWorkerHandle`]. Sealed.
+/// A running queue worker's sync handle: [`WorkerHandle`] or
+/// [`FamilyWorkerHandle`]. Sealed.
 pub trait BackgroundJob: sealed::Sealed + Send + 'static {
     /// What the job reports when it stops.
     type Stats: Send + 'static;
@@ -50,14 +53,12 @@ macro_rules! jobs {
     )*};
 }
 jobs! {
-    CompactorHandle => CompactorStats;
     WorkerHandle => WorkerStats;
     FamilyWorkerHandle => FamilyWorkerStats;
 }
 
-/// A background job started from async code (feature `tokio`): see
-/// [`AsyncStore::spawn_compactor`], [`AsyncRanking::spawn_worker`] and
-/// [`AsyncFamily::spawn_worker`].
+/// A queue worker started from async code (feature `tokio`): see
+/// [`AsyncRanking::spawn_worker`] and [`AsyncFamily::spawn_worker`].
 ///
 /// The job runs on its own thread, as the sync job does, so it never
 /// takes a runtime's worker. [`stop`](Background::stop) ends it after its
@@ -78,8 +79,7 @@ impl<H: BackgroundJob> Background<H> {
         }
     }
 
-    /// The sync handle, for what it reports while the job runs
-    /// ([`CompactorHandle::stats`], ...).
+    /// The sync handle, for what it reports while the job runs.
     pub fn handle(&self) -> &H {
         self.handle.as_ref().expect("taken only by stop and drop")
     }
@@ -127,8 +127,14 @@ impl AsyncStore {
         self.sync_store().compactor::<T>()
     }
 
-    /// Starts `compactor` (from [`compactor`](AsyncStore::compactor)) as
-    /// [`Compactor::spawn`] does, with a handle for async code.
+    /// Starts `compactor` (from [`compactor`](AsyncStore::compactor)) as a
+    /// task on the current tokio runtime: [`Compactor::spawn`]'s loop, whose
+    /// batches run on the store's threads, so the task never blocks a
+    /// runtime worker; it costs no thread of its own.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn`.
     ///
     /// ```
     /// # use autoshard::{Pending, Shardable};
@@ -149,11 +155,8 @@ impl AsyncStore {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn spawn_compactor<T: Shardable>(
-        &self,
-        compactor: Compactor<T>,
-    ) -> Background<CompactorHandle> {
-        Background::new(compactor.spawn(), self.threads())
+    pub fn spawn_compactor<T: Shardable>(&self, compactor: Compactor<T>) -> CompactorTask {
+        compactor.spawn_task(self.threads().clone())
     }
 }
 
@@ -244,8 +247,11 @@ mod tests {
         assert_eq!(stats.updates, 3);
     }
 
+    /// The compactor as a task on a current-thread runtime (its one
+    /// worker would freeze if the task blocked it): it folds, then waits
+    /// out its interval on tokio's timer until `stop` wakes it.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_compactor_started_from_async_code_folds_and_stops() {
+    async fn a_compactor_task_folds_and_stops_during_its_wait() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("c.db").display());
         let db = crate::open_async(&url).await.unwrap();
@@ -259,7 +265,10 @@ mod tests {
             page.view();
             db.save(&mut page).await.unwrap();
         }
-        let compactor = db.compactor::<Page>();
+        // A pass, then an hour's wait that a stop cuts short.
+        let compactor = db
+            .compactor::<Page>()
+            .interval(std::time::Duration::from_secs(3_600));
         let running = db.spawn_compactor(compactor);
         // Bounded wait for its first pass.
         for _ in 0..1_000 {
@@ -268,8 +277,12 @@ mod tests {
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        let stats = running.stop().await.unwrap();
-        assert_eq!(stats.rows_merged, 5);
+        let limit = std::time::Duration::from_secs(30);
+        let stats = tokio::time::timeout(limit, running.stop())
+            .await
+            .expect("a stop wakes the task's wait")
+            .unwrap();
+        assert_eq!((stats.rows_merged, stats.passes), (5, 1));
         assert_eq!(db.load::<Page>(&1).await.unwrap().unwrap().views, 5);
     }
 }

@@ -97,6 +97,17 @@ impl Threads {
     }
 }
 
+/// The compactor's task sends its batches here (`compactor/task.rs`).
+impl crate::compactor::Offload for Threads {
+    fn offload<R: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> R + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<R>> + Send {
+        let threads = self.clone();
+        async move { threads.run(job).await }
+    }
+}
+
 fn serve(receiver: &Mutex<Receiver<Job>>) {
     loop {
         // One thread waits on the channel, the others on the lock; the
