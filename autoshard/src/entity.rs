@@ -329,6 +329,7 @@ impl<T: Shardable> Pending<T> {
     /// The copy token of the pending deltas, made if there is none yet: a
     /// write in flight on another thread holds it as a copy would
     /// (`mapper::OwnedSave`).
+    #[cfg(feature = "tokio")]
     pub(crate) fn share_copies(&mut self) -> Arc<Copies> {
         self.state().copies.get_or_insert_with(Arc::default).clone()
     }

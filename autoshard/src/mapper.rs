@@ -291,6 +291,7 @@ pub(crate) fn save_encoded_delta<T: Shardable>(
 /// ([`Error::StaleCopy`]: reload) or writes them; never twice, never lost.
 ///
 /// [`Pending`]: crate::Pending
+#[cfg(feature = "tokio")]
 pub(crate) struct OwnedSave<I> {
     pub id: I,
     pub plan: SavePlan,
@@ -299,6 +300,7 @@ pub(crate) struct OwnedSave<I> {
 
 /// Plans a save of `entity` to be written by [`write_owned`]; `None` when
 /// there is nothing to write.
+#[cfg(feature = "tokio")]
 pub(crate) fn plan_owned<T: Shardable>(entity: &mut T) -> Result<Option<OwnedSave<T::Id>>> {
     crate::entity::key_of::<T>(entity.id())?;
     let Some(plan) = plan_save(entity)? else {
@@ -319,6 +321,7 @@ pub(crate) fn plan_owned<T: Shardable>(entity: &mut T) -> Result<Option<OwnedSav
 
 /// Writes an [`OwnedSave`] (on the store's thread): as [`save`] does, in
 /// turn with the object's copies and earlier writes of it.
+#[cfg(feature = "tokio")]
 pub(crate) fn write_owned<T: Shardable>(
     save: &OwnedSave<T::Id>,
     write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
@@ -340,6 +343,7 @@ pub(crate) fn write_owned<T: Shardable>(
 
 /// After [`write_owned`] committed, back on the caller's side: the object
 /// starts over from the stored state, as after [`save`].
+#[cfg(feature = "tokio")]
 pub(crate) fn finish_owned<T: Shardable>(
     entity: &mut T,
     save: OwnedSave<T::Id>,
