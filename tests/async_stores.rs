@@ -51,12 +51,31 @@ impl Question {
 }
 
 /// A runtime-worker probe: a task that sleeps 1 ms at a time and records
-/// the longest gap between asking to wake and waking. A blocked worker
-/// (on a current-thread runtime, the only one) shows as a long gap.
+/// how late it wakes at worst. A blocked worker (on a current-thread
+/// runtime, the only one) shows as a late wake-up. Beside it a plain
+/// thread does the same, as the reference for how late the machine's
+/// scheduler alone makes a thread (a loaded 2-core machine: tens of ms);
+/// a worker counts as blocked when the task is [`BLOCKED`] later than that.
 struct Probe {
     stop: Arc<AtomicBool>,
     worst_us: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
+    reference: std::thread::JoinHandle<Duration>,
+}
+
+/// How late a probe's task woke, and its reference thread.
+#[derive(Debug)]
+struct Lateness {
+    task: Duration,
+    thread: Duration,
+}
+
+impl Lateness {
+    /// Whether a runtime worker was held back beyond the scheduler's own
+    /// delays.
+    fn blocked(&self) -> bool {
+        self.task >= self.thread + BLOCKED
+    }
 }
 
 impl Probe {
@@ -76,22 +95,39 @@ impl Probe {
                 w.fetch_max(late.as_micros() as u64, Ordering::Relaxed);
             }
         });
+        let s = stop.clone();
+        let reference = std::thread::spawn(move || {
+            let mut worst = Duration::ZERO;
+            for _ in 0..60_000 {
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                let asked = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                worst = worst.max(asked.elapsed().saturating_sub(Duration::from_millis(1)));
+            }
+            worst
+        });
         Probe {
             stop,
             worst_us,
             task,
+            reference,
         }
     }
 
     /// The worst lateness seen.
-    async fn finish(self) -> Duration {
+    async fn finish(self) -> Lateness {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap();
-        Duration::from_micros(self.worst_us.load(Ordering::Relaxed))
+        Lateness {
+            task: Duration::from_micros(self.worst_us.load(Ordering::Relaxed)),
+            thread: self.reference.join().unwrap(),
+        }
     }
 }
 
-/// The limit a probe's worst lateness must stay under.
+/// How much later than its reference thread a probe's task may wake.
 const BLOCKED: Duration = Duration::from_millis(50);
 
 /// Store URLs, one fresh namespace per call.
@@ -200,11 +236,11 @@ async fn async_script(db: &AsyncStore) -> Transcript {
         "query",
         top.map(|v| v.iter().map(|q| (q.id, q.votes)).collect::<Vec<_>>()),
     );
-    note(
-        &mut t,
-        "compact",
-        db.compact::<Question>().await.map(|s| s.rows_merged),
-    );
+    // What a pass merges depends on the store (Redis Cluster folds within
+    // a slot's bucket, picked at random); the totals after it do not.
+    note(&mut t, "compact", db.compact::<Question>().await.map(drop));
+    let q: Question = db.load(&1).await.unwrap().unwrap();
+    t.push(format!("compacted: {} {}", q.votes, q.views));
     note(
         &mut t,
         "stats",
@@ -329,11 +365,9 @@ fn sync_script(db: &AnyStore) -> Transcript {
         "query",
         top.map(|v| v.iter().map(|q| (q.id, q.votes)).collect::<Vec<_>>()),
     );
-    note(
-        &mut t,
-        "compact",
-        db.compact::<Question>().map(|s| s.rows_merged),
-    );
+    note(&mut t, "compact", db.compact::<Question>().map(drop));
+    let q: Question = db.load(&1).unwrap().unwrap();
+    t.push(format!("compacted: {} {}", q.votes, q.views));
     note(&mut t, "stats", db.stats::<Question>().map(|s| s.entities));
     note(&mut t, "delete", db.delete::<Question>(&2));
     note(&mut t, "delete again", db.delete::<Question>(&2));
@@ -397,7 +431,7 @@ fn sync_script(db: &AnyStore) -> Transcript {
 
 /// Concurrent async votes on one hot question, with the probe running:
 /// every vote counted, no worker blocked.
-async fn hot_votes(db: &AsyncStore) -> Duration {
+async fn hot_votes(db: &AsyncStore) -> Lateness {
     db.insert(&Question::new(7, "hot")).await.unwrap();
     let probe = Probe::start();
     let mut tasks = Vec::new();
@@ -431,14 +465,11 @@ async fn suite(url: fn() -> (Option<tempfile::TempDir>, String)) {
         .await
         .unwrap();
     assert_eq!(async_run, sync_run, "the async API answers as the sync one");
-    assert!(
-        worst < BLOCKED,
-        "a runtime worker was blocked for {worst:?}"
-    );
+    assert!(!worst.blocked(), "a runtime worker was blocked: {worst:?}");
     let worst = hot_votes(&db).await;
     assert!(
-        worst < BLOCKED,
-        "a runtime worker was blocked for {worst:?} under load"
+        !worst.blocked(),
+        "a runtime worker was blocked under load: {worst:?}"
     );
 }
 
@@ -475,14 +506,14 @@ async fn probe_control_sync_calls_on_the_runtime_thread_are_caught() {
         let mut q: Question = db.load(&1).unwrap().unwrap();
         q.vote();
         db.save(&mut q).unwrap();
-        if started.elapsed() > 2 * BLOCKED {
+        if started.elapsed() > 10 * BLOCKED {
             break;
         }
     }
     let worst = probe.finish().await;
     assert!(
-        worst >= BLOCKED,
-        "the probe missed {:?} of sync calls",
+        worst.blocked(),
+        "the probe missed {:?} of sync calls: {worst:?}",
         started.elapsed()
     );
 }
