@@ -106,6 +106,10 @@ async fn postgres_multi_thread_works() {
         .await
         .unwrap()
         .unwrap();
+    // In a LocalSet tasks cannot move off the thread: refused, typed.
+    let local = tokio::task::LocalSet::new();
+    let refused = local.run_until(async { autoshard::open(&pg_url()) }).await;
+    assert!(matches!(refused, Err(Error::InsideRuntime { .. })));
 }
 
 #[tokio::test(flavor = "current_thread")]

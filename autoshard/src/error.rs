@@ -477,8 +477,9 @@ pub enum Error {
 
     /// A sync call of the PostgreSQL store on the thread that drives a
     /// current-thread tokio runtime (`#[tokio::main(flavor =
-    /// "current_thread")]`, `#[tokio::test]`), where its driver cannot
-    /// block: it starts a runtime of its own, which tokio forbids there.
+    /// "current_thread")]`, `#[tokio::test]`) or in a `LocalSet`, where its
+    /// driver cannot block: it starts a runtime of its own, which tokio
+    /// forbids there.
     /// Nothing was read or written. Use [`open_async`](crate::open_async)
     /// (feature `tokio`), or call the sync store from
     /// `tokio::task::spawn_blocking` or a multi-thread runtime, where it

@@ -11,34 +11,33 @@
 //!   worker's tasks to another thread and leaves the runtime's context for
 //!   the call (it works, blocking this thread, as documented);
 //! - on a current-thread runtime's own thread, which has nobody to hand its
-//!   tasks to: refused with [`Error::InsideRuntime`], which names the async
-//!   API; on that runtime's `spawn_blocking` threads it works.
+//!   tasks to (and in a `LocalSet`, whose tasks cannot move): refused with
+//!   [`Error::InsideRuntime`], which names the async API; on that
+//!   runtime's `spawn_blocking` threads it works.
 //!
 //! Connections the store drops while a runtime is current are dropped on a
 //! thread of their own, for the same reason (see [`drop_off_runtime`]).
 
 use crate::error::{Error, Result};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::runtime::Handle;
 
 /// Runs one operation of the store where its driver may block: see the
 /// module docs.
 pub(crate) fn blocking<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
-    let Ok(handle) = Handle::try_current() else {
+    if Handle::try_current().is_err() {
         return f();
-    };
-    match handle.runtime_flavor() {
-        RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => on_current_thread(f),
     }
+    in_place_or_refused(f)
 }
 
-/// On a current-thread runtime, `block_in_place` runs `f` on a thread that
-/// is not the runtime's (one of its `spawn_blocking` threads) and panics,
-/// before calling `f`, on the runtime's own thread; tokio offers no other
-/// way to tell the two apart. The panic is turned into the typed error
-/// (the panic hook still prints tokio's message once per refused call).
-fn on_current_thread<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+/// `block_in_place` runs `f` where it can (a multi-thread runtime's
+/// threads, any runtime's `spawn_blocking` threads) and panics, before
+/// calling `f`, where it cannot (a current-thread runtime's own thread, a
+/// `LocalSet`); tokio offers no other way to tell these apart. That panic
+/// is turned into the typed error (the panic hook still prints tokio's
+/// message once per refused call); a panic of `f` itself resumes.
+fn in_place_or_refused<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     let mut f = Some(f);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         tokio::task::block_in_place(|| (f.take().expect("called once"))())
