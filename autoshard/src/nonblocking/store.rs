@@ -320,3 +320,47 @@ impl<T: Queryable + Send + 'static> AsyncQuery<T> {
         self.store.run(move |db| query.rebind(db).run()).await?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ranking::{Policy, RankingConfig};
+    use crate::{AsyncRanking, Pending, Shardable};
+
+    #[derive(Shardable)]
+    struct Question {
+        #[shard(id)]
+        id: u64,
+        #[shard(neutral = 0, shards = 4, fold = crate::fold::checked_sum, ranked = "top")]
+        votes: i64,
+        #[shard(pending)]
+        pending: Pending<Self>,
+    }
+
+    impl Question {
+        #[crate::shard_method]
+        fn upvote(&mut self) {
+            self.votes += 1;
+        }
+    }
+
+    /// An entity board follows async saves as it does sync ones: the
+    /// board write is planned with the save and runs in its transaction.
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_saves_feed_an_entity_board() {
+        let db = crate::open_async("sqlite::memory:").await.unwrap();
+        let config = RankingConfig::new(-1_000..1_000).policy(Policy::Increment);
+        let top = AsyncRanking::create(&db, "top", config).await.unwrap();
+        let mut q = Question {
+            id: 7,
+            votes: 0,
+            pending: Pending::new(),
+        };
+        db.insert(&q).await.unwrap();
+        q.upvote();
+        db.save(&mut q).await.unwrap();
+        db.save_delta::<Question, _>(&7, "votes", &5).await.unwrap();
+        assert_eq!(top.score("7").await.unwrap(), Some(6));
+        assert!(db.delete::<Question>(&7).await.unwrap());
+        assert_eq!(top.score("7").await.unwrap(), None);
+    }
+}
