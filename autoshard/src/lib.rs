@@ -95,6 +95,8 @@ pub mod fold;
 mod hash;
 mod mapper;
 mod naming;
+#[cfg(feature = "tokio")]
+mod nonblocking;
 mod query;
 mod random;
 pub mod ranking;
@@ -134,6 +136,9 @@ mod guide {
     mod stores {}
     #[doc = include_str!("../../docs/guide/operations.md")]
     mod operations {}
+    #[cfg(feature = "tokio")]
+    #[doc = include_str!("../../docs/guide/async.md")]
+    mod async_services {}
 }
 
 #[doc(hidden)]
@@ -143,9 +148,16 @@ pub mod __private;
 pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
 pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD};
+#[cfg(feature = "tokio")]
+pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+#[cfg(feature = "tokio")]
+pub use crate::nonblocking::{
+    open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore, Background,
+    BackgroundJob, DEFAULT_THREADS,
+};
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Skipped, Store};

@@ -5,13 +5,16 @@
 //!
 //! It is written once, over the seam's `compact_batch` (one committed
 //! transaction per call, `crate::compaction` deciding what it folds), so
-//! every store gets it unchanged.
+//! every store gets it unchanged. Its loop is written once too, as `async
+//! fn`s over an [`Env`]: a thread runs it ([`OnThread`]), and with the
+//! feature `tokio` so does a tokio task (`task.rs`).
 
 use crate::compaction::{self, BatchPlan, Resume};
 use crate::error::Result;
 use crate::seam::{Backend, Kind};
 use crate::store::CompactionStats;
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -128,7 +131,7 @@ pub struct Compactor<T> {
 /// The compactor's settings and store, without the entity type, for its
 /// thread.
 #[derive(Clone)]
-struct Job {
+pub(crate) struct Job {
     store: Arc<dyn Batches>,
     kind: Kind,
     interval: Duration,
@@ -269,7 +272,7 @@ impl<T> Compactor<T> {
             .spawn({
                 let shared = shared.clone();
                 move || {
-                    let result = job.run(&shared);
+                    let result = run_to_end(job.run(&OnThread(&shared)));
                     shared.lock().ended = Some(Instant::now());
                     result
                 }
@@ -292,49 +295,98 @@ impl<T> Compactor<T> {
     /// before it stay committed.
     pub fn run_once(&self) -> Result<CompactorStats> {
         let shared = Shared::new();
+        let env = OnThread(&shared);
         let mut throttle = Throttle::default();
-        self.job.pass(&shared, &mut throttle)?;
-        throttle.pay(&shared, Duration::ZERO);
-        Ok(shared.stats())
+        run_to_end(async {
+            self.job.pass(&env, &mut throttle).await?;
+            throttle.pay(&env, Duration::ZERO).await;
+            Ok(shared.stats())
+        })
+    }
+}
+
+/// Where the compactor's loop runs: what its batches and its waits are.
+/// On a thread ([`OnThread`]) a batch runs in place and a wait is on the
+/// condition variable, so none of the loop's awaits pends and one poll
+/// runs it to its end ([`run_to_end`]); in a tokio task (`task.rs`) a
+/// batch runs on the store's threads and a wait is on tokio's timer.
+pub(crate) trait Env {
+    /// One batch of `job`'s kind from `from`.
+    fn batch(&self, job: &Job, from: &Resume) -> impl Future<Output = Result<BatchPlan>>;
+    /// Waits until `deadline`, or less if a stop is requested.
+    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()>;
+    fn shared(&self) -> &Shared;
+}
+
+/// The loop on a thread of its own.
+struct OnThread<'a>(&'a Shared);
+
+impl Env for OnThread<'_> {
+    async fn batch(&self, job: &Job, from: &Resume) -> Result<BatchPlan> {
+        job.store.compact_batch(&job.kind, from)
+    }
+
+    async fn sleep_until(&self, deadline: Instant) {
+        self.0.sleep_until(deadline);
+    }
+
+    fn shared(&self) -> &Shared {
+        self.0
+    }
+}
+
+/// Runs a loop over [`OnThread`] to its end: nothing in it pends.
+fn run_to_end<R>(run: impl Future<Output = R>) -> R {
+    let mut run = std::pin::pin!(run);
+    let waker = std::task::Waker::noop();
+    match run
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker))
+    {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => unreachable!("a thread's batches and waits never pend"),
     }
 }
 
 impl Job {
-    fn run(&self, shared: &Shared) -> Result<()> {
+    pub(crate) async fn run(&self, env: &impl Env) -> Result<()> {
         let mut throttle = Throttle::default();
-        while !shared.stopping() {
+        while !env.shared().stopping() {
             let started = Instant::now();
-            self.pass(shared, &mut throttle)?;
-            shared.sleep_until(started + self.interval);
+            self.pass(env, &mut throttle).await?;
+            env.sleep_until(started + self.interval).await;
         }
         Ok(())
     }
 
     /// One scan of the kind; returns early, between batches, on a stop.
-    fn pass(&self, shared: &Shared, throttle: &mut Throttle) -> Result<()> {
+    async fn pass(&self, env: &impl Env, throttle: &mut Throttle) -> Result<()> {
         let mut from = Resume::Done;
         let mut last_skipped = None;
         loop {
-            if shared.stopping() {
+            if env.shared().stopping() {
                 return Ok(());
             }
-            let batch = match self.store.compact_batch(&self.kind, &from) {
+            let batch = match env.batch(self, &from).await {
                 Ok(batch) => batch,
                 Err(e) if e.is_retryable() => {
-                    shared.lock().stats.retries += 1;
-                    shared.sleep_until(Instant::now() + RETRY_PAUSE);
+                    env.shared().lock().stats.retries += 1;
+                    env.sleep_until(Instant::now() + RETRY_PAUSE).await;
                     continue;
                 }
                 Err(e) => return Err(e),
             };
             let held = batch.started.elapsed();
             let skipped = compaction::newly_skipped(&mut last_skipped, &batch.skipped);
-            shared.lock().stats.add_batch(&batch.stats, skipped, held);
+            env.shared()
+                .lock()
+                .stats
+                .add_batch(&batch.stats, skipped, held);
             throttle.owe(self.pause_after(held));
-            throttle.pay(shared, MIN_PAUSE);
+            throttle.pay(env, MIN_PAUSE).await;
             match batch.resume {
                 Resume::Done => {
-                    shared.lock().stats.passes += 1;
+                    env.shared().lock().stats.passes += 1;
                     return Ok(());
                 }
                 resume => from = resume,
@@ -366,15 +418,16 @@ impl Throttle {
     }
 
     /// Pauses for what is owed, if that is at least `min`.
-    fn pay(&mut self, shared: &Shared, min: Duration) {
+    async fn pay(&mut self, env: &impl Env, min: Duration) {
         if self.owed <= 0.0 || self.owed < min.as_secs_f64() {
             return;
         }
         let paused = Instant::now();
-        shared.sleep_until(paused + Duration::from_secs_f64(self.owed));
+        env.sleep_until(paused + Duration::from_secs_f64(self.owed))
+            .await;
         let slept = paused.elapsed();
         self.owed -= slept.as_secs_f64();
-        shared.lock().stats.throttled += slept;
+        env.shared().lock().stats.throttled += slept;
     }
 }
 
@@ -458,7 +511,7 @@ impl fmt::Debug for CompactorHandle {
 }
 
 /// A store as the compactor's thread owns it.
-trait Batches: Send + Sync {
+pub(crate) trait Batches: Send + Sync {
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan>;
 }
 
@@ -468,10 +521,13 @@ impl<S: Backend + Send + Sync> Batches for S {
     }
 }
 
-/// What the compactor's thread and its handle share.
-struct Shared {
+/// What the compactor's thread (or task) and its handle share.
+pub(crate) struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// Wakes a task's wait on a stop, as `wake` does a thread's.
+    #[cfg(feature = "tokio")]
+    stopped: tokio::sync::Notify,
 }
 
 struct State {
@@ -491,6 +547,8 @@ impl Shared {
                 ended: None,
             }),
             wake: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            stopped: tokio::sync::Notify::new(),
         }
     }
 
@@ -516,6 +574,8 @@ impl Shared {
     fn request_stop(&self) {
         self.lock().stop = true;
         self.wake.notify_all();
+        #[cfg(feature = "tokio")]
+        self.stopped.notify_waiters();
     }
 
     /// Sleeps until `deadline`, or less if a stop is requested.
@@ -533,6 +593,13 @@ impl Shared {
         }
     }
 }
+
+#[cfg(feature = "tokio")]
+mod task;
+#[cfg(feature = "tokio")]
+pub use self::task::CompactorTask;
+#[cfg(feature = "tokio")]
+pub(crate) use self::task::Offload;
 
 #[cfg(all(test, feature = "sqlite"))]
 mod tests;
