@@ -105,6 +105,7 @@ mod stores;
 mod sum;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod trace;
 mod value;
 
 // The README and the guide's pages (`docs/guide/`) as doc tests, so that a page whose

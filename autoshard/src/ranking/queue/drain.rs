@@ -10,6 +10,7 @@ use crate::ranking::policy::Rules;
 use crate::ranking::tree::Geometry;
 use crate::ranking::Ranking;
 use crate::seam::{QueuedRow, Storage, NOTHING_APPLIED};
+use crate::trace;
 use std::sync::atomic::Ordering;
 
 /// What one worker transaction did.
@@ -69,6 +70,35 @@ impl Ranking {
     pub(in crate::ranking) fn drain_batch(
         &self,
         (max, first, dead_letter, sweep): (Bound, u32, bool, bool),
+        cache: Option<&mut NodeCache>,
+    ) -> Result<Drained> {
+        let span = trace::span!(
+            DEBUG,
+            "autoshard.worker_batch",
+            board = self.name(),
+            taken = tracing::field::Empty,
+            applied = tracing::field::Empty,
+            dead_letters = tracing::field::Empty,
+            error = tracing::field::Empty
+        );
+        let drained = self.drain_batch_in(max, first, dead_letter, sweep, cache);
+        match &drained {
+            Ok(drained) => {
+                span.record("taken", drained.taken);
+                span.record("applied", drained.applied);
+                span.record("dead_letters", drained.dead_letters);
+            }
+            Err(e) => span.record("error", trace::display(e)),
+        }
+        drained
+    }
+
+    fn drain_batch_in(
+        &self,
+        max: Bound,
+        first: u32,
+        dead_letter: bool,
+        sweep: bool,
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());

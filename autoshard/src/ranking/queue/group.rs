@@ -6,6 +6,7 @@ use super::GATHER;
 use crate::error::{Error, Result};
 use crate::ranking::Ranking;
 use crate::seam::QueuedUpdate;
+use crate::trace;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -170,7 +171,18 @@ impl QueueState {
             members: items.len(),
             outcome: None,
         };
+        let span = trace::span!(
+            DEBUG,
+            "autoshard.group_commit",
+            board = ranking.name(),
+            batch = items.len(),
+            error = tracing::field::Empty
+        );
         let outcome = ranking.inner.boards.append_queue(ranking.board(), &items);
+        if let Err(e) = &outcome {
+            span.record("error", trace::display(e));
+        }
+        drop(span);
         self.commits.fetch_add(1, Ordering::Relaxed);
         guard.outcome = Some(outcome.as_ref().map(|_| ()).map_err(copy_error));
         drop(guard);
