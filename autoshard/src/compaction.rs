@@ -13,6 +13,7 @@
 
 use crate::__private::{FieldSpec, FoldError};
 use crate::auto_shards::{self, CountUpdate, StoredCount};
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::seam::{Kind, StoredKey};
 use crate::store::{CompactionStats, Skipped};
@@ -149,6 +150,9 @@ pub(crate) fn traced_batch(
     let done = batch();
     match &done {
         Ok(done) => {
+            counters::COMPACTION_BATCHES.add(1);
+            counters::ROWS_MERGED.add(done.stats.rows_merged);
+            counters::COUNTS_LOWERED.add(done.stats.counts_lowered);
             span.record("entities", done.stats.entities_visited);
             span.record("rows", done.stats.rows_scanned);
             span.record("merged", done.stats.rows_merged);

@@ -3,8 +3,9 @@
 
 use crate::compaction;
 use crate::compactor::Compactor;
+use crate::counters;
 use crate::entity::{key_of, Shardable};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mapper;
 use crate::query::{Query, Queryable};
 use crate::seam::{Backend, Kind};
@@ -391,6 +392,12 @@ impl<S: Backend + ?Sized> Store for S {}
 fn traced<T: Shardable>(span: &trace::Entered, saved: &Result<Saved>) {
     match saved {
         Ok(saved) => {
+            if saved.attempts > 0 {
+                counters::SAVES.add(1);
+            }
+            if saved.shard_count.is_some_and(|c| c.raised) {
+                counters::COUNTS_RAISED.add(1);
+            }
             span.record("attempts", saved.attempts);
             span.record("shard_writes", saved.shard_writes);
             #[cfg(feature = "tracing")]
@@ -399,7 +406,12 @@ fn traced<T: Shardable>(span: &trace::Entered, saved: &Result<Saved>) {
                     reason = ?count.reason, "autoshard: shard count raised");
             }
         }
-        Err(e) => span.record("error", trace::display(e)),
+        Err(e) => {
+            if matches!(e, Error::Conflict { .. } | Error::Busy { .. }) {
+                counters::SAVE_CONFLICTS.add(1);
+            }
+            span.record("error", trace::display(e));
+        }
     }
 }
 

@@ -95,12 +95,14 @@ macro_rules! event {
 
 pub(crate) use {event, span};
 
-/// `let _retry = retry!(store = "postgres", attempt, error = %e);`: enters
-/// the span `autoshard.retry` (the backoff runs in it) with one INFO event,
+/// `let _retry = retry!(store = "postgres", attempt, error = %e);`: counts
+/// the retry (`StoreMetrics::counters`, with or without the feature) and
+/// enters the span `autoshard.retry` (the backoff runs in it) with one INFO event,
 /// so a formatting subscriber shows each retry with its fields and the
 /// spans it happened in.
 macro_rules! retry {
     ($($fields:tt)*) => {{
+        $crate::counters::RETRIES.add(1);
         let span = $crate::trace::span!(INFO, "autoshard.retry", $($fields)*);
         $crate::trace::event!(INFO, "autoshard: retrying");
         span

@@ -2,6 +2,7 @@
 //! primitives, applied with the code direct writes use.
 
 use super::hooks;
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ranking::apply::{apply_updates_from, store_entry_data, Refused};
 use crate::ranking::cache::{CachedTx, NodeCache};
@@ -84,6 +85,11 @@ impl Ranking {
         let drained = self.drain_batch_in(max, first, dead_letter, sweep, cache);
         match &drained {
             Ok(drained) => {
+                if drained.applied > 0 {
+                    counters::WORKER_BATCHES.add(1);
+                }
+                counters::UPDATES_APPLIED.add(drained.applied as u64);
+                counters::DEAD_LETTERED.add(drained.dead_letters as u64);
                 span.record("taken", drained.taken);
                 span.record("applied", drained.applied);
                 span.record("dead_letters", drained.dead_letters);

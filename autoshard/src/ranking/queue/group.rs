@@ -3,6 +3,7 @@
 //! flushers wait on.
 
 use super::GATHER;
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ranking::Ranking;
 use crate::seam::QueuedUpdate;
@@ -179,8 +180,12 @@ impl QueueState {
             error = tracing::field::Empty
         );
         let outcome = ranking.inner.boards.append_queue(ranking.board(), &items);
-        if let Err(e) = &outcome {
-            span.record("error", trace::display(e));
+        match &outcome {
+            Ok(()) => {
+                counters::GROUP_COMMITS.add(1);
+                counters::ENQUEUED.add(items.len() as u64);
+            }
+            Err(e) => span.record("error", trace::display(e)),
         }
         drop(span);
         self.commits.fetch_add(1, Ordering::Relaxed);

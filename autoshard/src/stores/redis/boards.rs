@@ -411,6 +411,12 @@ impl BoardStore for RedisCluster {
         self.with_conn(&mut conn, |c| invocation.invoke(c))
     }
 
+    /// The queue shards are streams trimmed by the apply's commit: their
+    /// lengths are the backlog, one `XLEN` each.
+    fn backlog_from_marks(&self) -> bool {
+        false
+    }
+
     fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>> {
         let keys = BoardKeys::new(self.prefix(), board);
         let heads: HashMap<String, String> =
