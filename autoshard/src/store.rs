@@ -129,7 +129,7 @@ pub trait Store: Backend {
         let saved = mapper::save(entity, |key, plan| {
             self.__entities().0.save(&Kind::of::<T>(), key, plan)
         });
-        traced::<T>(&span, &saved);
+        traced(&span, &saved);
         saved
     }
 
@@ -191,7 +191,7 @@ pub trait Store: Backend {
         let saved = mapper::save_delta::<T, V>(&kind, id, field, delta, |key, plan| {
             self.__entities().0.save(&kind, key, plan)
         });
-        traced::<T>(&span, &saved);
+        traced(&span, &saved);
         saved
     }
 
@@ -389,7 +389,7 @@ impl<S: Backend + ?Sized> Store for S {}
 
 /// Records a save's outcome on its span, and an automatic shard count it
 /// raised as an event in it.
-fn traced<T: Shardable>(span: &trace::Entered, saved: &Result<Saved>) {
+fn traced(span: &trace::Entered, saved: &Result<Saved>) {
     match saved {
         Ok(saved) => {
             if saved.attempts > 0 {
