@@ -11,6 +11,7 @@
 mod stores;
 
 mod capture;
+mod counts;
 mod metrics;
 mod retries;
 mod spans;
