@@ -86,11 +86,12 @@ pub struct ProcessCounters {
     pub compaction_batches: u64,
     /// Shard rows those batches folded into another row and deleted.
     pub rows_merged: u64,
-    /// Committed worker batches that applied at least one update.
+    /// Committed worker batches that applied at least one update (board
+    /// and family workers).
     pub worker_batches: u64,
-    /// Queued updates workers applied.
+    /// Queued updates workers applied (a family submission counts once).
     pub updates_applied: u64,
-    /// Queued rows workers moved to their board's dead letters.
+    /// Queued rows workers moved to their board's or family's dead letters.
     pub dead_lettered: u64,
     /// Group-commit transactions that appended enqueued updates.
     pub group_commits: u64,

@@ -3,16 +3,49 @@
 
 use crate::capture::Capture;
 use crate::stores::TestStore;
-use crate::{every_store_tests, redis_cluster_tests, store_tests};
+use crate::{redis_cluster_tests, store_tests};
 use crate::{serial, Tally};
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::StoreMetrics;
 
-every_store_tests!(
+store_tests!(
+    saves_and_loads_are_spans_with_kind_id_and_outcome,
+    compaction_batches_are_spans_with_the_rows_they_merged,
+    group_commits_and_worker_batches_are_spans_with_board_and_sizes,
+    family_worker_batches_are_spans_with_the_family_and_sizes,
+);
+// Families need multi-board transactions, which Redis Cluster refuses.
+redis_cluster_tests!(
     saves_and_loads_are_spans_with_kind_id_and_outcome,
     compaction_batches_are_spans_with_the_rows_they_merged,
     group_commits_and_worker_batches_are_spans_with_board_and_sizes,
 );
+
+fn family_worker_batches_are_spans_with_the_family_and_sizes<S: TestStore>() {
+    use autoshard::ranking::{Family, FamilyConfig, Window};
+    let _serial = serial();
+    let db = S::fresh();
+    let config = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Week);
+    let game = Family::create(&*db, "game", config).unwrap();
+    let capture = Capture::default();
+    let stats = capture.run(|| {
+        game.entry("ann", 42).at(0).enqueue().unwrap();
+        game.entry("bo", 7).at(0).enqueue().unwrap();
+        game.worker().drain().unwrap()
+    });
+    assert_eq!(stats.submissions, 2);
+    let seen = capture.seen();
+    let batches = seen.named("autoshard.family_batch");
+    assert!(!batches.is_empty());
+    assert!(
+        batches.iter().all(|b| b.fields["family"] == "game"),
+        "{batches:?}"
+    );
+    assert_eq!(seen.sum("autoshard.family_batch", "applied"), 2);
+    assert_eq!(seen.sum("autoshard.family_batch", "dead_letters"), 0);
+    // Its submissions were group commits on the family's queue.
+    assert_eq!(seen.sum("autoshard.group_commit", "batch"), 2);
+}
 
 fn saves_and_loads_are_spans_with_kind_id_and_outcome<S: TestStore>() {
     let _serial = serial();
