@@ -323,7 +323,7 @@ struct OnThread<'a>(&'a Shared);
 
 impl Env for OnThread<'_> {
     async fn batch(&self, job: &Job, from: &Resume) -> Result<BatchPlan> {
-        job.store.compact_batch(&job.kind, from)
+        compaction::traced_batch(&job.kind, || job.store.compact_batch(&job.kind, from))
     }
 
     async fn sleep_until(&self, deadline: Instant) {
@@ -370,7 +370,16 @@ impl Job {
             let batch = match env.batch(self, &from).await {
                 Ok(batch) => batch,
                 Err(e) if e.is_retryable() => {
-                    env.shared().lock().stats.retries += 1;
+                    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+                    let retries = {
+                        let mut shared = env.shared().lock();
+                        shared.stats.retries += 1;
+                        shared.stats.retries
+                    };
+                    // Closed before the pause: an entered span is tied to its
+                    // thread, and a task may resume on another after the await.
+                    drop(crate::trace::retry!(kind = self.kind.name,
+                        attempt = retries, error = %e));
                     env.sleep_until(Instant::now() + RETRY_PAUSE).await;
                     continue;
                 }

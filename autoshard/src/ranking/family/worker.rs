@@ -15,10 +15,12 @@ use super::queue::{decode_row, Queued};
 use super::submit::{encode_values, read_values};
 use super::window::Period;
 use super::{Family, Window};
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ranking::queue::{deletable, QueueState};
 use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage};
+use crate::trace;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,14 +170,33 @@ impl FamilyWorker {
         let (mut first, mut sweep) = (0, true);
         while !stop.load(Ordering::Acquire) {
             let seen = state.enqueued();
+            let span = trace::span!(
+                DEBUG,
+                "autoshard.family_batch",
+                family = self.family.name(),
+                taken = tracing::field::Empty,
+                applied = tracing::field::Empty,
+                dead_letters = tracing::field::Empty,
+                error = tracing::field::Empty
+            );
             let done = match self.family.batch(self.batch_size, first, sweep, &mut stats) {
                 Err(e) if e.is_retryable() => {
                     stats.retries += 1;
+                    span.record("error", trace::display(&e));
+                    let _retry = trace::retry!(family = self.family.name(),
+                        attempt = stats.retries, error = %e);
                     std::thread::sleep(Duration::from_millis(2));
                     continue;
                 }
                 done => done?,
             };
+            span.record("taken", done.taken);
+            span.record("applied", done.applied);
+            span.record("dead_letters", done.dead_letters);
+            drop(span);
+            counters::WORKER_BATCHES.add(u64::from(done.applied > 0));
+            counters::UPDATES_APPLIED.add(done.applied as u64);
+            counters::DEAD_LETTERED.add(done.dead_letters as u64);
             sweep = false;
             first = (first + 1) % queues;
             if done.taken > 0 {
