@@ -67,6 +67,7 @@ mod read;
 mod storage;
 mod tree;
 mod trees;
+mod trim;
 mod write;
 
 pub use self::among::MAX_AMONG;
@@ -84,6 +85,7 @@ pub use self::queue::{
     Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_TIMEOUT,
 };
+pub use self::trim::TRIM_BATCH;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;
