@@ -14,6 +14,7 @@
 
 use super::apply::apply_updates_from;
 use super::handle::check_player;
+use super::policy::Rules;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
@@ -27,7 +28,7 @@ pub const TRIM_BATCH: u64 = 1_000;
 
 /// What a batch looks for, in tree scores (better is higher).
 #[derive(Debug, Clone, Copy)]
-enum Pick {
+pub(crate) enum Pick {
     /// Tree scores in `lo..=hi`.
     Between(i64, i64),
     /// Ordinal ranks after the first `n`.
@@ -35,9 +36,18 @@ enum Pick {
 }
 
 /// One batch's outcome: players found, and those removed.
-struct Trimmed {
-    found: u64,
-    removed: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trimmed {
+    pub found: u64,
+    pub removed: u64,
+}
+
+impl Trimmed {
+    /// Whether the batch found fewer than a full batch and removed all of
+    /// them: at its snapshot nothing more was left to remove.
+    pub(crate) fn last(self) -> bool {
+        self.found < TRIM_BATCH && self.removed == self.found
+    }
 }
 
 impl Ranking {
@@ -187,7 +197,7 @@ impl Ranking {
         loop {
             let done = self.trim_batch(pick)?;
             removed += done.removed;
-            if done.found < TRIM_BATCH && done.removed == done.found {
+            if done.last() {
                 return Ok(removed);
             }
         }
@@ -196,23 +206,7 @@ impl Ranking {
     /// One batch in one write transaction.
     fn trim_batch(&self, pick: Pick) -> Result<Trimmed> {
         let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| {
-            let g = self.geometry();
-            let found = find(st, g, pick)?;
-            let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
-            let still = still_there(st, &names, |i, score| match pick {
-                Pick::Between(lo, hi) => (lo..=hi).contains(&score),
-                Pick::Below(_) => score == found[i].1,
-            })?;
-            let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
-            if !updates.is_empty() {
-                apply_updates_from(st, g, rules, shard, &updates, None, &|_| 0)?;
-            }
-            Ok(Trimmed {
-                found: found.len() as u64,
-                removed: updates.len() as u64,
-            })
-        })
+        self.write_with(|st| batch_in(st, self.geometry(), rules, shard, pick))
     }
 
     /// `keep_top` on a split board: a batch reads the players below `n`
@@ -256,6 +250,32 @@ impl Ranking {
             Ok(updates.len() as u64)
         })
     }
+}
+
+/// One trim batch in the write transaction `st`: finds up to
+/// [`TRIM_BATCH`] players and removes those still where it found them once
+/// their rows are locked.
+pub(crate) fn batch_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    shard: u32,
+    pick: Pick,
+) -> Result<Trimmed> {
+    let found = find(st, g, pick)?;
+    let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    let still = still_there(st, &names, |i, score| match pick {
+        Pick::Between(lo, hi) => (lo..=hi).contains(&score),
+        Pick::Below(_) => score == found[i].1,
+    })?;
+    let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
+    if !updates.is_empty() {
+        apply_updates_from(st, g, rules, shard, &updates, None, &|_| 0)?;
+    }
+    Ok(Trimmed {
+        found: found.len() as u64,
+        removed: updates.len() as u64,
+    })
 }
 
 /// Up to [`TRIM_BATCH`] players `pick` names, with their tree scores, in

@@ -32,6 +32,8 @@ pub(crate) mod harness;
 mod protocol;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trim;
 
 pub(crate) use self::compare::{assert_same, diff};
 use self::protocol::{Mode, Protocol, Who};
