@@ -5,71 +5,18 @@
 //! which for a few thousand players costs less than any count the tree
 //! could give (each count is a root-to-leaf walk per member).
 
-use super::handle::check_player;
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::trees::merge::{sort, Found};
-use super::{Entry, Ranking};
-use crate::error::{Error, Result};
+use super::Entry;
+use crate::error::Result;
+use std::cell::Cell;
 
-/// Most players [`Ranking::among`] ranks in one call.
+/// Most players [`Ranking::among`](super::Ranking::among) ranks in one call.
 pub const MAX_AMONG: usize = 10_000;
-
-impl Ranking {
-    /// The entries of `players` who are on the board, ranked among
-    /// themselves: `rank`, `dense` and `position` count only members of
-    /// the set, with the board's order and tie rules (among tied players,
-    /// the one who reached the score first is first). Players not on the
-    /// board are left out; a name given twice counts once. All scores come
-    /// from one snapshot of the board.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "season", RankingConfig::new(0..1_000))?;
-    /// board.set_scores(&[("ann", 50), ("ben", 90), ("cat", 70), ("dan", 70)])?;
-    /// // Ann follows Cat and Ben; she is third among the three of them.
-    /// let friends = board.among(&["ann", "cat", "ben", "eve"])?;
-    /// let places: Vec<_> = friends.iter().map(|e| (e.player.as_str(), e.rank)).collect();
-    /// assert_eq!(places, [("ben", 1), ("cat", 2), ("ann", 3)]);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidRanking`] for more than [`MAX_AMONG`] names,
-    /// [`Error::InvalidName`] for a name `set_score` would refuse, a store
-    /// error; [`Error::Corrupt`] for a stored score outside the board.
-    pub fn among(&self, players: &[&str]) -> Result<Vec<Entry>> {
-        if players.len() > MAX_AMONG {
-            return Err(Error::InvalidRanking {
-                reason: format!(
-                    "{} players given to `among`; at most {MAX_AMONG}",
-                    players.len()
-                ),
-            });
-        }
-        for player in players {
-            check_player(player)?;
-        }
-        let mut names: Vec<&str> = players.to_vec();
-        names.sort_unstable();
-        names.dedup();
-        if let Some(split) = self.split() {
-            return split.among(&names);
-        }
-        self.read(|st, g| {
-            let mut found = found_in(st, g, 0, &names)?;
-            let ranked = rank_set(&mut found);
-            self.entries(st, g, ranked.into_iter().map(|(e, _)| e).collect())
-        })
-    }
-}
 
 /// The stored places of `names` in the tree `t` read by `st`: tree scores,
 /// arrivals and the tree, as the split board's merge orders them.
-pub(super) fn found_in(
+pub(in crate::ranking) fn found_in(
     st: &dyn Storage,
     g: &Geometry,
     t: usize,
@@ -92,7 +39,7 @@ pub(super) fn found_in(
 /// Ranks a set's places among themselves, in the one order every query
 /// uses (better tree score first, then who reached it first, then the
 /// tree): entries with tree scores and no data yet, each with its tree.
-pub(super) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
+pub(in crate::ranking) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
     sort(found);
     let mut entries: Vec<(Entry, usize)> = Vec::with_capacity(found.len());
     let (mut rank, mut dense) = (0, 0);
@@ -112,4 +59,24 @@ pub(super) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
         entries.push((entry, *t));
     }
     entries
+}
+
+thread_local! {
+    /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
+    /// ties ordered tree after tree, the merge that ignores who reached the
+    /// score first. Per thread, so only the control's queries break.
+    pub(crate) static CONCATENATE_TIES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// One player as a merge sees it: `(tree score, arrival, tree, name)`.
+pub(in crate::ranking) type Found = (i64, u64, usize, String);
+
+/// Ranking order across trees: better (higher tree) score first, then
+/// `(arrival, tree)` (a board of one tree has tree 0 only).
+pub(in crate::ranking) fn sort(found: &mut [Found]) {
+    if CONCATENATE_TIES.get() {
+        found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.2, x.1).cmp(&(y.2, y.1))));
+        return;
+    }
+    found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
 }

@@ -64,6 +64,7 @@ mod policy;
 mod query;
 mod queue;
 mod read;
+mod shape;
 mod storage;
 mod tree;
 mod trees;
@@ -133,24 +134,59 @@ pub enum Tie {
     Ordinal,
 }
 
-/// One player's place on a board, as returned by [`Ranking::top`],
-/// [`Ranking::page`] and [`Ranking::around`].
+/// One player's place on a board, as returned by [`Ranking::entry`] and
+/// the lists: [`Ranking::top`], [`Ranking::page`], [`Ranking::page_number`],
+/// [`Ranking::around`], [`Ranking::between`] and [`Ranking::among`].
+///
+/// **Every entry carries all three ranks**, one per [`Tie`] rule: `rank`
+/// (standard, "1224"), `dense` ("1223") and `position` (ordinal, "1234");
+/// [`rank_for`](Entry::rank_for) picks one by rule, as
+/// [`Ranking::rank`] takes one. Lists are in ordinal order (`position`
+/// goes 1, 2, 3, ... within a page) and pages are cut by it; `among`
+/// counts all three within the set it was given.
+///
+/// ```
+/// use autoshard::ranking::{Ranking, RankingConfig, Tie};
+/// # fn main() -> autoshard::Result<()> {
+/// let db = autoshard::Sqlite::memory()?;
+/// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
+/// board.set_scores(&[("ann", 18), ("ben", 15), ("cat", 15), ("dan", 7)])?;
+/// let ranks: Vec<_> = board.top(4)?.iter().map(|e| (e.rank, e.dense, e.position)).collect();
+/// assert_eq!(ranks, [(1, 1, 1), (2, 2, 2), (2, 2, 3), (4, 3, 4)]);
+/// let dan = board.entry("dan")?.unwrap();
+/// assert_eq!(dan.rank_for(Tie::Dense), board.rank("dan", Tie::Dense)?.unwrap());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Entry {
     /// The player.
     pub player: String,
     /// The player's score.
     pub score: i64,
-    /// Standard rank ([`Tie::Standard`]): 1 + players with a higher score.
+    /// Standard rank ([`Tie::Standard`], "1224"): 1 + players with a
+    /// better score.
     pub rank: u64,
-    /// Dense rank ([`Tie::Dense`]): 1 + distinct higher scores.
+    /// Dense rank ([`Tie::Dense`], "1223"): 1 + distinct better scores.
     pub dense: u64,
-    /// Ordinal rank ([`Tie::Ordinal`]): the 1-based place in the list, ties
-    /// broken by who reached the score first. Pages are cut by it.
+    /// Ordinal rank ([`Tie::Ordinal`], "1234"): the 1-based place in the
+    /// list, ties broken by who reached the score first. Pages are cut by
+    /// it.
     pub position: u64,
     /// The entry data the player's score was submitted with
     /// ([`Ranking::submit_with`]); always `None` on a board that keeps none.
     pub data: Option<Vec<u8>>,
+}
+
+impl Entry {
+    /// The entry's rank under `tie`: `rank`, `dense` or `position`, the
+    /// value [`Ranking::rank`] gives for that rule in the same snapshot.
+    pub fn rank_for(&self, tie: Tie) -> u64 {
+        match tie {
+            Tie::Standard => self.rank,
+            Tie::Dense => self.dense,
+            Tie::Ordinal => self.position,
+        }
+    }
 }
 
 /// A store that can hold ranking boards: [`Sqlite`](crate::Sqlite),

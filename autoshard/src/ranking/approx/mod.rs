@@ -8,11 +8,13 @@
 
 mod apply;
 mod refresh;
+mod shape;
 mod snapshot;
 
 pub(crate) use self::apply::apply_updates;
 pub(crate) use self::refresh::hooks;
 pub use self::refresh::{Refresh, Refresher, RefresherHandle};
+pub(super) use self::shape::SHAPE;
 pub use self::snapshot::{ApproxBucket, ApproxSnapshot};
 
 use super::{Entry, Ranking, MAX_BUCKETS, MAX_EXACT_TOP};
@@ -50,11 +52,16 @@ impl Ranking {
     pub(super) fn exact_only(&self, call: &'static str) -> Result<()> {
         match self.rules().approx {
             false => Ok(()),
-            true => Err(Error::ApproximateBoard {
-                name: self.inner.name.clone(),
-                call,
-                reason: EXACT_ONLY,
-            }),
+            true => Err(self.exact_refused(call)),
+        }
+    }
+
+    /// The refusal of `call`, which needs the exact tree.
+    fn exact_refused(&self, call: &'static str) -> Error {
+        Error::ApproximateBoard {
+            name: self.inner.name.clone(),
+            call,
+            reason: EXACT_ONLY,
         }
     }
 

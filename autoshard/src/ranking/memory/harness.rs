@@ -2,7 +2,7 @@
 //! `Ranking`'s queries, a brute-force oracle, and proptest strategies.
 use super::super::policy::Rules;
 use super::super::query::{self, Want};
-use super::super::read::player_place;
+use super::super::shape::player_place;
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
 use super::super::{apply_updates, integrity, Entry, Tie};
@@ -280,6 +280,7 @@ pub(crate) fn verify(board: &Board, oracle: &Oracle, probes: &[i64]) -> Result<(
             prop_assert_eq!(&board.page(from, to)?, want, "page({}, {})", from, to);
         }
     }
+    super::ranges::verify_ranges(board, oracle, probes)?;
     board.check_integrity()?;
     Ok(())
 }

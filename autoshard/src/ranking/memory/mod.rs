@@ -30,6 +30,7 @@ mod compare;
 pub(crate) mod conformance;
 pub(crate) mod harness;
 mod protocol;
+pub(crate) mod ranges;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

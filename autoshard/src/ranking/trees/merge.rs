@@ -13,7 +13,6 @@ use super::super::{Entry, Ranking};
 use super::dense;
 use crate::error::Result;
 use crate::seam::Board;
-use std::cell::Cell;
 use std::sync::Arc;
 
 /// A benchmark's diagnostic (`ranking-trees`, `AUTOSHARD_BENCH_LOCAL_ARRIVALS`):
@@ -23,12 +22,10 @@ use std::sync::Arc;
 pub(crate) static LOCAL_ARRIVALS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-thread_local! {
-    /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
-    /// ties ordered tree after tree, the merge that ignores who reached the
-    /// score first. Per thread, so only the control's queries break.
-    pub(crate) static CONCATENATE_TIES: Cell<bool> = const { Cell::new(false) };
-}
+// The control lives with the order it breaks (`among.rs`), which a
+// board of one tree sorts sets by too.
+pub(crate) use crate::ranking::among::CONCATENATE_TIES;
+pub(in crate::ranking) use crate::ranking::among::{sort, Found};
 
 /// Runs `f` over one read transaction of every tree, all open at once:
 /// each tree is read at one point in time. Trees in one store are read
@@ -205,10 +202,6 @@ pub(super) fn locate(sts: &[&dyn Storage], g: &Geometry, position: u64) -> Resul
     unreachable!("the loop returns at height 1")
 }
 
-/// One player as a merge sees it: `(tree score, arrival, tree, name)`.
-/// A player found in tree `.2`: tree score, arrival, tree, name.
-pub(in crate::ranking) type Found = (i64, u64, usize, String);
-
 /// Players' arrivals, for merging `(player, score)` lists of tree `t`.
 fn with_arrivals(st: &dyn Storage, t: usize, found: Vec<(String, i64)>) -> Result<Vec<Found>> {
     found
@@ -223,16 +216,6 @@ fn with_arrivals(st: &dyn Storage, t: usize, found: Vec<(String, i64)>) -> Resul
             Ok((score, arrival, t, player))
         })
         .collect()
-}
-
-/// Ranking order across trees: better (higher tree) score first, then
-/// `(arrival, tree)`.
-pub(in crate::ranking) fn sort(found: &mut [Found]) {
-    if CONCATENATE_TIES.get() {
-        found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.2, x.1).cmp(&(y.2, y.1))));
-        return;
-    }
-    found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
 }
 
 /// Entries at ordinal positions `from..=to` (`1 <= from <= to`), each with

@@ -25,6 +25,7 @@ mod queries;
 
 pub(crate) use self::arrival::reserve as reserve_arrivals;
 pub(crate) use self::merge as hooks;
+pub(super) use self::queries::SHAPE;
 
 use super::{Ranking, RankingConfig, Submission, MAX_TREES};
 use crate::error::{Error, Result};

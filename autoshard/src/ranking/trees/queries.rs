@@ -1,12 +1,143 @@
 //! A split board's queries: the trees read together (`merge.rs`), then
-//! scores turned back from tree scores and entry data read, per tree.
+//! scores turned back from tree scores and entry data read, per tree. The
+//! board's [`Shape`] (its every read) and the merged snapshot's [`View`]
+//! (the reads of `shape/ranges.rs`).
 
 use super::merge::{self, read_all};
 use super::{dense, tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
+use crate::ranking::shape::{ranges, Shape, Span, View};
 use crate::ranking::storage::Storage;
-use crate::ranking::{among, Entry, Tie};
+use crate::ranking::tree::Geometry;
+use crate::ranking::{among, Entry, Ranking, Tie};
+
+/// The shape of a board split into trees.
+pub(in crate::ranking) struct Trees;
+
+pub(in crate::ranking) static SHAPE: &Trees = &Trees;
+
+fn split(b: &Ranking) -> Split<'_> {
+    b.split().expect("the shape of a split board")
+}
+
+impl Shape for Trees {
+    fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64> {
+        let tree = b.rules().tree_score(b.geometry(), score)?;
+        let offset = b.geometry().checked_offset(tree)?;
+        split(b).rank_of_offset(offset)
+    }
+
+    fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>> {
+        split(b).rank(player, tie)
+    }
+
+    fn score(&self, b: &Ranking, player: &str) -> Result<Option<i64>> {
+        split(b).score(player)
+    }
+
+    fn score_at_rank(&self, b: &Ranking, rank: u64) -> Result<Option<i64>> {
+        split(b).score_at_rank(rank)
+    }
+
+    fn page(&self, b: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> {
+        split(b).page(from, to)
+    }
+
+    fn around(&self, b: &Ranking, player: &str, k: u64) -> Result<Vec<Entry>> {
+        split(b).around(player, k)
+    }
+
+    fn among(&self, b: &Ranking, names: &[&str]) -> Result<Vec<Entry>> {
+        split(b).among(names)
+    }
+
+    fn len(&self, b: &Ranking) -> Result<u64> {
+        split(b).len()
+    }
+
+    fn check_integrity(&self, b: &Ranking) -> Result<()> {
+        split(b).check_integrity()
+    }
+
+    fn entry(&self, b: &Ranking, player: &str) -> Result<Option<Entry>> {
+        split(b).merged(&mut |v| v.entry(player))
+    }
+
+    fn count_between(&self, b: &Ranking, span: Option<Span>) -> Result<u64> {
+        let Some(span) = span else { return Ok(0) };
+        let g = b.geometry();
+        split(b).merged(&mut |v| ranges::count_between(v, g, span))
+    }
+
+    fn between(&self, b: &Ranking, span: Option<Span>, limit: u64) -> Result<Vec<Entry>> {
+        let Some(span) = span else {
+            return Ok(Vec::new());
+        };
+        let g = b.geometry();
+        split(b).merged(&mut |v| ranges::between(v, g, span, limit))
+    }
+
+    fn percentile(&self, b: &Ranking, player: &str) -> Result<Option<f64>> {
+        split(b).merged(&mut |v| ranges::percentile(v, player))
+    }
+
+    fn score_at_percentile(&self, b: &Ranking, p: f64) -> Result<Option<i64>> {
+        split(b).merged(&mut |v| ranges::score_at_percentile(v, p))
+    }
+}
+
+/// One snapshot of every tree, as one board's order.
+struct Merged<'a> {
+    split: &'a Split<'a>,
+    sts: &'a [&'a dyn Storage],
+    g: &'a Geometry,
+}
+
+impl View for Merged<'_> {
+    fn above(&self, tree: i64) -> Result<u64> {
+        merge::above(self.sts, self.g, self.g.checked_offset(tree)?)
+    }
+
+    fn len(&self) -> Result<u64> {
+        let mut n = 0;
+        for st in self.sts {
+            n += query::len(*st, self.g)?;
+        }
+        Ok(n)
+    }
+
+    fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
+        let found = merge::page(self.sts, self.g, from, to)?;
+        self.split.entries(self.sts, found)
+    }
+
+    fn entry(&self, player: &str) -> Result<Option<Entry>> {
+        let (sts, g) = (self.sts, self.g);
+        let t = tree_of(player, sts.len());
+        let Some(place) = sts[t].player(player)? else {
+            return Ok(None);
+        };
+        let offset = merge::offset_of(sts[t], g, place.0)?;
+        let entry = Entry {
+            player: player.to_owned(),
+            score: place.0,
+            rank: merge::above(sts, g, offset)? + 1,
+            dense: dense::distinct_above(sts, g, offset)? + 1,
+            position: merge::position_of(sts, g, t, place)?,
+            data: None,
+        };
+        Ok(self.split.entries(sts, vec![(entry, t)])?.pop())
+    }
+
+    fn score_at(&self, position: u64) -> Result<Option<i64>> {
+        let rules = self.split.board.rules();
+        match merge::locate(self.sts, self.g, position)? {
+            Some(l) => Ok(Some(rules.checked_score(self.sts[0], self.g, l.score)?)),
+            None => Ok(None),
+        }
+    }
+}
 
 impl Split<'_> {
     /// 1 + players better than the tree score at `offset`: each tree read
@@ -87,6 +218,18 @@ impl Split<'_> {
             }
             let ranked = among::rank_set(&mut found);
             self.entries(sts, ranked)
+        })
+    }
+
+    /// Runs `f` over one snapshot of every tree ([`read_all`]).
+    fn merged<R>(&self, f: &mut dyn FnMut(&dyn View) -> Result<R>) -> Result<R> {
+        let g = self.board.geometry();
+        read_all(self.trees, &mut |sts| {
+            f(&Merged {
+                split: self,
+                sts,
+                g,
+            })
         })
     }
 

@@ -1,0 +1,74 @@
+//! The reads of an approximate board: its score index answers what needs
+//! no count (a player's score, `among`, pages by an index scan, the size);
+//! what needs the exact tree it does not keep is refused with
+//! [`Error::ApproximateBoard`](crate::Error::ApproximateBoard), naming the
+//! call ([`Ranking::approx_rank`] estimates ranks instead).
+
+use crate::error::Result;
+use crate::ranking::shape::{Shape, Span, ONE_TREE};
+use crate::ranking::{Entry, Ranking, Tie};
+
+/// The shape of an approximate board.
+pub(in crate::ranking) struct Approx;
+
+pub(in crate::ranking) static SHAPE: &Approx = &Approx;
+
+impl Shape for Approx {
+    fn rank_of_score(&self, b: &Ranking, _: i64) -> Result<u64> {
+        Err(b.exact_refused("rank_of_score"))
+    }
+
+    fn rank(&self, b: &Ranking, _: &str, _: Tie) -> Result<Option<u64>> {
+        Err(b.exact_refused("rank"))
+    }
+
+    /// The player's row, as on an exact board of one tree.
+    fn score(&self, b: &Ranking, player: &str) -> Result<Option<i64>> {
+        ONE_TREE.score(b, player)
+    }
+
+    fn score_at_rank(&self, b: &Ranking, _: u64) -> Result<Option<i64>> {
+        Err(b.exact_refused("score_at_rank"))
+    }
+
+    fn page(&self, b: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> {
+        super::page(b, from, to)
+    }
+
+    fn around(&self, b: &Ranking, _: &str, _: u64) -> Result<Vec<Entry>> {
+        Err(b.exact_refused("around"))
+    }
+
+    /// The players' rows, ranked in memory as on an exact board.
+    fn among(&self, b: &Ranking, names: &[&str]) -> Result<Vec<Entry>> {
+        ONE_TREE.among(b, names)
+    }
+
+    fn len(&self, b: &Ranking) -> Result<u64> {
+        super::len(b)
+    }
+
+    fn check_integrity(&self, b: &Ranking) -> Result<()> {
+        Err(b.exact_refused("check_integrity"))
+    }
+
+    fn entry(&self, b: &Ranking, _: &str) -> Result<Option<Entry>> {
+        Err(b.exact_refused("entry"))
+    }
+
+    fn count_between(&self, b: &Ranking, _: Option<Span>) -> Result<u64> {
+        Err(b.exact_refused("count_between"))
+    }
+
+    fn between(&self, b: &Ranking, _: Option<Span>, _: u64) -> Result<Vec<Entry>> {
+        Err(b.exact_refused("between"))
+    }
+
+    fn percentile(&self, b: &Ranking, _: &str) -> Result<Option<f64>> {
+        Err(b.exact_refused("percentile"))
+    }
+
+    fn score_at_percentile(&self, b: &Ranking, _: f64) -> Result<Option<i64>> {
+        Err(b.exact_refused("score_at_percentile"))
+    }
+}
