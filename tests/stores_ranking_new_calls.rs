@@ -1,10 +1,13 @@
-//! Issue 21's new calls against the brute-force oracle
-//! (`common/policy_oracle.rs`), written once and run on SQLite, PostgreSQL
-//! and Redis Cluster: random operation sequences mixing the old writes with
-//! `remove_data`, `remove_between`, `keep_top` and a queue drained by a
-//! worker that keeps the board trimmed (`Worker::keep_top`), on every shape
-//! (1, 2 and 4 trees; plain or composite scores; higher or lower is
-//! better; every policy), every query checked after each step.
+//! Issue 21's six new calls against the brute-force oracle
+//! (`common/policy_oracle.rs`, `common/range_oracle.rs`), written once and
+//! run on SQLite, PostgreSQL and Redis Cluster: random operation sequences
+//! mixing the old writes with `remove_data`, `remove_between`, `keep_top`
+//! and a queue drained by a worker that keeps the board trimmed
+//! (`Worker::keep_top`), on every shape (1, 2 and 4 trees; plain or
+//! composite scores; higher or lower is better; every policy), every query
+//! (the new reads `entry`, `count_between`, `between`, `percentile`,
+//! `score_at_percentile`, `page_number`, `page_count` too) checked after
+//! each step.
 //!
 //! Control (kept as a test, `an_off_by_one_oracle_fails`): the same case
 //! runner with the oracle keeping one player too many on `keep_top` fails.
@@ -21,6 +24,9 @@ use boards::Boards;
 #[path = "common/policy_oracle.rs"]
 mod policy_oracle;
 use policy_oracle::{order, policy, verify, Oracle};
+#[path = "common/range_oracle.rs"]
+mod range_oracle;
+use range_oracle::verify_new_reads;
 
 every_store_tests!(
     new_calls_agree_with_the_oracle_on_every_shape,
@@ -149,7 +155,7 @@ fn run_case(
     name: &str,
     shape: &Shape,
     ops: &[Op],
-    control: Control,
+    (control, every): (Control, usize),
 ) -> Result<(), TestCaseError> {
     let board = Ranking::create(db, name, shape.config())?;
     let mut values = shape.values.clone();
@@ -169,7 +175,7 @@ fn run_case(
     let mut oracle = Oracle::new(shape.policy, shape.order, min, max);
     let player = |p: usize| format!("player-{p}");
     let value = |v: usize| values[v % values.len()];
-    for op in ops {
+    for (i, op) in ops.iter().enumerate() {
         match op {
             Op::Set(p, v) => {
                 let refused = oracle.batch(&[(&player(*p), Some(value(*v)))], false);
@@ -231,7 +237,16 @@ fn run_case(
                 queue(&board, &mut oracle, updates, *trim, &player, &value)?
             }
         }
-        verify(&board, &oracle, &values)?;
+        // Every `every` steps and after the last (the store's pace, as
+        // `Boards::VERIFY_EVERY` sets it); the new reads, many per check,
+        // every third step of those.
+        let last = i == ops.len() - 1;
+        if i % every == 0 || last {
+            verify(&board, &oracle, &values)?;
+        }
+        if i % (3 * every) == 2 || last {
+            verify_new_reads(&board, &oracle, &ends)?;
+        }
     }
     Ok(())
 }
@@ -295,7 +310,13 @@ fn new_calls_agree_with_the_oracle_on_every_shape<S: Boards>() {
     let outcome = runner.run(&strategy, |(shape, ops)| {
         case.set(case.get() + 1);
         let name = format!("new-calls-{}", case.get());
-        run_case(store.db(), &name, &shape, &ops, Control::None)
+        run_case(
+            store.db(),
+            &name,
+            &shape,
+            &ops,
+            (Control::None, S::VERIFY_EVERY),
+        )
     });
     if let Err(e) = outcome {
         panic!("{}: {e}", S::NAME);
@@ -318,8 +339,8 @@ fn an_off_by_one_oracle_fails() {
         ends: (0..12).collect(),
     };
     let ops = [Op::Set(0, 3), Op::Set(1, 5), Op::Set(2, 7), Op::KeepTop(1)];
-    run_case(&db, "right", &shape, &ops, Control::None).unwrap();
-    let wrong = run_case(&db, "off-by-one", &shape, &ops, Control::OffByOne);
+    run_case(&db, "right", &shape, &ops, (Control::None, 1)).unwrap();
+    let wrong = run_case(&db, "off-by-one", &shape, &ops, (Control::OffByOne, 1));
     let message = format!("{:?}", wrong.expect_err("the control must fail"));
     assert!(message.contains("keep_top(1)"), "{message}");
 }
