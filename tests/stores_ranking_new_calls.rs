@@ -32,6 +32,7 @@ every_store_tests!(
     new_calls_agree_with_the_oracle_on_every_shape,
     trims_span_several_batches,
     bad_input_is_a_typed_error,
+    a_trim_beside_a_writer_keeps_what_left_the_range,
 );
 
 const TREES: [u32; 3] = [1, 2, 4];
@@ -416,4 +417,104 @@ fn bad_input_is_a_typed_error<S: Boards>() {
             "{refused:?}"
         );
     }
+}
+
+/// Players below `RANGE_END` at the start are trimmed by
+/// `remove_between(0..=RANGE_END - 1)` while a writer thread moves some of
+/// them out of the range (and adds others, never into it). Whatever the
+/// interleaving: everyone the writer moved or added is on the board at
+/// their new score, every other player of the range is gone, and nobody
+/// outside it was touched.
+const RANGE_END: i64 = 1_000;
+
+fn a_trim_beside_a_writer_keeps_what_left_the_range<S: Boards>() {
+    let store = S::fresh();
+    let n = TRIM_BATCH as usize * 2 + 500;
+    for k in [1, 2] {
+        let config = RankingConfig::new(0..10_000).branching(16).trees(k);
+        let board = Ranking::create(store.db(), &format!("writer-{k}"), config).unwrap();
+        let inside: Vec<String> = (0..n).map(|i| format!("in{i}")).collect();
+        let outside: Vec<String> = (0..50).map(|i| format!("out{i}")).collect();
+        let mut start: Vec<(&str, i64)> = inside
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), (i as i64 * 13) % RANGE_END))
+            .collect();
+        start.extend(outside.iter().map(|p| (p.as_str(), 5_000)));
+        board.set_scores(&start).unwrap();
+        // Every 20th player of the range leaves it, one write at a time,
+        // from the last (the trim's first batches) back; new players
+        // arrive above it.
+        let moved: Vec<(String, i64)> = inside
+            .iter()
+            .rev()
+            .step_by(20)
+            .enumerate()
+            .map(|(i, p)| (p.clone(), RANGE_END + i as i64))
+            .collect();
+        let removed = std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                for (i, (p, score)) in moved.iter().enumerate() {
+                    board.set_score(p, *score).unwrap();
+                    board.set_score(&format!("new{i}"), 9_000).unwrap();
+                }
+            });
+            let removed = board.remove_between(0..=RANGE_END - 1).unwrap();
+            writer.join().unwrap();
+            removed
+        });
+        check_after_trim(&board, &moved, outside.len())
+            .unwrap_or_else(|e| panic!("{}: k = {k}: {e}", S::NAME));
+        // Moved players removed before the writer reached them count as
+        // removed; the rest of the range is gone either way.
+        assert!(removed >= (n - moved.len()) as u64, "{removed}");
+        assert!(removed <= n as u64, "{removed}");
+        board.check_integrity().unwrap();
+    }
+}
+
+/// What `a_trim_beside_a_writer_keeps_what_left_the_range` asserts.
+fn check_after_trim(
+    board: &Ranking,
+    moved: &[(String, i64)],
+    outside: usize,
+) -> Result<(), String> {
+    for (p, score) in moved {
+        let got = board.score(p).map_err(|e| e.to_string())?;
+        if got != Some(*score) {
+            return Err(format!("{p} moved to {score}, the board says {got:?}"));
+        }
+    }
+    let left = board
+        .count_between(0..=RANGE_END - 1)
+        .map_err(|e| e.to_string())?;
+    let len = board.len().map_err(|e| e.to_string())?;
+    let want = (outside + 2 * moved.len()) as u64;
+    match (left, len) {
+        (0, len) if len == want => Ok(()),
+        _ => Err(format!(
+            "{left} left in the range, {len} on the board, not 0 and {want}"
+        )),
+    }
+}
+
+/// Control: a trim that lists the range and then removes the list (no
+/// re-check once the rows are locked) removes a player the writer moved
+/// out of the range in between, and the check above fails.
+#[test]
+fn a_trim_from_a_stale_list_fails_the_check() {
+    let db = autoshard::Sqlite::memory().unwrap();
+    let board = Ranking::create(&db, "stale", RankingConfig::new(0..10_000)).unwrap();
+    board
+        .set_scores(&[("in0", 5), ("in1", 6), ("out0", 5_000)])
+        .unwrap();
+    let listed = board.between(0..=RANGE_END - 1, u64::MAX).unwrap();
+    board.set_score("in1", RANGE_END).unwrap(); // the writer, in between
+    board.set_score("new0", 9_000).unwrap();
+    for e in &listed {
+        board.remove(&e.player).unwrap();
+    }
+    let moved = [("in1".to_owned(), RANGE_END)];
+    let failed = check_after_trim(&board, &moved, 1).expect_err("the stale trim must fail");
+    assert!(failed.contains("in1 moved to 1000"), "{failed}");
 }
