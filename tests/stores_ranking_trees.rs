@@ -592,6 +592,80 @@ const EVERY_READ: &[(&str, Read)] = &[
             0,
         )
     }),
+    ("entry", |b, x| {
+        for e in x.oracle.entries() {
+            same(
+                &format!("entry({})", e.player),
+                ok("entry", b.entry(&e.player))?,
+                Some(e.clone()),
+            )?;
+        }
+        same("entry(nobody)", ok("entry", b.entry("nobody"))?, None)
+    }),
+    ("count_between", |b, x| {
+        for (lo, hi) in [(0, 11), (3, 3), (2, 7), (5, 40), (-9, 0), (12, 20)] {
+            same(
+                &format!("count_between({lo}..={hi})"),
+                ok("count_between", b.count_between(lo..=hi))?,
+                x.oracle.count_between(lo..=hi),
+            )?;
+        }
+        Ok(())
+    }),
+    ("between", |b, x| {
+        for (lo, hi, limit) in [(0, 11, 100), (3, 3, 2), (2, 7, 5), (5, 40, 1), (12, 20, 9)] {
+            same(
+                &format!("between({lo}..={hi}, {limit})"),
+                ok("between", b.between(lo..=hi, limit))?,
+                x.oracle.between(lo..=hi, limit),
+            )?;
+        }
+        Ok(())
+    }),
+    ("percentile", |b, x| {
+        for e in x.oracle.entries() {
+            same(
+                &format!("percentile({})", e.player),
+                ok("percentile", b.percentile(&e.player))?,
+                x.oracle.percentile(&e.player),
+            )?;
+        }
+        same(
+            "percentile(nobody)",
+            ok("percentile", b.percentile("nobody"))?,
+            None,
+        )
+    }),
+    ("score_at_percentile", |b, x| {
+        for p in [0.0, 2.5, 10.0, 33.3, 50.0, 97.5, 100.0] {
+            same(
+                &format!("score_at_percentile({p})"),
+                ok("score_at_percentile", b.score_at_percentile(p))?,
+                x.oracle.score_at_percentile(p),
+            )?;
+        }
+        Ok(())
+    }),
+    ("page_number", |b, x| {
+        for (n, size) in [(1, 7), (2, 7), (6, 7), (7, 7), (1, 100), (40, 1)] {
+            same(
+                &format!("page_number({n}, {size})"),
+                ok("page_number", b.page_number(n, size))?,
+                x.oracle.page_number(n, size),
+            )?;
+        }
+        Ok(())
+    }),
+    ("page_count", |b, x| {
+        for size in [1, 7, 100] {
+            same(
+                &format!("page_count({size})"),
+                ok("page_count", b.page_count(size))?,
+                x.oracle.page_count(size),
+            )?;
+        }
+        Ok(())
+    }),
     ("rank_of_dims", |b, x| {
         for s in 0..12 {
             let (got, want) = (b.rank_of_dims(&[s]), x.one_tree.rank_of_dims(&[s]));

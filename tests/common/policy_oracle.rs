@@ -236,6 +236,100 @@ impl Oracle {
     }
 }
 
+/// Issue 21's reads, the slow way (the other engineer's proptests and
+/// `verify` compare every store with these).
+impl Oracle {
+    /// `player`'s entry.
+    pub fn entry(&self, player: &str) -> Option<Entry> {
+        self.entries().into_iter().find(|e| e.player == player)
+    }
+
+    /// Players with a score in `scores`.
+    pub fn count_between(&self, scores: std::ops::RangeInclusive<i64>) -> u64 {
+        let held = self.players.values();
+        held.filter(|p| scores.contains(&p.0)).count() as u64
+    }
+
+    /// The first `limit` entries with a score in `scores`, ranking order.
+    pub fn between(&self, scores: std::ops::RangeInclusive<i64>, limit: u64) -> Vec<Entry> {
+        let inside = self.entries().into_iter();
+        let inside = inside.filter(|e| scores.contains(&e.score));
+        inside.take(limit.min(usize::MAX as u64) as usize).collect()
+    }
+
+    /// The share of players no better than `player`, in percent.
+    pub fn percentile(&self, player: &str) -> Option<f64> {
+        let score = self.players.get(player)?.0;
+        let values = self.players.values();
+        let no_better = values.filter(|p| !self.better(p.0, score)).count();
+        Some(no_better as f64 * 100.0 / self.players.len() as f64)
+    }
+
+    /// Nearest rank: scores worst first, the least place `k` whose share
+    /// `100 k / n` reaches `p`.
+    pub fn score_at_percentile(&self, p: f64) -> Option<i64> {
+        let worst_first: Vec<i64> = self.entries().iter().rev().map(|e| e.score).collect();
+        let n = worst_first.len();
+        let k = (1..=n).find(|&k| k as f64 * 100.0 / n as f64 >= p)?;
+        Some(worst_first[k - 1])
+    }
+
+    /// Page `n` (1-based) of pages of `size`.
+    pub fn page_number(&self, n: u64, size: u64) -> Vec<Entry> {
+        let skip = (n - 1).saturating_mul(size).min(usize::MAX as u64) as usize;
+        let all = self.entries().into_iter().skip(skip);
+        all.take(size.min(usize::MAX as u64) as usize).collect()
+    }
+
+    /// Pages of `size` the board fills.
+    pub fn page_count(&self, size: u64) -> u64 {
+        (self.players.len() as u64).div_ceil(size)
+    }
+}
+
+/// Issue 21's reads against the oracle: each player's entry and
+/// percentile, ranges between the probes, percentiles and pages.
+pub fn verify_issue_21_reads(
+    board: &Ranking,
+    oracle: &Oracle,
+    probes: &[i64],
+) -> Result<(), TestCaseError> {
+    for e in oracle.entries() {
+        prop_assert_eq!(board.entry(&e.player)?, Some(e.clone()));
+        prop_assert_eq!(board.percentile(&e.player)?, oracle.percentile(&e.player));
+    }
+    prop_assert_eq!(board.entry("nobody")?, None);
+    prop_assert_eq!(board.percentile("nobody")?, None);
+    // A few ranges: each read is a round trip on a server.
+    let probes = &probes[..probes.len().min(5)];
+    for &lo in probes {
+        for &hi in probes.iter().filter(|&&hi| hi >= lo) {
+            let want = oracle.count_between(lo..=hi);
+            prop_assert_eq!(board.count_between(lo..=hi)?, want, "{}..={}", lo, hi);
+            for limit in [1, 3, u64::MAX] {
+                let want = oracle.between(lo..=hi, limit);
+                let got = board.between(lo..=hi, limit)?;
+                prop_assert_eq!(got, want, "between({}..={}, {})", lo, hi, limit);
+            }
+        }
+    }
+    let all = i64::MIN..=i64::MAX;
+    prop_assert_eq!(board.count_between(all.clone())?, oracle.count_between(all));
+    for p in [0.0, 0.5, 25.0, 33.3, 50.0, 99.9, 100.0] {
+        let want = oracle.score_at_percentile(p);
+        prop_assert_eq!(board.score_at_percentile(p)?, want, "p {}", p);
+    }
+    for size in [1, 3, 10] {
+        prop_assert_eq!(board.page_count(size)?, oracle.page_count(size));
+        let count = oracle.page_count(size);
+        for n in [1, 2, count.max(1), count + 1] {
+            let want = oracle.page_number(n, size);
+            prop_assert_eq!(board.page_number(n, size)?, want, "page {} of {}", n, size);
+        }
+    }
+    Ok(())
+}
+
 /// Asserts that every query agrees with the oracle, under every tie rule;
 /// `probes` are scores in range for `rank_of_score`.
 pub fn verify(board: &Ranking, oracle: &Oracle, probes: &[i64]) -> Result<(), TestCaseError> {
@@ -293,6 +387,7 @@ pub fn verify(board: &Ranking, oracle: &Oracle, probes: &[i64]) -> Result<(), Te
             prop_assert_eq!(&board.page(from, to)?, want, "page({}, {})", from, to);
         }
     }
+    verify_issue_21_reads(board, oracle, probes)?;
     board.check_integrity()?;
     Ok(())
 }

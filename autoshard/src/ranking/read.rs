@@ -2,6 +2,9 @@
 //! checks its input, then asks the board's shape (`shape/`), which runs it
 //! in one read transaction (one snapshot) of one tree, of every tree of a
 //! split board (`trees/`), or of an approximate board's index (`approx/`).
+//! A composite board's tuple reads are these reads through its codec.
+//! (Still elsewhere: the approximate board's own estimates, `approx/`, and
+//! the queue's `queued` and `dead_letters`, `queue/`.)
 
 use super::handle::check_player;
 use super::shape::Span;
@@ -358,6 +361,57 @@ impl Ranking {
             });
         }
         self.shape().page_count(self, size)
+    }
+
+    // Composite boards' reads: the reads above, through the codec.
+
+    /// 1 + the players whose tuple ranks strictly before `values`, whether
+    /// or not anyone holds it.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Dim, Ranking, RankingConfig};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::dimensions([Dim::higher(0..9), Dim::lower(0..9)]))?;
+    /// board.set_dims_batch(&[("ann", [5, 2]), ("bo", [5, 1]), ("cy", [4, 0])])?;
+    /// assert_eq!(board.rank_of_dims(&[5, 2])?, 2); // behind bo's fewer retries
+    /// assert_eq!(board.rank_of_dims(&[5, 0])?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Ranking::encode).
+    pub fn rank_of_dims(&self, values: &[i64]) -> Result<u64> {
+        self.rank_of_score(self.encode(values)?)
+    }
+
+    /// `player`'s tuple, or `None` if they are not on the board.
+    ///
+    /// # Errors
+    ///
+    /// As [`score`](Ranking::score); [`Error::Corrupt`] for a stored score
+    /// outside the encoded range.
+    pub fn dims(&self, player: &str) -> Result<Option<Vec<i64>>> {
+        match self.score(player)? {
+            Some(score) => self.decode(score).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The tuple of the player at ordinal rank `rank`, as
+    /// [`score_at_rank`](Ranking::score_at_rank).
+    ///
+    /// # Errors
+    ///
+    /// As [`score_at_rank`](Ranking::score_at_rank).
+    pub fn dims_at_rank(&self, rank: u64) -> Result<Option<Vec<i64>>> {
+        match self.score_at_rank(rank)? {
+            Some(score) => self.decode(score).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The tree scores of `scores` within the board's range, `None` if none

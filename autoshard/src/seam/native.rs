@@ -64,6 +64,12 @@ pub(crate) trait NativeBoard {
     /// are not on the board.
     fn around(&self, player: &str, k: u64) -> Result<Vec<NativeEntry>>;
 
+    /// The players with a tree score of at most `hi` and strictly better
+    /// than `below` (`None`: down to the lowest), counted, with the first
+    /// `limit` of them in ranking order, ranks counted (none for 0): a
+    /// score range in one call.
+    fn between(&self, hi: i64, below: Option<i64>, limit: u64) -> Result<(u64, Vec<NativeEntry>)>;
+
     /// Players on the board.
     fn len(&self) -> Result<u64>;
 

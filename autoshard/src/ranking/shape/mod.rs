@@ -90,6 +90,23 @@ pub(in crate::ranking) trait View {
     fn entry(&self, player: &str) -> Result<Option<Entry>>;
     /// The (caller's) score at ordinal rank `position`, `None` past the end.
     fn score_at(&self, position: u64) -> Result<Option<i64>>;
+
+    /// The players whose tree score lies in `span`, counted, and the first
+    /// `limit` of them (none for 0): they hold the ordinal ranks right
+    /// after the players above `hi`, so the list is one page. A store that
+    /// orders the board itself answers in one call.
+    fn between(&self, g: &Geometry, span: Span, limit: u64) -> Result<(u64, Vec<Entry>)> {
+        let above = self.above(span.hi)?;
+        let at_least = match span.lo == g.min() {
+            true => self.len()?,
+            false => self.above(span.lo - 1)?,
+        };
+        let n = at_least.saturating_sub(above);
+        match n.min(limit) {
+            0 => Ok((n, Vec::new())),
+            k => Ok((n, self.page(above + 1, above + k)?)),
+        }
+    }
 }
 
 impl Ranking {

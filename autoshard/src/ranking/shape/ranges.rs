@@ -7,39 +7,22 @@ use crate::error::Result;
 use crate::ranking::tree::Geometry;
 use crate::ranking::Entry;
 
-/// Players whose tree score lies in `span`: those at or above `lo` less
-/// those above `hi`. Reads: two descents (one and the root when `lo` is
-/// the board's lowest score).
+/// Players whose tree score lies in `span` ([`View::between`] with no
+/// list): those at or above `lo` less those above `hi`. Reads: two
+/// descents (one and the root when `lo` is the board's lowest score).
 pub(in crate::ranking) fn count_between(v: &dyn View, g: &Geometry, span: Span) -> Result<u64> {
-    Ok(at_least(v, g, span.lo)?.saturating_sub(v.above(span.hi)?))
-}
-
-/// Players with a tree score of `lo` or better.
-fn at_least(v: &dyn View, g: &Geometry, lo: i64) -> Result<u64> {
-    match lo == g.min() {
-        true => v.len(),
-        false => v.above(lo - 1),
-    }
+    Ok(v.between(g, span, 0)?.0)
 }
 
 /// Up to `limit` entries whose tree score lies in `span`, in ranking
-/// order: they hold the ordinal ranks right after the players above `hi`,
-/// so this is one page. O(log n + k).
+/// order: one page after two descents, O(log n + k).
 pub(in crate::ranking) fn between(
     v: &dyn View,
     g: &Geometry,
     span: Span,
     limit: u64,
 ) -> Result<Vec<Entry>> {
-    if limit == 0 {
-        return Ok(Vec::new());
-    }
-    let above = v.above(span.hi)?;
-    let n = at_least(v, g, span.lo)?.saturating_sub(above);
-    match n {
-        0 => Ok(Vec::new()),
-        n => v.page(above + 1, above + n.min(limit)),
-    }
+    Ok(v.between(g, span, limit)?.1)
 }
 
 /// The percentage of `n` players at or below standard rank `rank`'s

@@ -19,6 +19,10 @@ use std::sync::OnceLock;
 ///   above, members}`, the counts of the first member's score;
 /// - `AROUND player k`: as `RANGE` over the player's `k` neighbours either
 ///   side, `{}` if absent;
+/// - `BETWEEN hi below limit`: `{n, page}` for the `n` players with a
+///   score key from `hi`'s to before `below`'s (to the end if `below` is
+///   empty), `page` as `RANGE` over the first `limit` of them (`{}` for
+///   none): a score range, counted and listed in one call;
 /// - `LEN`: the order's size; `ALL`: `{players hash, order, multiplicities
 ///   hash}` for the integrity check.
 pub(crate) fn native_read() -> &'static Script {
@@ -68,6 +72,15 @@ elseif op == 'RANK' then
   end
 elseif op == 'RANGE' then
   r = range(tonumber(ARGV[3]), ARGV[4])
+elseif op == 'BETWEEN' then
+  local above = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[3])
+  local upto
+  if ARGV[4] == '' then upto = redis.call('ZCARD', o) else upto = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[4]) end
+  local n = math.max(0, upto - above)
+  local k = math.min(n, tonumber(ARGV[5]))
+  local page = {}
+  if k > 0 then page = range(above, above + k - 1) end
+  r = {n, page}
 elseif op == 'LEN' then
   r = redis.call('ZCARD', o)
 elseif op == 'ALL' then

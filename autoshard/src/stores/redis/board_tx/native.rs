@@ -166,6 +166,24 @@ impl NativeBoard for BoardTx<'_> {
         self.entries(reply)
     }
 
+    fn between(&self, hi: i64, below: Option<i64>, limit: u64) -> Result<(u64, Vec<NativeEntry>)> {
+        let hi = descending(hi).to_be_bytes();
+        let below = below.map(|b| descending(b).to_be_bytes());
+        let limit = limit.min(LUA_EXACT).to_string();
+        let args: [&[u8]; 3] = [
+            &hi,
+            below.as_ref().map_or(&[][..], |b| &b[..]),
+            limit.as_bytes(),
+        ];
+        let mut reply = array(self.native_read("BETWEEN", &args)?).into_iter();
+        let n = number(reply.next()).ok_or_else(|| self.bad_reply("count"))?;
+        let page = reply.next().map(array).unwrap_or_default();
+        match page.is_empty() {
+            true => Ok((n, Vec::new())),
+            false => Ok((n, self.entries(Value::Array(page))?)),
+        }
+    }
+
     fn len(&self) -> Result<u64> {
         number(Some(self.native_read("LEN", &[])?)).ok_or_else(|| self.bad_reply("length"))
     }
