@@ -1,5 +1,5 @@
 //! Issue 21's six new calls against the brute-force oracle
-//! (`common/policy_oracle.rs`, `common/range_oracle.rs`), written once and
+//! (`common/policy_oracle.rs`), written once and
 //! run on SQLite, PostgreSQL and Redis Cluster: random operation sequences
 //! mixing the old writes with `remove_data`, `remove_between`, `keep_top`
 //! and a queue drained by a worker that keeps the board trimmed
@@ -24,9 +24,6 @@ use boards::Boards;
 #[path = "common/policy_oracle.rs"]
 mod policy_oracle;
 use policy_oracle::{order, policy, verify, Oracle};
-#[path = "common/range_oracle.rs"]
-mod range_oracle;
-use range_oracle::verify_new_reads;
 
 every_store_tests!(
     new_calls_agree_with_the_oracle_on_every_shape,
@@ -239,14 +236,32 @@ fn run_case(
             }
         }
         // Every `every` steps and after the last (the store's pace, as
-        // `Boards::VERIFY_EVERY` sets it); the new reads, many per check,
-        // every third step of those.
-        let last = i == ops.len() - 1;
-        if i % every == 0 || last {
+        // `Boards::VERIFY_EVERY` sets it): every read, the new ones too
+        // (`verify` ends with `verify_issue_21_reads`), and the score
+        // ranges across and past the board's ends that trims are given.
+        if i % every == 0 || i == ops.len() - 1 {
             verify(&board, &oracle, &values)?;
+            verify_ranges(&board, &oracle, &ends)?;
         }
-        if i % (3 * every) == 2 || last {
-            verify_new_reads(&board, &oracle, &ends)?;
+    }
+    Ok(())
+}
+
+/// `count_between` and `between` on ranges between any two of `ends`
+/// (every third as the low end), some past the board's ends.
+fn verify_ranges(board: &Ranking, oracle: &Oracle, ends: &[i64]) -> Result<(), TestCaseError> {
+    for &lo in ends.iter().step_by(3) {
+        for &hi in ends.iter().filter(|&&hi| hi >= lo) {
+            let count = board.count_between(lo..=hi)?;
+            prop_assert_eq!(count, oracle.count_between(lo..=hi), "{}..={}", lo, hi);
+            let got = board.between(lo..=hi, 2)?;
+            prop_assert_eq!(
+                got,
+                oracle.between(lo..=hi, 2),
+                "between({}..={}, 2)",
+                lo,
+                hi
+            );
         }
     }
     Ok(())
