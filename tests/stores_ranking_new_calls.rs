@@ -412,6 +412,15 @@ fn bad_input_is_a_typed_error<S: Boards>() {
             board.remove_data("a\0b"),
             Err(Error::InvalidName { .. })
         ));
+        board.enqueue("bo", 7).unwrap();
+        let worker = board.worker().keep_top(0).drain();
+        assert!(
+            matches!(worker, Err(Error::InvalidRanking { .. })),
+            "{worker:?}"
+        );
+        assert_eq!(board.queued().unwrap(), 1, "the worker applied nothing");
+        board.enqueue_remove("bo").unwrap();
+        board.worker().drain().unwrap();
         assert_eq!(board.len().unwrap(), 1, "nothing removed on error");
         // Ranges past the board's ends hold nobody but are no error.
         assert_eq!(board.remove_between(i64::MIN..=-1).unwrap(), 0);

@@ -202,11 +202,11 @@ impl Worker {
     /// # Ok(()) }
     /// ```
     ///
-    /// # Panics
-    ///
-    /// For `n = 0`, which would empty the board after every batch.
+    /// With `n = 0` (which would empty the board after every batch) the
+    /// worker applies nothing and ends with
+    /// [`Error::InvalidRanking`](crate::Error::InvalidRanking), from
+    /// [`drain`](Worker::drain) or its handle.
     pub fn keep_top(mut self, n: u64) -> Self {
-        assert!(n > 0, "Worker::keep_top(0) would empty the board");
         self.keep_top = Some(n);
         self
     }
@@ -286,6 +286,10 @@ impl Worker {
     }
 
     fn run(self, state: &QueueState, stop: &AtomicBool) -> Result<WorkerStats> {
+        if self.keep_top == Some(0) {
+            // Refused before the first batch, as `Ranking::keep_top(0)` is.
+            return self.ranking.keep_top(0).map(|_| WorkerStats::default());
+        }
         let mut stats = WorkerStats::default();
         let queues = self.ranking.queues().max(1);
         let mut first = 0;
