@@ -189,8 +189,9 @@ mod tests {
     }
 
     /// Control: an answer off by one player fails the check. With
-    /// `count_between` taking `lo` as exclusive (`v.above(lo)` in
-    /// `at_least`), the proptest above failed at once (`2 != 3`).
+    /// `count_between` taking `lo` as exclusive (`above(lo)` for
+    /// `above(lo - 1)`, then in `ranges.rs`, now `View::between`'s
+    /// default), the proptest above failed at once (`2 != 3`).
     #[test]
     fn a_wrong_answer_fails_the_check() {
         let board = Board::new(0..100, 3, 2);

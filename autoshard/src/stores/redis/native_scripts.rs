@@ -22,7 +22,9 @@ use std::sync::OnceLock;
 /// - `BETWEEN hi below limit`: `{n, page}` for the `n` players with a
 ///   score key from `hi`'s to before `below`'s (to the end if `below` is
 ///   empty), `page` as `RANGE` over the first `limit` of them (`{}` for
-///   none): a score range, counted and listed in one call;
+///   none): a score range, counted and listed in one call (control: with
+///   the page one member too long, `EVERY_READ` failed on Redis, `k = 1:
+///   between(3..=3, 2)` listing 3);
 /// - `LEN`: the order's size; `ALL`: `{players hash, order, multiplicities
 ///   hash}` for the integrity check.
 pub(crate) fn native_read() -> &'static Script {
