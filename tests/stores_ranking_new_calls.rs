@@ -12,7 +12,7 @@
 //! Control (kept as a test, `an_off_by_one_oracle_fails`): the same case
 //! runner with the oracle keeping one player too many on `keep_top` fails.
 
-use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, ScoreOrder, TRIM_BATCH};
+use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::Error;
 use proptest::prelude::*;
 
@@ -320,9 +320,11 @@ fn queue(
 
 fn new_calls_agree_with_the_oracle_on_every_shape<S: Boards>() {
     let store = S::fresh();
+    // Batches of 4 players: a trim of the suite's 10 crosses batches.
+    autoshard::__private::trim_hooks::batch(4);
     let mut runner = boards::runner::<S>(file!());
     let case = std::cell::Cell::new(0);
-    let strategy = (shape(), prop::collection::vec(op(), 1..12));
+    let strategy = (shape(), prop::collection::vec(op(), 1..10));
     let outcome = runner.run(&strategy, |(shape, ops)| {
         case.set(case.get() + 1);
         let name = format!("new-calls-{}", case.get());
@@ -361,11 +363,17 @@ fn an_off_by_one_oracle_fails() {
     assert!(message.contains("keep_top(1)"), "{message}");
 }
 
+/// Trims of this suite's threads remove at most this many players per
+/// batch (`__private::trim_hooks`), so a few hundred players cross batches.
+const BATCH: u64 = 64;
+
 /// More players than one batch removes: the batches go on until the range
-/// (or everything below the top n) is empty, on one tree and on three.
+/// (or everything below the top n) is empty, on one tree and on three (each
+/// tree over several batches too).
 fn trims_span_several_batches<S: Boards>() {
     let store = S::fresh();
-    let n = 2 * TRIM_BATCH as usize + 500;
+    autoshard::__private::trim_hooks::batch(BATCH);
+    let n = 8 * BATCH as usize;
     let names: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
     for k in [1, 3] {
         let config = RankingConfig::new(0..10_000).branching(16).trees(k);
@@ -379,7 +387,10 @@ fn trims_span_several_batches<S: Boards>() {
         let mut oracle = Oracle::new(Policy::Replace, ScoreOrder::HigherIsBetter, 0, 10_000);
         oracle.set_all(&scores);
         let want = oracle.remove_between(100, 4_000);
-        assert!(want > TRIM_BATCH, "{want}: more than one batch");
+        assert!(
+            want > 2 * BATCH * u64::from(k),
+            "{want}: several batches per tree"
+        );
         assert_eq!(board.remove_between(100..=4_000).unwrap(), want);
         assert_eq!(board.keep_top(7).unwrap(), oracle.keep_top(7));
         let top: Vec<_> = board.top(100).unwrap();
@@ -453,7 +464,8 @@ const RANGE_END: i64 = 1_000;
 
 fn a_trim_beside_a_writer_keeps_what_left_the_range<S: Boards>() {
     let store = S::fresh();
-    let n = TRIM_BATCH as usize * 2 + 500;
+    autoshard::__private::trim_hooks::batch(BATCH);
+    let n = 10 * BATCH as usize;
     for k in [1, 2] {
         let config = RankingConfig::new(0..10_000).branching(16).trees(k);
         let board = Ranking::create(store.db(), &format!("writer-{k}"), config).unwrap();
@@ -466,13 +478,13 @@ fn a_trim_beside_a_writer_keeps_what_left_the_range<S: Boards>() {
             .collect();
         start.extend(outside.iter().map(|p| (p.as_str(), 5_000)));
         board.set_scores(&start).unwrap();
-        // Every 20th player of the range leaves it, one write at a time,
+        // Every 5th player of the range leaves it, one write at a time,
         // from the last (the trim's first batches) back; new players
         // arrive above it.
         let moved: Vec<(String, i64)> = inside
             .iter()
             .rev()
-            .step_by(20)
+            .step_by(5)
             .enumerate()
             .map(|(i, p)| (p.clone(), RANGE_END + i as i64))
             .collect();

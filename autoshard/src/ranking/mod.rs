@@ -94,6 +94,7 @@ pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::family::hooks as family_hooks;
 pub(crate) use self::queue::hooks as queue_hooks;
 pub(crate) use self::trees::hooks as trees_hooks;
+pub(crate) use self::trim::hooks as trim_hooks;
 use crate::seam::Backend;
 
 /// Longest board name, in bytes.

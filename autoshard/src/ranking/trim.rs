@@ -26,6 +26,22 @@ use std::ops::RangeInclusive;
 /// Most players one trim batch (one write transaction) removes.
 pub const TRIM_BATCH: u64 = 1_000;
 
+pub(crate) mod hooks {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The batch of this thread's trims: [`TRIM_BATCH`](super::TRIM_BATCH)
+        /// but in tests (`__private::trim_hooks`), which cross batches with
+        /// few players.
+        pub(crate) static BATCH: Cell<u64> = const { Cell::new(super::TRIM_BATCH) };
+    }
+}
+
+/// This thread's trim batch.
+fn batch() -> u64 {
+    hooks::BATCH.get()
+}
+
 /// What a batch looks for, in tree scores (better is higher).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pick {
@@ -46,7 +62,7 @@ impl Trimmed {
     /// Whether the batch found fewer than a full batch and removed all of
     /// them: at its snapshot nothing more was left to remove.
     pub(crate) fn last(self) -> bool {
-        self.found < TRIM_BATCH && self.removed == self.found
+        self.found < batch() && self.removed == self.found
     }
 }
 
@@ -217,7 +233,7 @@ impl Ranking {
         let (rules, g) = (self.rules(), self.geometry());
         let mut removed = 0;
         loop {
-            let below = self.page(n + 1, n + TRIM_BATCH)?;
+            let below = self.page(n + 1, n + batch())?;
             let mut per_tree = vec![Vec::new(); split.trees.len()];
             for e in &below {
                 let tree = rules.tree_score(g, e.score)?;
@@ -230,7 +246,7 @@ impl Ranking {
                 }
             }
             removed += batch;
-            if (below.len() as u64) < TRIM_BATCH && batch == below.len() as u64 {
+            if (below.len() as u64) < self::batch() && batch == below.len() as u64 {
                 return Ok(removed);
             }
         }
@@ -294,7 +310,7 @@ fn find(st: &dyn Storage, g: &Geometry, pick: Pick) -> Result<Vec<(String, i64)>
             (above + 1, Some(lo))
         }
     };
-    let to = from.saturating_add(TRIM_BATCH - 1);
+    let to = from.saturating_add(batch() - 1);
     let entries: Vec<(String, i64)> = match st.native() {
         Some(native) => native
             .range(from, to)?
