@@ -724,6 +724,9 @@ const NOT_READS: &[&str] = &[
     "submit_dims_with",
     "enqueue_dims",
     "enqueue_dims_with",
+    "remove_data",
+    "remove_between",
+    "keep_top",
     "reset",
     "delete_dead_letter",
     // Queue work, drained by the proptest's queue steps.

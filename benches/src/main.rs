@@ -11,6 +11,7 @@
 //! cargo run --release -p autoshard-benches -- composite [--quick]
 //! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
 //! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
+//! cargo run --release -p autoshard-benches -- ranking-ranges [--quick] # between vs rank_of_score; ranking/ranges.rs
 //! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! cargo run --release -p autoshard-benches -- sqlite-keepup [--quick] # issue 18 item 6; see sqlite_keepup.rs
 //! cargo run --release -p autoshard-benches -- async-calls [--quick]  # issue 19; needs PostgreSQL
@@ -51,7 +52,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|ranking-ranges|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -60,9 +61,11 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
-            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
-            | "redis-boards" | "composite" | "family" | "approx" | "entity-board"
-            | "sqlite-keepup" | "async-calls" | "tracing-overhead" => which.push(arg),
+            | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "ranking-ranges"
+            | "policies" | "redis" | "redis-boards" | "composite" | "family" | "approx"
+            | "entity-board" | "sqlite-keepup" | "async-calls" | "tracing-overhead" => {
+                which.push(arg)
+            }
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -101,6 +104,7 @@ fn main() {
             "family" => family::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-queue" => ranking_queue::run(dir.path(), quick).map_err(|e| e as _),
             "ranking-trees" => ranking_trees::run(dir.path(), quick).map_err(|e| e as _),
+            "ranking-ranges" => ranking::ranges::run(dir.path(), quick).map_err(|e| e as _),
             "contention" => contention::run(dir.path(), quick).map_err(|e| e as _),
             "sweep" => sweep::run(dir.path(), quick).map_err(|e| e as _),
             "auto" => auto_contention::run(quick).map_err(|e| e as _),

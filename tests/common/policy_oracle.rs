@@ -93,6 +93,38 @@ impl Oracle {
         self.players.remove(player).is_some()
     }
 
+    /// `remove_data`: the player keeps their score and place; whether they
+    /// are on the board.
+    pub fn remove_data(&mut self, player: &str) -> bool {
+        self.data.remove(player);
+        self.players.contains_key(player)
+    }
+
+    /// `remove_between(lo..=hi)`: every player whose score lies in the
+    /// range; how many.
+    pub fn remove_between(&mut self, lo: i64, hi: i64) -> u64 {
+        let gone: Vec<String> = self
+            .players
+            .iter()
+            .filter(|(_, p)| (lo..=hi).contains(&p.0))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for p in &gone {
+            self.remove(p);
+        }
+        gone.len() as u64
+    }
+
+    /// `keep_top(n)`: every player after the first `n` in ranking order;
+    /// how many.
+    pub fn keep_top(&mut self, n: u64) -> u64 {
+        let below: Vec<Entry> = self.entries().into_iter().skip(n as usize).collect();
+        for e in &below {
+            self.remove(&e.player);
+        }
+        below.len() as u64
+    }
+
     /// A batch by its net effect (values in order under the policy; players
     /// move in the order of their last change), skipping the updates the
     /// board refuses when `skip` (the queue's worker), else refusing it all

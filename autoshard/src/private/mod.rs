@@ -126,6 +126,16 @@ pub mod tree_hooks {
     }
 }
 
+/// Hooks of the trims' tests (`tests/stores_ranking_new_calls.rs`).
+pub mod trim_hooks {
+    /// On this thread, trims remove at most `players` per batch (write
+    /// transaction) instead of [`TRIM_BATCH`](crate::ranking::TRIM_BATCH),
+    /// at least 1: so a test of a few hundred players crosses batches.
+    pub fn batch(players: u64) {
+        crate::ranking::trim_hooks::BATCH.set(players.max(1));
+    }
+}
+
 /// One sharded field as declared: its name and `shards = N` or
 /// `shards = LOW..=HIGH` (neither: dynamic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -68,6 +68,7 @@ mod shape;
 mod storage;
 mod tree;
 mod trees;
+mod trim;
 mod write;
 
 pub use self::among::MAX_AMONG;
@@ -85,6 +86,7 @@ pub use self::queue::{
     Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_TIMEOUT,
 };
+pub use self::trim::TRIM_BATCH;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;
@@ -92,6 +94,7 @@ pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::family::hooks as family_hooks;
 pub(crate) use self::queue::hooks as queue_hooks;
 pub(crate) use self::trees::hooks as trees_hooks;
+pub(crate) use self::trim::hooks as trim_hooks;
 use crate::seam::Backend;
 
 /// Longest board name, in bytes.

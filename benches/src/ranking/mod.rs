@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 mod batch_sweep;
 mod queries;
+pub(crate) mod ranges;
 mod redis_ranks;
 mod updates;
 

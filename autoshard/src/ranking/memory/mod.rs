@@ -33,6 +33,8 @@ mod protocol;
 pub(crate) mod ranges;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trim;
 
 pub(crate) use self::compare::{assert_same, diff};
 use self::protocol::{Mode, Protocol, Who};

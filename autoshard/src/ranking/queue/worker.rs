@@ -31,6 +31,7 @@ pub struct Worker {
     exit_when_idle: bool,
     dead_letter: bool,
     cache: bool,
+    keep_top: Option<u64>,
 }
 
 /// What a worker did.
@@ -54,6 +55,8 @@ pub struct WorkerStats {
     pub cache_hits: u64,
     /// Row reads that went to the store.
     pub cache_misses: u64,
+    /// Players removed by [`keep_top`](Worker::keep_top) trims.
+    pub trimmed: u64,
 }
 
 /// [`Worker::batch_size`]'s default: high enough that the memory bound
@@ -75,6 +78,7 @@ impl Worker {
             exit_when_idle: false,
             dead_letter: true,
             cache: true,
+            keep_top: None,
         }
     }
 
@@ -168,6 +172,46 @@ impl Worker {
         self
     }
 
+    /// Keeps the board trimmed to its top `n` players (ordinal ranks): after
+    /// every batch that applied updates, the worker runs
+    /// [`Ranking::keep_top(n)`](Ranking::keep_top), in batches of its own
+    /// (default: no trim). So a queued board stays small the way a Redis
+    /// sorted set is kept small with `ZADD` then `ZREMRANGEBYRANK`, and the
+    /// trim is applied in order with the queue: everything a batch applied
+    /// is trimmed before the next batch is taken.
+    ///
+    /// Between a batch's commit and its trim's, a reader may see more than
+    /// `n` players, and direct writes ([`Ranking::set_score`]) are trimmed
+    /// only after the next batch. On a split board each tree's worker keeps
+    /// its tree to its top `n`: the board's top `n` are always among them,
+    /// and the board holds at most `k · n` (call [`Ranking::keep_top`] for
+    /// exactly `n`). The trim is a write of its own, so the worker's
+    /// [cache](Worker::cache) starts over after it.
+    /// `docs/design/ranking-queue.md` ("Trimming a queued board") says why
+    /// this is a worker's option rather than a queued operation.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
+    /// for (i, p) in ["ann", "bo", "cy", "di"].iter().enumerate() {
+    ///     board.enqueue(p, i as i64)?;
+    /// }
+    /// let stats = board.worker().keep_top(2).drain()?;
+    /// assert_eq!((board.len()?, stats.trimmed), (2, 2));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// With `n = 0` (which would empty the board after every batch) the
+    /// worker applies nothing and ends with
+    /// [`Error::InvalidRanking`](crate::Error::InvalidRanking), from
+    /// [`drain`](Worker::drain) or its handle.
+    pub fn keep_top(mut self, n: u64) -> Self {
+        self.keep_top = Some(n);
+        self
+    }
+
     /// Starts the worker on a thread of its own. It stops when the handle
     /// is stopped or dropped, or at the first error that is not a busy
     /// store.
@@ -243,6 +287,10 @@ impl Worker {
     }
 
     fn run(self, state: &QueueState, stop: &AtomicBool) -> Result<WorkerStats> {
+        if self.keep_top == Some(0) {
+            // Refused before the first batch, as `Ranking::keep_top(0)` is.
+            return self.ranking.keep_top(0).map(|_| WorkerStats::default());
+        }
         let mut stats = WorkerStats::default();
         let queues = self.ranking.queues().max(1);
         let mut first = 0;
@@ -282,6 +330,7 @@ impl Worker {
                     if drained.applied > 0 {
                         stats.batches += 1;
                         stats.updates += drained.applied as u64;
+                        stats.trimmed += self.trim()?;
                     }
                     stats.dead_letters += drained.dead_letters as u64;
                     (drained.taken, drained.bounded)
@@ -319,6 +368,20 @@ impl Worker {
             self.wait(state, stop, ready, self.linger);
         }
         Ok(stats)
+    }
+
+    /// The [`keep_top`](Worker::keep_top) trim after a batch, a busy store
+    /// waited out as a batch's is.
+    fn trim(&self) -> Result<u64> {
+        let Some(n) = self.keep_top else {
+            return Ok(0);
+        };
+        loop {
+            match self.ranking.keep_top(n) {
+                Err(e) if e.is_retryable() => std::thread::sleep(BUSY_PAUSE),
+                other => return other,
+            }
+        }
     }
 
     /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
@@ -379,6 +442,7 @@ impl WorkerStats {
         self.dead_letters += other.dead_letters;
         self.cache_hits += other.cache_hits;
         self.cache_misses += other.cache_misses;
+        self.trimmed += other.trimmed;
     }
 }
 

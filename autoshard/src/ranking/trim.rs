@@ -1,0 +1,356 @@
+//! Trimming a board (issue 21, item 3), and dropping one player's entry
+//! data (item 1): [`Ranking::remove_data`], [`Ranking::remove_between`],
+//! [`Ranking::keep_top`].
+//!
+//! A trim removes in batches of at most [`TRIM_BATCH`] players, each its own
+//! short write transaction that finds its players and removes them through
+//! the same apply as `remove` (`apply/`), so a board's other writers wait
+//! for one batch at most, never for the whole trim. A batch finds its
+//! players in its own transaction and, once it holds their rows, removes
+//! only those still where it found them (on PostgreSQL, whose board writes
+//! run at `READ COMMITTED` under per-player locks, a player may move
+//! between the find and the lock). `docs/design/ranking-tree.md`
+//! ("Trimming") states what a concurrent writer sees.
+
+use super::apply::apply_updates_from;
+use super::handle::check_player;
+use super::policy::Rules;
+use super::query::{self, Want};
+use super::storage::Storage;
+use super::tree::Geometry;
+use super::trees::tree_of;
+use super::Ranking;
+use crate::error::{Error, Result};
+use std::ops::RangeInclusive;
+
+/// Most players one trim batch (one write transaction) removes.
+pub const TRIM_BATCH: u64 = 1_000;
+
+pub(crate) mod hooks {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The batch of this thread's trims: [`TRIM_BATCH`](super::TRIM_BATCH)
+        /// but in tests (`__private::trim_hooks`), which cross batches with
+        /// few players.
+        pub(crate) static BATCH: Cell<u64> = const { Cell::new(super::TRIM_BATCH) };
+    }
+}
+
+/// This thread's trim batch.
+fn batch() -> u64 {
+    hooks::BATCH.get()
+}
+
+/// What a batch looks for, in tree scores (better is higher).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pick {
+    /// Tree scores in `lo..=hi`.
+    Between(i64, i64),
+    /// Ordinal ranks after the first `n`.
+    Below(u64),
+}
+
+/// One batch's outcome: players found, and those removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trimmed {
+    pub found: u64,
+    pub removed: u64,
+}
+
+impl Trimmed {
+    /// Whether the batch found fewer than a full batch and removed all of
+    /// them: at its snapshot nothing more was left to remove.
+    pub(crate) fn last(self) -> bool {
+        self.found < batch() && self.removed == self.found
+    }
+}
+
+impl Ranking {
+    /// Removes `player`'s entry data ([`submit_with`](Ranking::submit_with)),
+    /// keeping the player and their score and place; whether they are on
+    /// the board. On a board that keeps no entry data there is none to
+    /// remove, and this only says whether the player is on the board.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100).entry_data(16))?;
+    /// board.submit_with("ann", 40, b"replay-7")?;
+    /// assert!(board.remove_data("ann")?);
+    /// assert_eq!(board.top(1)?[0].data, None);
+    /// assert_eq!(board.score("ann")?, Some(40));
+    /// assert!(!board.remove_data("bo")?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for a player name
+    /// [`set_score`](Ranking::set_score) would refuse, or a store error.
+    pub fn remove_data(&self, player: &str) -> Result<bool> {
+        check_player(player)?;
+        if let Some(split) = self.split() {
+            let k = split.trees.len();
+            return split.trees[tree_of(player, k)].remove_data(player);
+        }
+        let keeps = self.config().entry_data_limit() > 0;
+        self.write_with(|st| {
+            st.lock_players(&[player])?;
+            let on_board = st.player(player)?.is_some();
+            if on_board && keeps {
+                st.put_player_data(player, None)?;
+            }
+            Ok(on_board)
+        })
+    }
+
+    /// Removes every player whose score lies in `scores` (both ends
+    /// included; parts of it outside the board's range hold nobody), in
+    /// batches of at most [`TRIM_BATCH`] players, each its own write
+    /// transaction; how many were removed. On a composite board the range
+    /// is of encoded scores ([`encode`](Ranking::encode)).
+    ///
+    /// Writers of the board wait for one batch at most. A player in the
+    /// range when the call starts and not written during it is removed; a
+    /// player never in the range while it runs is kept; a player written
+    /// while it runs may go either way (the batch that reaches them decides
+    /// from their score then). When it returns, its last batch found the
+    /// range empty (or emptied it) in one snapshot.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
+    /// board.set_scores(&[("ann", 10), ("bo", 20), ("cy", 30), ("di", 40)])?;
+    /// assert_eq!(board.remove_between(15..=30)?, 2);
+    /// assert_eq!(board.len()?, 2);
+    /// assert_eq!(board.remove_between(90..=1_000)?, 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRanking`] for an empty range (`hi < lo`);
+    /// [`Error::ApproximateBoard`] on an approximate board; a store error
+    /// (the batches committed before it stay removed).
+    pub fn remove_between(&self, scores: RangeInclusive<i64>) -> Result<u64> {
+        let (lo, hi) = (*scores.start(), *scores.end());
+        if lo > hi {
+            return Err(Error::InvalidRanking {
+                reason: format!("score range {lo}..={hi} is empty: it ends before it starts"),
+            });
+        }
+        self.exact_only("remove_between")?;
+        if let Some(split) = self.split() {
+            // A player's tree is fixed by their name, so each tree's
+            // players in the range are the board's.
+            return split.trees.iter().map(|t| t.remove_between(lo..=hi)).sum();
+        }
+        let g = self.geometry();
+        let last = g.max().wrapping_sub(1);
+        let (lo, hi) = (lo.max(g.min()), hi.min(last));
+        if lo > hi {
+            return Ok(0);
+        }
+        let rules = self.rules();
+        let (a, b) = (rules.tree_score(g, lo)?, rules.tree_score(g, hi)?);
+        self.trim(Pick::Between(a.min(b), a.max(b)))
+    }
+
+    /// Removes every player ranked below the first `n` (ordinal ranks,
+    /// [`Tie::Ordinal`](super::Tie::Ordinal): of players tied at the cut,
+    /// those who reached the score first stay), in batches of at most
+    /// [`TRIM_BATCH`] players, each its own write transaction; how many
+    /// were removed. The way a board is kept small.
+    ///
+    /// Writers of the board wait for one batch at most. Each batch removes
+    /// players ranked below `n` in its own snapshot, so when it returns,
+    /// the board held at most `n` players as its last batch committed; a
+    /// player written while it runs may survive it (later writes can
+    /// bring the board above `n` again), and on a split board (whose batches
+    /// read the merged trees, then remove per tree) a player written
+    /// between a batch's read and its removal is kept if their score moved.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
+    /// board.set_scores(&[("ann", 10), ("bo", 20), ("cy", 20), ("di", 40)])?;
+    /// assert_eq!(board.keep_top(2)?, 2); // bo reached 20 before cy
+    /// let left: Vec<_> = board.top(10)?.into_iter().map(|e| e.player).collect();
+    /// assert_eq!(left, ["di", "bo"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRanking`] for `n = 0` ([`reset`](Ranking::reset)
+    /// empties a board); [`Error::ApproximateBoard`] on an approximate
+    /// board; a store error (the batches committed before it stay removed).
+    pub fn keep_top(&self, n: u64) -> Result<u64> {
+        if n == 0 {
+            return Err(Error::InvalidRanking {
+                reason: "keep_top(0): keep at least one player (reset empties a board)".into(),
+            });
+        }
+        self.exact_only("keep_top")?;
+        // No board holds more than `i64::MAX` players.
+        let n = n.min(i64::MAX as u64);
+        if self.split().is_some() {
+            return self.keep_top_split(n);
+        }
+        self.trim(Pick::Below(n))
+    }
+
+    /// Batches until one finds fewer than a full batch and removes all it
+    /// found: then the board held nothing more to remove at its snapshot.
+    fn trim(&self, pick: Pick) -> Result<u64> {
+        let mut removed = 0;
+        loop {
+            let done = self.trim_batch(pick)?;
+            removed += done.removed;
+            if done.last() {
+                return Ok(removed);
+            }
+        }
+    }
+
+    /// One batch in one write transaction.
+    fn trim_batch(&self, pick: Pick) -> Result<Trimmed> {
+        let (rules, shard) = (self.rules(), self.random_shard());
+        self.write_with(|st| batch_in(st, self.geometry(), rules, shard, pick))
+    }
+
+    /// `keep_top` on a split board: a batch reads the players below `n`
+    /// in the merged order (one snapshot per tree), then removes them tree
+    /// by tree, each only if still at the score it was read at.
+    fn keep_top_split(&self, n: u64) -> Result<u64> {
+        let split = self.split().expect("a split board");
+        let (rules, g) = (self.rules(), self.geometry());
+        let mut removed = 0;
+        loop {
+            let below = self.page(n + 1, n + batch())?;
+            let mut per_tree = vec![Vec::new(); split.trees.len()];
+            for e in &below {
+                let tree = rules.tree_score(g, e.score)?;
+                per_tree[tree_of(&e.player, split.trees.len())].push((e.player.clone(), tree));
+            }
+            let mut batch = 0;
+            for (tree, found) in split.trees.iter().zip(&per_tree) {
+                if !found.is_empty() {
+                    batch += tree.remove_if_at(found)?;
+                }
+            }
+            removed += batch;
+            if (below.len() as u64) < self::batch() && batch == below.len() as u64 {
+                return Ok(removed);
+            }
+        }
+    }
+
+    /// Removes each of `found` (player, tree score) still at that score,
+    /// in one write transaction; how many.
+    fn remove_if_at(&self, found: &[(String, i64)]) -> Result<u64> {
+        let (rules, shard) = (self.rules(), self.random_shard());
+        self.write_with(|st| {
+            let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+            let still = still_there(st, &names, |i, score| score == found[i].1)?;
+            let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
+            if !updates.is_empty() {
+                apply_updates_from(st, self.geometry(), rules, shard, &updates, None, &|_| 0)?;
+            }
+            Ok(updates.len() as u64)
+        })
+    }
+}
+
+/// One trim batch in the write transaction `st`: finds up to
+/// [`TRIM_BATCH`] players and removes those still where it found them once
+/// their rows are locked.
+pub(crate) fn batch_in(
+    st: &dyn Storage,
+    g: &Geometry,
+    rules: Rules,
+    shard: u32,
+    pick: Pick,
+) -> Result<Trimmed> {
+    let found = find(st, g, pick)?;
+    let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    let still = still_there(st, &names, |i, score| match pick {
+        Pick::Between(lo, hi) => (lo..=hi).contains(&score),
+        Pick::Below(_) => score == found[i].1,
+    })?;
+    let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
+    if !updates.is_empty() {
+        apply_updates_from(st, g, rules, shard, &updates, None, &|_| 0)?;
+    }
+    Ok(Trimmed {
+        found: found.len() as u64,
+        removed: updates.len() as u64,
+    })
+}
+
+/// Up to [`TRIM_BATCH`] players `pick` names, with their tree scores, in
+/// ranking order.
+fn find(st: &dyn Storage, g: &Geometry, pick: Pick) -> Result<Vec<(String, i64)>> {
+    let (from, lo) = match pick {
+        Pick::Below(n) => (n.saturating_add(1), None),
+        Pick::Between(lo, hi) => {
+            let above = match st.native() {
+                Some(native) => native.above(hi, false)?.0,
+                None => {
+                    let offset = g.checked_offset(hi)?;
+                    query::place_of(st, g, offset, Want::default())?.above
+                }
+            };
+            (above + 1, Some(lo))
+        }
+    };
+    let to = from.saturating_add(batch() - 1);
+    let entries: Vec<(String, i64)> = match st.native() {
+        Some(native) => native
+            .range(from, to)?
+            .into_iter()
+            .map(|e| (e.player, e.score))
+            .collect(),
+        None => query::page(st, g, from, to)?
+            .into_iter()
+            .map(|e| (e.player, e.score))
+            .collect(),
+    };
+    Ok(match lo {
+        Some(lo) => entries.into_iter().take_while(|e| e.1 >= lo).collect(),
+        None => entries,
+    })
+}
+
+/// The players of `names` (distinct) whose stored tree score, read once
+/// their rows are locked, passes `keep(index in names, score)`.
+fn still_there<'a>(
+    st: &dyn Storage,
+    names: &[&'a str],
+    keep: impl Fn(usize, i64) -> bool,
+) -> Result<Vec<&'a str>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    st.lock_players(names)?;
+    let index: std::collections::HashMap<&str, usize> =
+        names.iter().enumerate().map(|(i, &p)| (p, i)).collect();
+    let mut keep_at = vec![false; names.len()];
+    st.players(names, &mut |player, score, _| {
+        if let Some(&i) = index.get(player) {
+            keep_at[i] = keep(i, score);
+        }
+        Ok(())
+    })?;
+    Ok(names
+        .iter()
+        .zip(keep_at)
+        .filter_map(|(&p, k)| k.then_some(p))
+        .collect())
+}
