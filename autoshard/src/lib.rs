@@ -134,6 +134,8 @@ mod guide {
     mod stores {}
     #[doc = include_str!("../../docs/guide/operations.md")]
     mod operations {}
+    #[doc = include_str!("../../docs/guide/service.md")]
+    mod service {}
 }
 
 #[doc(hidden)]
