@@ -326,6 +326,13 @@ impl<T: Shardable> Pending<T> {
         self.state().copies.clone()
     }
 
+    /// The copy token of the pending deltas, made if there is none yet: a
+    /// write in flight on another thread holds it as a copy would
+    /// (`mapper::OwnedSave`).
+    pub(crate) fn share_copies(&mut self) -> Arc<Copies> {
+        self.state().copies.get_or_insert_with(Arc::default).clone()
+    }
+
     /// The aggregates as last loaded, inserted or saved (none for an
     /// object built in code), through a shared reference so that a save
     /// can compare them with the entity's fields.

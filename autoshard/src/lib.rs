@@ -95,6 +95,8 @@ pub mod fold;
 mod hash;
 mod mapper;
 mod naming;
+#[cfg(feature = "tokio")]
+mod nonblocking;
 mod query;
 mod random;
 pub mod ranking;
@@ -148,6 +150,11 @@ pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_P
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+#[cfg(feature = "tokio")]
+pub use crate::nonblocking::{
+    open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore,
+    DEFAULT_THREADS,
+};
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::{CompactionStats, Saved, Skipped, Store};

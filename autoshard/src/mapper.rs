@@ -226,6 +226,18 @@ pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
     delta: &V,
     write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
 ) -> Result<Saved> {
+    save_encoded_delta::<T>(kind, id, field, value::encode(delta), write)
+}
+
+/// [`save_delta`] of a delta encoded already: the async API encodes it on
+/// the caller's side, where the borrowed value is, and ships the result.
+pub(crate) fn save_encoded_delta<T: Shardable>(
+    kind: &Kind,
+    id: &T::Id,
+    field: &str,
+    encoded: std::result::Result<Value, value::ValueError>,
+    write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
+) -> Result<Saved> {
     let key = crate::entity::key_of::<T>(id)?;
     let index = field_index::<T>(field)?;
     let spec = &T::__FIELDS[index];
@@ -234,7 +246,7 @@ pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
         field: spec.name,
         reason,
     };
-    let encoded = value::encode(delta).map_err(|e| invalid(e.to_string()))?;
+    let encoded = encoded.map_err(|e| invalid(e.to_string()))?;
     // The fold of one value decodes it into the field's type, so a delta of
     // another type is refused here instead of stored.
     let fold = |values: &mut dyn Iterator<Item = Value>| {
@@ -267,6 +279,73 @@ pub(crate) fn save_delta<T: Shardable, V: Serialize + ?Sized>(
         shard_writes: 1,
         shard_count: plan.counted.get(),
     })
+}
+
+/// A save planned on the caller's side and written on another thread (the
+/// async API, `crate::nonblocking`): everything the write needs, owned.
+///
+/// Its deltas stay in the object until the commit is known, and `copies`
+/// ties them to the write as [`Pending`]'s copies are tied to each other:
+/// if the caller stops waiting (a dropped future), the write still runs,
+/// and the object's next save either finds the deltas committed
+/// ([`Error::StaleCopy`]: reload) or writes them; never twice, never lost.
+///
+/// [`Pending`]: crate::Pending
+pub(crate) struct OwnedSave<I> {
+    pub id: I,
+    pub plan: SavePlan,
+    copies: Option<std::sync::Arc<crate::entity::Copies>>,
+}
+
+/// Plans a save of `entity` to be written by [`write_owned`]; `None` when
+/// there is nothing to write.
+pub(crate) fn plan_owned<T: Shardable>(entity: &mut T) -> Result<Option<OwnedSave<T::Id>>> {
+    crate::entity::key_of::<T>(entity.id())?;
+    let Some(plan) = plan_save(entity)? else {
+        return Ok(None);
+    };
+    // The turn is not taken here: it may be held by a write in flight, and
+    // waiting for it would block the caller's runtime thread.
+    let copies = match (plan.deltas.is_empty(), entity.__pending_mut()) {
+        (false, Some(pending)) => Some(pending.share_copies()),
+        (_, pending) => pending.and_then(|p| p.copies()),
+    };
+    Ok(Some(OwnedSave {
+        id: entity.id().clone(),
+        plan,
+        copies,
+    }))
+}
+
+/// Writes an [`OwnedSave`] (on the store's thread): as [`save`] does, in
+/// turn with the object's copies and earlier writes of it.
+pub(crate) fn write_owned<T: Shardable>(
+    save: &OwnedSave<T::Id>,
+    write: impl FnOnce(Key<'_>, &SavePlan) -> Result<u32>,
+) -> Result<u32> {
+    let mut turn = save.copies.as_deref().map(|c| c.turn());
+    if turn.as_deref() == Some(&true) {
+        return Err(Error::StaleCopy {
+            kind: T::KIND,
+            id: save.id.key()?.to_string(),
+        });
+    }
+    let written = write(crate::entity::key_of::<T>(&save.id)?, &save.plan);
+    if let Some(committed) = turn.as_deref_mut() {
+        let stored = matches!(written, Ok(_) | Err(Error::InDoubt { .. }));
+        *committed |= stored && !save.plan.deltas.is_empty();
+    }
+    written
+}
+
+/// After [`write_owned`] committed, back on the caller's side: the object
+/// starts over from the stored state, as after [`save`].
+pub(crate) fn finish_owned<T: Shardable>(
+    entity: &mut T,
+    save: OwnedSave<T::Id>,
+    attempts: u32,
+) -> Saved {
+    saved(entity, save.plan, attempts)
 }
 
 /// Only after the commit: reset the deltas and remember what is stored.

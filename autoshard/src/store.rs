@@ -371,7 +371,7 @@ impl<S: Backend + ?Sized> Store for S {}
 ///
 /// So is a kind with a ranked field on a store that cannot write its board
 /// in the entity's transaction (Redis Cluster; `seam/ranked.rs`).
-fn auto_supported<T: Shardable>(store: &(impl Backend + ?Sized)) -> Result<()> {
+pub(crate) fn auto_supported<T: Shardable>(store: &(impl Backend + ?Sized)) -> Result<()> {
     if Kind::of::<T>().has_auto() {
         store.__entities().0.automatic_shards()?;
     }

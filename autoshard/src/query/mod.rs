@@ -92,7 +92,7 @@ pub struct Query<'s, S: ?Sized, T: Queryable> {
     in_rust: bool,
 }
 
-impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
+impl<'s, S: ?Sized, T: Queryable + 'static> Query<'s, S, T> {
     pub(crate) fn new(store: &'s S) -> Self {
         Query {
             store,
@@ -102,6 +102,21 @@ impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
             limit: None,
             offset: 0,
             in_rust: false,
+        }
+    }
+
+    /// The same query on another store: the async API builds a query
+    /// bound to no store (`&()`) and runs it on the store's thread.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn rebind<'t, S2: ?Sized>(self, store: &'t S2) -> Query<'t, S2, T> {
+        Query {
+            store,
+            fields: self.fields,
+            filters: self.filters,
+            order: self.order,
+            limit: self.limit,
+            offset: self.offset,
+            in_rust: self.in_rust,
         }
     }
 
@@ -142,7 +157,9 @@ impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
         self.in_rust = true;
         self
     }
+}
 
+impl<'s, S: Backend + ?Sized, T: Queryable + 'static> Query<'s, S, T> {
     /// Runs the query in one read snapshot and returns the entities, loaded
     /// as [`Store::load`](crate::Store::load) would (they can be changed
     /// and saved).

@@ -1,0 +1,275 @@
+//! [`AsyncRanking`]: a [`Ranking`]'s calls as `async fn`s, each one job of
+//! the sync board on the store's threads.
+
+use super::store::AsyncStore;
+use super::threads::OnThreads;
+use crate::error::Result;
+use crate::ranking::{
+    ApproxSnapshot, DeadLetter, Entry, Ranking, RankingConfig, Refresh, Submission, Tie,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A leaderboard for async code (feature `tokio`): the calls of [`Ranking`]
+/// as `async fn`s with the same names and arguments, on the threads of the
+/// [`AsyncStore`] it was created or opened through.
+///
+/// Results, errors and guarantees are the sync board's. A dropped future
+/// leaves a write that was handed to the store's threads to run to its
+/// end (a submission counts once or not at all); a read simply ends.
+/// Cloning is cheap and shares the handle.
+///
+/// ```
+/// use autoshard::ranking::{RankingConfig, Tie};
+/// use autoshard::AsyncRanking;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard::Result<()> {
+/// let db = autoshard::open_async("sqlite::memory:").await?;
+/// let board = AsyncRanking::create(&db, "season-1", RankingConfig::new(0..10_000)).await?;
+/// board.submit("alice", 30).await?;
+/// board.set_score("bob", 40).await?;
+/// board.set_scores(&[("carol", 35)]).await?;
+/// assert_eq!(board.rank("alice", Tie::Standard).await?, Some(3));
+/// let top = board.top(2).await?;
+/// assert_eq!(top[0].player, "bob");
+/// let board = AsyncRanking::open(&db, "season-1").await?; // any handle, any process
+/// assert_eq!(board.len().await?, 3);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct AsyncRanking {
+    board: Arc<OnThreads<Ranking>>,
+    db: AsyncStore,
+}
+
+impl std::fmt::Debug for AsyncRanking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AsyncRanking")
+            .field(self.board.get())
+            .finish()
+    }
+}
+
+/// An argument of a board call, owned to travel to the store's threads.
+trait Ship {
+    type Owned: Lend + Send + 'static;
+    fn ship(self) -> Self::Owned;
+}
+
+/// An owned argument, lent back in the shape the sync call takes.
+trait Lend {
+    type Out<'a>
+    where
+        Self: 'a;
+    fn lend(&self) -> Self::Out<'_>;
+}
+
+impl Ship for &str {
+    type Owned = String;
+    fn ship(self) -> String {
+        self.to_owned()
+    }
+}
+
+impl Lend for String {
+    type Out<'a> = &'a str;
+    fn lend(&self) -> &str {
+        self
+    }
+}
+
+impl<T: Copy + Send + 'static> Ship for &[T] {
+    type Owned = Vec<T>;
+    fn ship(self) -> Vec<T> {
+        self.to_vec()
+    }
+}
+
+impl<T: 'static> Lend for Vec<T> {
+    type Out<'a> = &'a [T];
+    fn lend(&self) -> &[T] {
+        self
+    }
+}
+
+macro_rules! by_value {
+    ($($t:ty),*) => {$(
+        impl Ship for $t {
+            type Owned = $t;
+            fn ship(self) -> $t {
+                self
+            }
+        }
+        impl Lend for $t {
+            type Out<'a> = $t;
+            fn lend(&self) -> $t {
+                *self
+            }
+        }
+    )*};
+}
+by_value!(i64, u64, Tie, Duration);
+
+/// One async method per sync call of [`Ranking`] with the same name,
+/// arguments and result.
+macro_rules! calls {
+    ($( $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; )*) => {$(
+        #[doc = concat!("[`Ranking::", stringify!($name), "`], on the store's threads.")]
+        ///
+        /// # Errors
+        ///
+        #[doc = concat!("As [`Ranking::", stringify!($name), "`].")]
+        pub async fn $name(&self, $($arg: $ty),*) -> Result<$ret> {
+            $(let $arg = Ship::ship($arg);)*
+            self.call(move |b| b.$name($(Lend::lend(&$arg)),*)).await
+        }
+    )*};
+}
+
+impl AsyncRanking {
+    /// [`Ranking::create`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::create`].
+    pub async fn create(db: &AsyncStore, name: &str, config: RankingConfig) -> Result<Self> {
+        let name = name.to_owned();
+        let board = db
+            .run(move |store| Ranking::create(store, &name, config))
+            .await??;
+        Ok(Self::wrap(db, board))
+    }
+
+    /// [`Ranking::open`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::open`].
+    pub async fn open(db: &AsyncStore, name: &str) -> Result<Self> {
+        let name = name.to_owned();
+        let board = db.run(move |store| Ranking::open(store, &name)).await??;
+        Ok(Self::wrap(db, board))
+    }
+
+    /// [`Ranking::list`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::list`].
+    pub async fn list(db: &AsyncStore) -> Result<Vec<String>> {
+        db.run(|store| Ranking::list(store)).await?
+    }
+
+    /// [`Ranking::delete`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::delete`].
+    pub async fn delete(db: &AsyncStore, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        db.run(move |store| Ranking::delete(store, &name)).await?
+    }
+
+    pub(crate) fn wrap(db: &AsyncStore, board: Ranking) -> Self {
+        AsyncRanking {
+            board: Arc::new(OnThreads::new(board, db.threads().clone())),
+            db: db.clone(),
+        }
+    }
+
+    /// The sync board, for its calls that need no store ([`Ranking::name`],
+    /// [`Ranking::encode`], ...) and for code on threads of its own.
+    pub fn sync_board(&self) -> &Ranking {
+        self.board.get()
+    }
+
+    /// The board's name.
+    pub fn name(&self) -> &str {
+        self.board.get().name()
+    }
+
+    /// The board's configuration.
+    pub fn config(&self) -> &RankingConfig {
+        self.board.get().config()
+    }
+
+    pub(crate) fn store(&self) -> &AsyncStore {
+        &self.db
+    }
+
+    /// Runs `job` on the store's threads with a handle of the board.
+    pub(crate) async fn call<R: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Ranking) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let board = self.board.get().clone();
+        self.db.threads().run(move || job(&board)).await?
+    }
+
+    calls! {
+        submit(player: &str, score: i64) -> Submission;
+        submit_with(player: &str, score: i64, data: &[u8]) -> Submission;
+        set_score(player: &str, score: i64) -> ();
+        remove(player: &str) -> bool;
+        enqueue(player: &str, score: i64) -> ();
+        enqueue_with(player: &str, score: i64, data: &[u8]) -> ();
+        enqueue_remove(player: &str) -> ();
+        rank(player: &str, tie: Tie) -> Option<u64>;
+        rank_of_score(score: i64) -> u64;
+        score(player: &str) -> Option<i64>;
+        score_at_rank(rank: u64) -> Option<i64>;
+        top(n: u64) -> Vec<Entry>;
+        page(from: u64, to: u64) -> Vec<Entry>;
+        around(player: &str, k: u64) -> Vec<Entry>;
+        len() -> u64;
+        is_empty() -> bool;
+        check_integrity() -> ();
+        queued() -> u64;
+        flush() -> ();
+        flush_within(timeout: Duration) -> ();
+        dead_letters() -> Vec<DeadLetter>;
+        delete_dead_letter(id: i64) -> bool;
+        reset() -> ();
+        set_dims(player: &str, values: &[i64]) -> ();
+        submit_dims(player: &str, values: &[i64]) -> Submission;
+        submit_dims_with(player: &str, values: &[i64], data: &[u8]) -> Submission;
+        enqueue_dims(player: &str, values: &[i64]) -> ();
+        enqueue_dims_with(player: &str, values: &[i64], data: &[u8]) -> ();
+        rank_of_dims(values: &[i64]) -> u64;
+        dims(player: &str) -> Option<Vec<i64>>;
+        dims_at_rank(rank: u64) -> Option<Vec<i64>>;
+        approx_rank(score: i64) -> u64;
+        approx_snapshot() -> Arc<ApproxSnapshot>;
+        refresh() -> Refresh;
+    }
+
+    /// [`Ranking::set_scores`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::set_scores`].
+    pub async fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
+        let owned: Vec<(String, i64)> = scores.iter().map(|&(p, s)| (p.to_owned(), s)).collect();
+        self.call(move |b| {
+            let scores: Vec<(&str, i64)> = owned.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+            b.set_scores(&scores)
+        })
+        .await
+    }
+
+    /// [`Ranking::among`], on the store's threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::among`].
+    pub async fn among(&self, players: &[&str]) -> Result<Vec<Entry>> {
+        let owned: Vec<String> = players.iter().map(|&p| p.to_owned()).collect();
+        self.call(move |b| {
+            let players: Vec<&str> = owned.iter().map(String::as_str).collect();
+            b.among(&players)
+        })
+        .await
+    }
+}
