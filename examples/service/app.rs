@@ -58,12 +58,7 @@ impl Running {
         let _ = self.stop.send(true);
         self.server.await??;
         self.probe.await?;
-        let report = self.backend.shutdown().await;
-        // The last handle closes the store's connections; PostgreSQL's
-        // blocking client drops a runtime of its own, which tokio refuses
-        // on a worker thread.
-        let backend = self.backend;
-        tokio::task::spawn_blocking(move || drop(backend)).await?;
-        Ok(report?)
+        // The async handles drop the store on its own threads.
+        Ok(self.backend.shutdown().await?)
     }
 }

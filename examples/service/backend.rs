@@ -1,17 +1,17 @@
 //! The service's one door to autoshard: every route's store work is an
-//! `async fn` here, so the HTTP layer never sees a blocking call.
+//! `async fn` here, on the async API (`autoshard::open_async`, feature
+//! `tokio`), whose calls run on the store's own threads: a runtime worker
+//! never waits for SQLite's fsync, a PostgreSQL round trip or Redis, which
+//! the `spawn` probe (`probe.rs`) checks.
 //!
-//! Today each call runs the sync API on tokio's blocking pool
-//! (`spawn_blocking`): a runtime worker thread never waits for SQLite's
-//! fsync, a PostgreSQL round trip or Redis, which the `spawn` probe
-//! (`probe.rs`) checks. The game board's worker and the compactor are
-//! the library's own threads, stopped (after a flush) by
-//! [`Backend::shutdown`].
+//! The game board's worker and the questions' compactor are the library's
+//! own threads (started from the sync handles the async ones lend),
+//! stopped after a flush by [`Backend::shutdown`].
 
 use crate::model::*;
 use crate::probe::Probe;
-use autoshard::ranking::{Ranking, Tie};
-use autoshard::{AnyStore, CompactorHandle, Error, Store};
+use autoshard::ranking::{RankingConfig, Tie, WorkerHandle};
+use autoshard::{AsyncRanking, AsyncStore, CompactorHandle, Error, Store};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,10 +23,10 @@ const FLUSH_LIMIT: Duration = Duration::from_secs(60);
 /// The store, its two boards and the background jobs; shared by every
 /// request (`Arc<Backend>`).
 pub struct Backend {
-    store: AnyStore,
+    store: AsyncStore,
     /// `None` on Redis Cluster: entity boards are `Error::Unsupported` there.
-    questions: Option<Ranking>,
-    game: Ranking,
+    questions: Option<AsyncRanking>,
+    game: AsyncRanking,
     jobs: Mutex<Option<Jobs>>,
     next_id: AtomicU64,
     votes_acked: AtomicU64,
@@ -39,11 +39,12 @@ pub struct Backend {
 }
 
 struct Jobs {
-    worker: autoshard::ranking::WorkerHandle,
+    worker: WorkerHandle,
     compactor: Option<CompactorHandle>,
 }
 
-/// Runs `f` on the blocking pool: the sync API must not hold a worker.
+/// Runs `f` on the blocking pool: starting and stopping the library's
+/// threads joins them, which must not hold a runtime worker.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> autoshard::Result<T> + Send + 'static,
 ) -> autoshard::Result<T> {
@@ -53,46 +54,58 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+/// Opens the board, creating it on first use (by any process: a lost race
+/// to create opens the winner's).
+async fn open_or_create(
+    db: &AsyncStore,
+    name: &str,
+    config: RankingConfig,
+) -> autoshard::Result<AsyncRanking> {
+    match AsyncRanking::open(db, name).await {
+        Err(Error::RankingNotFound { .. }) => match AsyncRanking::create(db, name, config).await {
+            Err(Error::RankingExists { .. }) => AsyncRanking::open(db, name).await,
+            created => created,
+        },
+        opened => opened,
+    }
+}
+
 impl Backend {
     /// Opens the store at `url`, creates the boards on first use and
     /// starts the game board's worker and the questions' compactor.
     pub async fn open(url: String) -> autoshard::Result<Arc<Backend>> {
-        let backend = blocking(move || Backend::open_blocking(&url)).await?;
-        Ok(Arc::new(backend))
-    }
-
-    fn open_blocking(url: &str) -> autoshard::Result<Backend> {
-        let store = autoshard::open(url)?;
-        let game = Ranking::open_or_create(&store, GAME_BOARD, game_board_config())?;
-        let questions = if store.scheme() == "redis-cluster" {
-            None
-        } else {
-            Some(Ranking::open_or_create(
-                &store,
-                QUESTIONS_BOARD,
-                questions_board_config(),
-            )?)
+        // Its calls run on threads of its own (`autoshard::DEFAULT_THREADS`,
+        // 8: the load generator's 8 clients' calls in flight at once).
+        let store = autoshard::open_async(&url).await?;
+        let game = open_or_create(&store, GAME_BOARD, game_board_config()).await?;
+        let questions = match store.scheme() {
+            "redis-cluster" => None,
+            _ => Some(open_or_create(&store, QUESTIONS_BOARD, questions_board_config()).await?),
         };
         let (next_id, votes_at_start) = match &questions {
-            Some(board) => (board.len()? + 1, board_total(board)?),
+            Some(board) => (board.len().await? + 1, board_total(board).await?),
             None => (1, 0),
         };
-        let worker = game.worker().spawn()?;
-        let compactor = questions
-            .as_ref()
-            .map(|_| store.compactor::<Question>().spawn());
-        Ok(Backend {
+        let (sync_game, sync_store) = (game.sync_board().clone(), store.sync_store().clone());
+        let with_questions = questions.is_some();
+        let jobs = blocking(move || {
+            let worker = sync_game.worker().spawn()?;
+            let compactor = with_questions.then(|| sync_store.compactor::<Question>().spawn());
+            Ok(Jobs { worker, compactor })
+        })
+        .await?;
+        Ok(Arc::new(Backend {
             store,
             questions,
             game,
-            jobs: Mutex::new(Some(Jobs { worker, compactor })),
+            jobs: Mutex::new(Some(jobs)),
             next_id: AtomicU64::new(next_id),
             votes_acked: AtomicU64::new(0),
             scores_acked: AtomicU64::new(0),
             voted: Mutex::new(BTreeSet::new()),
             votes_at_start,
             probe: Probe::default(),
-        })
+        }))
     }
 
     /// Which store this is (`"sqlite"`, `"postgres"`, `"redis-cluster"`).
@@ -100,8 +113,8 @@ impl Backend {
         self.store.scheme()
     }
 
-    fn questions(&self) -> autoshard::Result<Ranking> {
-        self.questions.clone().ok_or(Error::Unsupported {
+    fn questions(&self) -> autoshard::Result<&AsyncRanking> {
+        self.questions.as_ref().ok_or(Error::Unsupported {
             store: "redis-cluster",
             operation: "entity boards (`ranked = ...`), so the Moderator's questions \
                         (use SQLite or PostgreSQL; the game leaderboard works here)",
@@ -109,11 +122,10 @@ impl Backend {
     }
 
     /// Stores a new question with 0 votes (and so puts it on the board).
-    pub async fn ask(self: &Arc<Self>, text: String) -> autoshard::Result<QuestionView> {
+    pub async fn ask(&self, text: String) -> autoshard::Result<QuestionView> {
         self.questions()?;
-        let me = self.clone();
-        blocking(move || loop {
-            let id = me.next_id.fetch_add(1, Relaxed);
+        loop {
+            let id = self.next_id.fetch_add(1, Relaxed);
             let q = Question {
                 id,
                 text: text.clone(),
@@ -121,7 +133,7 @@ impl Backend {
                 pending: Default::default(),
             };
             // Another process on the same store may have taken the id.
-            match me.store.insert(&q) {
+            match self.store.insert(&q).await {
                 Ok(()) => {
                     return Ok(QuestionView {
                         id,
@@ -133,77 +145,67 @@ impl Backend {
                 Err(Error::AlreadyExists { .. }) => continue,
                 Err(e) => return Err(e),
             }
-        })
-        .await
+        }
     }
 
     /// One vote: +1 on one of the question's ten shard rows, and on the
     /// board, in one transaction. `Error::NotFound` for a missing question.
-    pub async fn vote(self: &Arc<Self>, id: u64) -> autoshard::Result<()> {
+    pub async fn vote(&self, id: u64) -> autoshard::Result<()> {
         self.questions()?;
-        let me = self.clone();
-        blocking(move || me.store.save_delta::<Question, _>(&id, "votes", &1i64)).await?;
+        self.store
+            .save_delta::<Question, _>(&id, "votes", &1i64)
+            .await?;
         self.votes_acked.fetch_add(1, Relaxed);
         lock(&self.voted).insert(id);
         Ok(())
     }
 
     /// A question with its loaded total and its board rank.
-    pub async fn question(self: &Arc<Self>, id: u64) -> autoshard::Result<QuestionView> {
+    pub async fn question(&self, id: u64) -> autoshard::Result<QuestionView> {
         let board = self.questions()?;
-        let me = self.clone();
-        blocking(move || {
-            let q = me
-                .store
-                .load::<Question>(&id)?
-                .ok_or_else(|| Error::NotFound {
-                    kind: "Question",
-                    id: id.to_string(),
-                })?;
-            let rank = board.rank(&id.to_string(), Tie::Standard)?;
-            Ok(QuestionView {
-                id,
-                text: q.text,
-                votes: q.votes,
-                rank,
-            })
+        let q = self
+            .store
+            .load::<Question>(&id)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "Question",
+                id: id.to_string(),
+            })?;
+        let rank = board.rank(&id.to_string(), Tie::Standard).await?;
+        Ok(QuestionView {
+            id,
+            text: q.text,
+            votes: q.votes,
+            rank,
         })
-        .await
     }
 
     /// The `n` most voted questions, from the entity board.
-    pub async fn top_questions(self: &Arc<Self>, n: u64) -> autoshard::Result<Vec<QuestionView>> {
-        let board = self.questions()?;
-        let me = self.clone();
-        blocking(move || {
-            let mut out = Vec::new();
-            for e in board.top(n)? {
-                let id: u64 = e.player.parse().map_err(|_| Error::Corrupt {
-                    kind: "Question",
-                    id: e.player.clone(),
-                    field: QUESTIONS_BOARD.into(),
-                    reason: "a board entry that is not a question id".into(),
-                })?;
-                // A question deleted behind the board's back is skipped.
-                if let Some(q) = me.store.load::<Question>(&id)? {
-                    let rank = Some(e.rank);
-                    out.push(QuestionView {
-                        id,
-                        text: q.text,
-                        votes: e.score,
-                        rank,
-                    });
-                }
+    pub async fn top_questions(&self, n: u64) -> autoshard::Result<Vec<QuestionView>> {
+        let mut out = Vec::new();
+        for e in self.questions()?.top(n).await? {
+            let id: u64 = e.player.parse().map_err(|_| Error::Corrupt {
+                kind: "Question",
+                id: e.player.clone(),
+                field: QUESTIONS_BOARD.into(),
+                reason: "a board entry that is not a question id".into(),
+            })?;
+            // A question deleted behind the board's back is skipped.
+            if let Some(q) = self.store.load::<Question>(&id).await? {
+                out.push(QuestionView {
+                    id,
+                    text: q.text,
+                    votes: e.score,
+                    rank: Some(e.rank),
+                });
             }
-            Ok(out)
-        })
-        .await
+        }
+        Ok(out)
     }
 
     /// Queues a game score; the board's worker applies it (best kept).
-    pub async fn submit(self: &Arc<Self>, s: Score) -> autoshard::Result<()> {
-        let board = self.game.clone();
-        blocking(move || board.enqueue(&s.player, s.score)).await?;
+    pub async fn submit(&self, s: Score) -> autoshard::Result<()> {
+        self.game.enqueue(&s.player, s.score).await?;
         self.scores_acked.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -215,50 +217,49 @@ impl Backend {
 
     /// The player with up to `k` players above and below.
     pub async fn around(&self, player: String, k: u64) -> autoshard::Result<Vec<PlayerView>> {
-        let board = self.game.clone();
-        let entries = blocking(move || board.around(&player, k)).await?;
+        let entries = self.game.around(&player, k).await?;
         Ok(entries.into_iter().map(player_view).collect())
     }
 
     /// The game's top `n`.
     pub async fn game_top(&self, n: u64) -> autoshard::Result<Vec<PlayerView>> {
-        let board = self.game.clone();
-        let entries = blocking(move || board.top(n)).await?;
-        Ok(entries.into_iter().map(player_view).collect())
+        Ok(self
+            .game
+            .top(n)
+            .await?
+            .into_iter()
+            .map(player_view)
+            .collect())
     }
 
     /// Flushes the game queue, stops its worker and the compactor, then
     /// checks every acknowledged vote and score against the boards.
     /// Call once no request is in flight (after the server stopped).
-    pub async fn shutdown(self: &Arc<Self>) -> autoshard::Result<ShutdownReport> {
-        let me = self.clone();
-        let probe = self.probe.view();
-        blocking(move || me.shutdown_blocking(probe)).await
-    }
-
-    fn shutdown_blocking(&self, probe: ProbeView) -> autoshard::Result<ShutdownReport> {
-        let jobs = lock(&self.jobs).take();
-        let flushed = self.game.flush_within(FLUSH_LIMIT);
-        if let Some(jobs) = jobs {
-            jobs.worker.stop()?;
-            if let Some(c) = jobs.compactor {
-                c.stop()?;
-            }
+    pub async fn shutdown(&self) -> autoshard::Result<ShutdownReport> {
+        let flushed = self.game.flush_within(FLUSH_LIMIT).await;
+        if let Some(jobs) = lock(&self.jobs).take() {
+            blocking(move || {
+                jobs.worker.stop()?;
+                jobs.compactor.map(CompactorHandle::stop).transpose()?;
+                Ok(())
+            })
+            .await?;
         }
         flushed?;
         let mut report = ShutdownReport {
             votes_acked: self.votes_acked.load(Relaxed),
             scores_acked: self.scores_acked.load(Relaxed),
-            scores_queued_after_flush: self.game.queued()?,
+            scores_queued_after_flush: self.game.queued().await?,
             questions_enabled: self.questions.is_some(),
-            probe,
+            probe: self.probe.view(),
             ..ShutdownReport::default()
         };
         if let Some(board) = &self.questions {
-            report.votes_counted = board_total(board)? - self.votes_at_start;
-            for id in lock(&self.voted).iter() {
-                let loaded = self.store.load::<Question>(id)?.map(|q| q.votes);
-                if loaded != board.score(&id.to_string())? {
+            report.votes_counted = board_total(board).await? - self.votes_at_start;
+            let voted: Vec<u64> = lock(&self.voted).iter().copied().collect();
+            for id in voted {
+                let loaded = self.store.load::<Question>(&id).await?.map(|q| q.votes);
+                if loaded != board.score(&id.to_string()).await? {
                     report.board_mismatches += 1;
                 }
             }
@@ -268,10 +269,10 @@ impl Backend {
 }
 
 /// The sum of every score on the board, read a page at a time.
-fn board_total(board: &Ranking) -> autoshard::Result<i64> {
-    let (len, mut total, mut from) = (board.len()?, 0i64, 1u64);
+async fn board_total(board: &AsyncRanking) -> autoshard::Result<i64> {
+    let (len, mut total, mut from) = (board.len().await?, 0i64, 1u64);
     while from <= len {
-        let page = board.page(from, from + 999)?;
+        let page = board.page(from, from + 999).await?;
         if page.is_empty() {
             break;
         }
