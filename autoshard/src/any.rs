@@ -56,6 +56,25 @@ impl Backend for AnyStore {
     }
 }
 
+/// A store opened with its builder, as an [`AnyStore`] (for
+/// [`AsyncStore::new`](crate::AsyncStore::new) with options [`open`]'s
+/// URL cannot give).
+macro_rules! from_store {
+    ($($feature:literal, $store:ty, $scheme:literal;)*) => {$(
+        #[cfg(feature = $feature)]
+        impl From<$store> for AnyStore {
+            fn from(store: $store) -> Self {
+                AnyStore::new(store, $scheme)
+            }
+        }
+    )*};
+}
+from_store! {
+    "sqlite", crate::Sqlite, "sqlite";
+    "postgres", crate::Postgres, "postgres";
+    "redis", crate::RedisCluster, "redis-cluster";
+}
+
 /// A store's URL schemes and how to open it: the one line a store adds here.
 type Opener = fn(&str) -> Result<AnyStore>;
 const STORES: &[(&[&str], Opener)] = &[

@@ -475,6 +475,23 @@ pub enum Error {
         retryable: bool,
     },
 
+    /// A sync call of the PostgreSQL store on the thread that drives a
+    /// current-thread tokio runtime (`#[tokio::main(flavor =
+    /// "current_thread")]`, `#[tokio::test]`), where its driver cannot
+    /// block: it starts a runtime of its own, which tokio forbids there.
+    /// Nothing was read or written. Use [`open_async`](crate::open_async)
+    /// (feature `tokio`), or call the sync store from
+    /// `tokio::task::spawn_blocking` or a multi-thread runtime, where it
+    /// works (blocking a worker, which the async API never does).
+    #[error(
+        "the sync {store} store cannot block the thread of a current-thread tokio runtime: \
+         use autoshard::open_async (feature `tokio`) or tokio::task::spawn_blocking"
+    )]
+    InsideRuntime {
+        /// The store (`"postgres"`).
+        store: &'static str,
+    },
+
     /// An error from PostgreSQL that none of the variants above describes.
     /// Displays the server's message, SQLSTATE, detail and hint.
     #[cfg(feature = "postgres")]

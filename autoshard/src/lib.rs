@@ -136,6 +136,9 @@ mod guide {
     mod stores {}
     #[doc = include_str!("../../docs/guide/operations.md")]
     mod operations {}
+    #[cfg(feature = "tokio")]
+    #[doc = include_str!("../../docs/guide/async.md")]
+    mod async_services {}
     #[doc = include_str!("../../docs/guide/service.md")]
     mod service {}
 }
@@ -152,8 +155,8 @@ pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
 #[cfg(feature = "tokio")]
 pub use crate::nonblocking::{
-    open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore,
-    DEFAULT_THREADS,
+    open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore, Background,
+    BackgroundJob, DEFAULT_THREADS,
 };
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
 pub use crate::stats::{FieldStats, KindStats};

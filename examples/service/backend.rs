@@ -4,14 +4,15 @@
 //! never waits for SQLite's fsync, a PostgreSQL round trip or Redis, which
 //! the `spawn` probe (`probe.rs`) checks.
 //!
-//! The game board's worker and the questions' compactor are the library's
-//! own threads (started from the sync handles the async ones lend),
-//! stopped after a flush by [`Backend::shutdown`].
+//! The game board's worker and the questions' compactor run as the async
+//! API's background jobs (`spawn_worker`, `spawn_compactor`: their loops on
+//! threads of their own, their `stop` awaited), stopped after a flush by
+//! [`Backend::shutdown`].
 
 use crate::model::*;
 use crate::probe::Probe;
 use autoshard::ranking::{RankingConfig, Tie, WorkerHandle};
-use autoshard::{AsyncRanking, AsyncStore, CompactorHandle, Error, Store};
+use autoshard::{AsyncRanking, AsyncStore, Background, CompactorHandle, Error};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,19 +40,8 @@ pub struct Backend {
 }
 
 struct Jobs {
-    worker: WorkerHandle,
-    compactor: Option<CompactorHandle>,
-}
-
-/// Runs `f` on the blocking pool: starting and stopping the library's
-/// threads joins them, which must not hold a runtime worker.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> autoshard::Result<T> + Send + 'static,
-) -> autoshard::Result<T> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(result) => result,
-        Err(join) => std::panic::resume_unwind(join.into_panic()),
-    }
+    worker: Background<WorkerHandle>,
+    compactor: Option<Background<CompactorHandle>>,
 }
 
 /// Opens the board, creating it on first use (by any process: a lost race
@@ -86,14 +76,11 @@ impl Backend {
             Some(board) => (board.len().await? + 1, board_total(board).await?),
             None => (1, 0),
         };
-        let (sync_game, sync_store) = (game.sync_board().clone(), store.sync_store().clone());
-        let with_questions = questions.is_some();
-        let jobs = blocking(move || {
-            let worker = sync_game.worker().spawn()?;
-            let compactor = with_questions.then(|| sync_store.compactor::<Question>().spawn());
-            Ok(Jobs { worker, compactor })
-        })
-        .await?;
+        let worker = game.spawn_worker(game.worker()).await?;
+        let compactor = questions
+            .as_ref()
+            .map(|_| store.spawn_compactor(store.compactor::<Question>()));
+        let jobs = Jobs { worker, compactor };
         Ok(Arc::new(Backend {
             store,
             questions,
@@ -237,13 +224,12 @@ impl Backend {
     /// Call once no request is in flight (after the server stopped).
     pub async fn shutdown(&self) -> autoshard::Result<ShutdownReport> {
         let flushed = self.game.flush_within(FLUSH_LIMIT).await;
-        if let Some(jobs) = lock(&self.jobs).take() {
-            blocking(move || {
-                jobs.worker.stop()?;
-                jobs.compactor.map(CompactorHandle::stop).transpose()?;
-                Ok(())
-            })
-            .await?;
+        let jobs = lock(&self.jobs).take();
+        if let Some(jobs) = jobs {
+            jobs.worker.stop().await?;
+            if let Some(compactor) = jobs.compactor {
+                compactor.stop().await?;
+            }
         }
         flushed?;
         let mut report = ShutdownReport {

@@ -4,17 +4,20 @@
 //! There is one implementation of the mapper and the boards, the sync one:
 //! each async call ships an owned job to threads the store owns and awaits
 //! its result (`threads.rs`). The background jobs (compactor, board and
-//! family workers) can run as tokio tasks whose store calls take the same
-//! way (`tasks.rs`). `docs/design/async.md` has the reasons.
+//! family workers) start and stop from async code with a [`Background`]
+//! handle that never blocks the runtime (`tasks.rs`).
+//! `docs/design/async.md` has the reasons.
 
 mod family;
 mod ranking;
 mod store;
+mod tasks;
 mod threads;
 
 pub use self::family::{AsyncFamily, AsyncFamilyEntry};
 pub use self::ranking::AsyncRanking;
 pub use self::store::{AsyncQuery, AsyncStore, DEFAULT_THREADS};
+pub use self::tasks::{Background, BackgroundJob};
 
 use crate::error::Result;
 

@@ -29,7 +29,10 @@ use std::time::Duration;
 /// let board = AsyncRanking::create(&db, "season-1", RankingConfig::new(0..10_000)).await?;
 /// board.submit("alice", 30).await?;
 /// board.set_score("bob", 40).await?;
-/// board.set_scores(&[("carol", 35)]).await?;
+/// let worker = board.spawn_worker(board.worker()).await?; // applies the queue
+/// board.enqueue("carol", 35).await?;
+/// board.flush().await?; // waits for the worker
+/// worker.stop().await?;
 /// assert_eq!(board.rank("alice", Tie::Standard).await?, Some(3));
 /// let top = board.top(2).await?;
 /// assert_eq!(top[0].player, "bob");

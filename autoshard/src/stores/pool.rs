@@ -169,6 +169,13 @@ impl<C: Pooled> Pool<C> {
     /// server restarted): drop them rather than spend attempts finding out.
     #[allow(dead_code)] // an embedded store never loses its connections
     pub fn drop_idle(&self) {
+        drop(self.take_idle());
+    }
+
+    /// The idle connections, out of the pool, for the caller to close
+    /// where it must (`postgres/runtime.rs`).
+    #[allow(dead_code)] // an embedded store never loses its connections
+    pub fn take_idle(&self) -> Vec<C> {
         let idle = {
             let mut state = self.state();
             let idle = std::mem::take(&mut state.idle);
@@ -176,7 +183,7 @@ impl<C: Pooled> Pool<C> {
             idle
         };
         self.returned.notify_all();
-        drop(idle);
+        idle
     }
 }
 

@@ -24,6 +24,7 @@ mod lifecycle;
 mod query;
 mod queue;
 mod ranked;
+mod runtime;
 mod schema;
 pub(crate) mod tx;
 mod values;
@@ -204,6 +205,10 @@ impl PostgresBuilder {
     /// identifier; [`Error::Unavailable`] when the server cannot be reached;
     /// [`Error::Postgres`] when it refuses (authentication, permissions).
     pub fn open(self) -> Result<Postgres> {
+        runtime::blocking(|| self.connect_and_open())
+    }
+
+    fn connect_and_open(self) -> Result<Postgres> {
         let config = postgres::Config::from_str(&self.url).map_err(|e| Error::InvalidUrl {
             reason: format!("not a PostgreSQL connection string: {e}"),
         })?;
@@ -273,6 +278,14 @@ struct Inner {
     /// The board and queue statements of the schema, built on first use.
     boards: OnceLock<boards::Sql>,
     options: PostgresBuilder,
+}
+
+/// The last handle's connections close off any runtime's thread
+/// (`runtime.rs`): dropped on one, each would panic.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        runtime::drop_off_runtime(self.pool.take_idle());
+    }
 }
 
 /// A pooled connection and what it keeps between transactions.

@@ -52,6 +52,16 @@ impl Postgres {
     fn write_at<R>(
         &self,
         isolation: &str,
+        body: impl FnMut(&mut Tx<'_>) -> Result<R>,
+        after_conflict: &mut dyn FnMut(),
+    ) -> Result<(R, u32)> {
+        // Where the driver may block, if it may (`runtime.rs`).
+        super::runtime::blocking(|| self.write_attempts(isolation, body, after_conflict))
+    }
+
+    fn write_attempts<R>(
+        &self,
+        isolation: &str,
         mut body: impl FnMut(&mut Tx<'_>) -> Result<R>,
         after_conflict: &mut dyn FnMut(),
     ) -> Result<(R, u32)> {
@@ -245,7 +255,11 @@ impl Postgres {
     /// Runs `body` outside a transaction: every read is one statement, so
     /// it sees one snapshot without `BEGIN`/`COMMIT` round trips. Retried
     /// after a lost connection.
-    pub(crate) fn read<R>(&self, mut body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+    pub(crate) fn read<R>(&self, body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+        super::runtime::blocking(|| self.read_attempts(body))
+    }
+
+    fn read_attempts<R>(&self, mut body: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         let max = self.inner.options.max_attempts;
         for attempt in 1..=max {
             let outcome = self.checkout().and_then(|mut checkout| {

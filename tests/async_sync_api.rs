@@ -1,0 +1,141 @@
+//! The sync API never panics inside a tokio runtime (issue 19 item 2), on
+//! every store and both flavors: SQLite and Redis Cluster work there
+//! (blocking the thread, as documented); PostgreSQL works on a
+//! multi-thread runtime and in `spawn_blocking`, and on a current-thread
+//! runtime's own thread returns `Error::InsideRuntime`, which names the
+//! async API. Before the fix each PostgreSQL case here panicked
+//! ("Cannot start a runtime from within a runtime", from `postgres`),
+//! also when the last handle was dropped.
+#![cfg(feature = "tokio")]
+
+use autoshard::ranking::{Ranking, RankingConfig};
+use autoshard::{Error, Pending, Shardable, Store};
+
+#[derive(Shardable)]
+struct Counter {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 4, fold = autoshard::fold::checked_sum)]
+    hits: i64,
+    #[shard(pending)]
+    pending: Pending<Self>,
+}
+
+impl Counter {
+    #[autoshard::shard_method]
+    fn hit(&mut self) {
+        self.hits += 1;
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn pg_url() -> String {
+    let url = autoshard_test_servers::postgres_url();
+    let glue = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{glue}schema={}", unique("sync_rt"))
+}
+
+fn redis_url() -> String {
+    let nodes = autoshard_test_servers::redis_cluster_nodes().join(",");
+    format!("redis-cluster://{nodes}?prefix={}", unique("sync_rt"))
+}
+
+/// Sync calls on whatever thread this runs on: open, write, read, a board,
+/// and the drop of the last handle.
+fn sync_calls(url: &str) -> autoshard::Result<()> {
+    let db = autoshard::open(url)?;
+    db.insert(&Counter {
+        id: 1,
+        hits: 0,
+        pending: Pending::default(),
+    })?;
+    let mut c: Counter = db.load(&1)?.expect("inserted");
+    c.hit();
+    db.save(&mut c)?;
+    assert_eq!(db.load::<Counter>(&1)?.unwrap().hits, 1);
+    let board = Ranking::create(&db, "sync-in-runtime", RankingConfig::new(0..100))?;
+    board.submit("ann", 5)?;
+    assert_eq!(board.len()?, 1);
+    drop(board);
+    drop(db);
+    Ok(())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sqlite_current_thread_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("rt.db").display());
+    sync_calls(&url).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_multi_thread_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("rt.db").display());
+    sync_calls(&url).unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redis_current_thread_works() {
+    sync_calls(&redis_url()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_multi_thread_works() {
+    sync_calls(&redis_url()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_multi_thread_works() {
+    sync_calls(&pg_url()).unwrap();
+    // In a spawned task too, and in spawn_blocking.
+    tokio::spawn(async { sync_calls(&pg_url()) })
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::task::spawn_blocking(|| sync_calls(&pg_url()))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_current_thread_is_a_typed_error_and_spawn_blocking_works() {
+    let url = pg_url();
+    match autoshard::open(&url) {
+        Err(e @ Error::InsideRuntime { store: "postgres" }) => {
+            assert!(e.to_string().contains("open_async"), "{e}");
+            assert!(!e.is_retryable());
+        }
+        other => panic!("expected InsideRuntime, got {other:?}"),
+    }
+    // The way the error names works.
+    tokio::task::spawn_blocking(move || sync_calls(&url))
+        .await
+        .unwrap()
+        .unwrap();
+    // A store opened off the runtime's thread: its calls on that thread are
+    // refused the same way, and dropping it there does not panic.
+    let url = pg_url();
+    let db = tokio::task::spawn_blocking(move || autoshard::open(&url))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        db.load::<Counter>(&1),
+        Err(Error::InsideRuntime { .. })
+    ));
+    drop(db);
+    // And the async API works on this flavor.
+    let db = autoshard::open_async(&pg_url()).await.unwrap();
+    assert!(db.load::<Counter>(&1).await.unwrap().is_none());
+}
