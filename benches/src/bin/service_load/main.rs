@@ -1,9 +1,11 @@
 //! `service-load` (issue 19 item 6): drives the voting service
 //! (`examples/service`) with N concurrent HTTP clients on loopback, one
 //! hot question voted on by all of them plus game score submissions, and
-//! runs the same operations in-process (the sync API from N threads) on a
+//! runs the same operations in-process on a
 //! fresh store of the same kind, side by side; then prints one Markdown
-//! table: requests/s, p50/p99 per operation, the HTTP ÷ in-process ratio,
+//! table: requests/s, p50/p99 per operation, the HTTP ÷ in-process ratio
+//! (in-process twice: the async API's calls from N tasks, as the routes
+//! make them, and the sync API's from N threads),
 //! the service's tokio `spawn` probe, and whether every vote and score was
 //! counted exactly (the service's own check at shutdown, and a reload).
 //!
@@ -207,16 +209,19 @@ fn main() {
             load.clients, load.requests
         );
         let http = service::run(&http_url, load);
-        eprintln!("service-load: {store}: in-process, the same operations");
+        eprintln!("service-load: {store}: in-process, the same async calls");
+        let asynced = inproc::run_async(&async_url, load);
+        eprintln!("service-load: {store}: in-process, the same sync calls");
         let inproc = inproc::run(&inproc_url, load);
-        cleanup(&http_url);
-        cleanup(&inproc_url);
-        match (http, inproc) {
-            (Ok((mut h, probe)), Ok(mut i)) => {
-                ok &= h.exact && i.exact;
-                rows.push(row(store, &mut h, &mut i, &probe));
+        for url in [&http_url, &async_url, &inproc_url] {
+            cleanup(url);
+        }
+        match (http, asynced, inproc) {
+            (Ok((mut h, probe)), Ok(mut a), Ok(mut i)) => {
+                ok &= h.exact && a.exact && i.exact;
+                rows.push(row(store, &mut h, &mut a, &mut i, &probe));
             }
-            (Err(e), _) | (_, Err(e)) => {
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 ok = false;
                 rows.push(format!("| {store} | failed: {e} |"));
             }
@@ -239,7 +244,7 @@ fn main() {
         o.load.limit.as_secs()
     );
     println!();
-    println!("| store | side | requests | req/s | vote p50 | vote p99 | score p50 | score p99 | HTTP ÷ in-process | `spawn` probe p50 / p99 / max | counted exactly |");
+    println!("| store | side | requests | req/s | vote p50 | vote p99 | score p50 | score p99 | ÷ in-process sync | `spawn` probe p50 / p99 / max | counted exactly |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");
@@ -249,7 +254,7 @@ fn main() {
     }
 }
 
-fn row(store: &str, h: &mut Side, i: &mut Side, probe: &model::ProbeView) -> String {
+fn row(store: &str, h: &mut Side, a: &mut Side, i: &mut Side, probe: &model::ProbeView) -> String {
     let line = |side: &str, s: &mut Side, ratio: &str, probe: &str| {
         format!(
             "| {store} | {side} | {} | {:.0} | {} | {} | {} | {} | {ratio} | {probe} | {}{} |",
