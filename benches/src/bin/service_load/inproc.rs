@@ -4,10 +4,10 @@
 //! same kind, with the board's worker running as in the service.
 
 use crate::model::*;
-use crate::{Load, Side};
+use crate::{Latencies, Load, Side};
 use autoshard::ranking::Ranking;
 use autoshard::Store;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const HOT: u64 = 1;
 
@@ -28,7 +28,7 @@ pub fn run(url: &str, load: Load) -> Result<Side, String> {
     let worker = game.worker().spawn().map_err(e)?;
     let started = Instant::now();
     let deadline = started + load.limit;
-    let results: Vec<Result<(Vec<Duration>, Vec<Duration>), String>> = std::thread::scope(|s| {
+    let results: Vec<Result<Latencies, String>> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..load.clients)
             .map(|c| {
                 let (db, game) = (&db, &game);

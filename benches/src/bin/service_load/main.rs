@@ -53,7 +53,10 @@ impl Side {
     }
 }
 
-/// The workload, the same on both sides.
+/// One client's latencies: votes, scores.
+pub type Latencies = (Vec<Duration>, Vec<Duration>);
+
+/// The workload, the same on every side.
 #[derive(Clone, Copy)]
 pub struct Load {
     pub clients: usize,
@@ -194,12 +197,14 @@ fn main() {
             votes: store != "redis",
             ..o.load
         };
-        let (http_url, inproc_url) = match (
-            url_of(store, dir.path(), "http"),
-            url_of(store, dir.path(), "inproc"),
-        ) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => {
+        let urls: Result<Vec<String>, String> = ["http", "async", "sync"]
+            .iter()
+            .map(|tag| url_of(store, dir.path(), tag))
+            .collect();
+        let (http_url, async_url, inproc_url) = match urls.as_deref() {
+            Ok([h, a, i]) => (h.clone(), a.clone(), i.clone()),
+            Ok(_) => unreachable!("three tags, three URLs"),
+            Err(e) => {
                 eprintln!("service-load: {e}");
                 std::process::exit(2);
             }
@@ -272,14 +277,21 @@ fn row(store: &str, h: &mut Side, a: &mut Side, i: &mut Side, probe: &model::Pro
             },
         )
     };
-    let ratio = format!("**{:.2}×**", h.per_sec() / i.per_sec().max(1e-9));
+    let ratio = |s: &Side| format!("{:.2}×", s.per_sec() / i.per_sec().max(1e-9));
+    let http = format!(
+        "**{}** (÷ async {:.2}×)",
+        ratio(h),
+        h.per_sec() / a.per_sec().max(1e-9)
+    );
     let probe = format!(
         "{} / {} / {} µs ({} samples)",
         probe.p50_us, probe.p99_us, probe.max_us, probe.samples
     );
-    format!(
-        "{}\n{}",
-        line("HTTP", h, &ratio, &probe),
-        line("in-process", i, "1", "—")
-    )
+    let async_ratio = ratio(a);
+    [
+        line("HTTP (service)", h, &http, &probe),
+        line("in-process, async API", a, &async_ratio, "—"),
+        line("in-process, sync API", i, "1", "—"),
+    ]
+    .join("\n")
 }

@@ -3,12 +3,12 @@
 
 use crate::client::Client;
 use crate::model::{ProbeView, Question, QuestionView, ShutdownReport};
-use crate::{Load, Side};
+use crate::{Latencies, Load, Side};
 use autoshard::Store;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn binary() -> Result<String, String> {
     let path = std::env::var("AUTOSHARD_SERVICE_BIN").unwrap_or_else(|_| {
@@ -130,8 +130,6 @@ async fn drive(addr: SocketAddr, load: Load) -> Result<Driven, String> {
         .map_err(e)?;
     Ok((side, probe, hot))
 }
-
-type Latencies = (Vec<Duration>, Vec<Duration>);
 
 async fn client(
     addr: SocketAddr,
