@@ -155,6 +155,25 @@ async fn routes_suite(url: &str) -> TestResult {
     let near: Vec<PlayerView> = c.get("/game/players/bo/around?k=1").await?.json()?;
     assert_eq!(near.iter().map(|p| p.rank).collect::<Vec<_>>(), [1, 2, 3]);
 
+    // The store's metrics snapshot: both boards, and this process's
+    // enqueued scores (counters are per process, and the tests share one).
+    // Not `saves`: the async API's save_delta does not count there yet.
+    let metrics: serde_json::Value = c.get("/metrics").await?.json()?;
+    let boards: Vec<&str> = metrics["boards"]
+        .as_array()
+        .ok_or("no boards in /metrics")?
+        .iter()
+        .filter_map(|b| b["board"].as_str())
+        .collect();
+    assert!(
+        boards.contains(&GAME_BOARD) && boards.contains(&QUESTIONS_BOARD),
+        "{metrics}"
+    );
+    assert!(
+        metrics["counters"]["enqueued"].as_u64() >= Some(5),
+        "{metrics}"
+    );
+
     // Missing things: 404 with a JSON body.
     assert_error(&c.post("/questions/999/vote", None).await?, 404);
     assert_error(&c.get("/questions/999").await?, 404);

@@ -13,9 +13,11 @@
 
 use crate::__private::{FieldSpec, FoldError};
 use crate::auto_shards::{self, CountUpdate, StoredCount};
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::seam::{Kind, StoredKey};
 use crate::store::{CompactionStats, Skipped};
+use crate::trace;
 use crate::value::Value;
 use std::time::Instant;
 
@@ -127,6 +129,38 @@ pub(crate) fn run_batches(
             resume => from = resume,
         }
     }
+}
+
+/// Runs one compaction batch of `kind` in its span, recording what it did.
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+pub(crate) fn traced_batch(
+    kind: &Kind,
+    batch: impl FnOnce() -> Result<BatchPlan>,
+) -> Result<BatchPlan> {
+    let span = trace::span!(
+        DEBUG,
+        "autoshard.compaction_batch",
+        kind = kind.name,
+        entities = tracing::field::Empty,
+        rows = tracing::field::Empty,
+        merged = tracing::field::Empty,
+        lowered = tracing::field::Empty,
+        error = tracing::field::Empty
+    );
+    let done = batch();
+    match &done {
+        Ok(done) => {
+            counters::COMPACTION_BATCHES.add(1);
+            counters::ROWS_MERGED.add(done.stats.rows_merged);
+            counters::COUNTS_LOWERED.add(done.stats.counts_lowered);
+            span.record("entities", done.stats.entities_visited);
+            span.record("rows", done.stats.rows_scanned);
+            span.record("merged", done.stats.rows_merged);
+            span.record("lowered", done.stats.counts_lowered);
+        }
+        Err(e) => span.record("error", trace::display(e)),
+    }
+    done
 }
 
 /// How many entities among one batch's skipped groups a pass has not
@@ -297,6 +331,9 @@ impl<'k> BatchScan<'k> {
             match planned {
                 Ok((plan, lowered)) => {
                     if let Some(to) = lowered {
+                        trace::event!(INFO, kind = self.kind.name, id = %entity,
+                            field = spec.name, from = stored.shards, to,
+                            "autoshard: shard count lowered");
                         updates.push(CountUpdate {
                             entity: entity.clone(),
                             index,

@@ -88,12 +88,14 @@ mod any;
 mod auto_shards;
 mod compaction;
 mod compactor;
+mod counters;
 mod deadline;
 mod entity;
 mod error;
 pub mod fold;
 mod hash;
 mod mapper;
+mod metrics;
 mod naming;
 #[cfg(feature = "tokio")]
 mod nonblocking;
@@ -107,6 +109,7 @@ mod stores;
 mod sum;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod trace;
 mod value;
 
 // The README and the guide's pages (`docs/guide/`) as doc tests, so that a page whose
@@ -153,6 +156,7 @@ pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_P
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::metrics::{BoardMetrics, ProcessCounters, StoreMetrics};
 #[cfg(feature = "tokio")]
 pub use crate::nonblocking::{
     open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore, Background,

@@ -3,13 +3,25 @@
 
 use crate::compaction;
 use crate::compactor::Compactor;
+use crate::counters;
 use crate::entity::{key_of, Shardable};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mapper;
 use crate::query::{Query, Queryable};
 use crate::seam::{Backend, Kind};
 use crate::stats::KindStats;
+use crate::trace;
 use serde::Serialize;
+
+/// The span of a save or `save_delta` of a `$t`: `kind`, `id`, and what
+/// [`traced`] records once it is done.
+macro_rules! save_span {
+    ($t:ty, $id:expr $(, $($more:tt)*)?) => {
+        trace::span!(DEBUG, "autoshard.save", kind = <$t as Shardable>::KIND, id = %$id,
+            $($($more)*,)? attempts = tracing::field::Empty,
+            shard_writes = tracing::field::Empty, error = tracing::field::Empty)
+    };
+}
 
 /// A database that persists [`Shardable`] entities with property sharding:
 /// [`Sqlite`](crate::Sqlite), [`Postgres`](crate::Postgres) and
@@ -61,6 +73,7 @@ pub trait Store: Backend {
     /// [`save_delta`](Store::save_delta) for the way back), or a store error.
     fn load<T: Shardable>(&self, id: &T::Id) -> Result<Option<T>> {
         let key = key_of::<T>(id)?;
+        let _span = trace::span!(DEBUG, "autoshard.load", kind = T::KIND, id = %key);
         let kind = Kind::of::<T>();
         match self.__entities().0.load(&kind, key)? {
             Some(stored) => mapper::assemble(&kind, id, key, stored).map(Some),
@@ -112,9 +125,12 @@ pub trait Store: Backend {
     ///   error.
     fn save<T: Shardable>(&self, entity: &mut T) -> Result<Saved> {
         auto_supported::<T>(self)?;
-        mapper::save(entity, |key, plan| {
+        let span = save_span!(T, trace::Id::<T>(entity.id()));
+        let saved = mapper::save(entity, |key, plan| {
             self.__entities().0.save(&Kind::of::<T>(), key, plan)
-        })
+        });
+        traced(&span, &saved);
+        saved
     }
 
     /// Folds `delta` into the sharded field named `field` of entity `id`
@@ -171,9 +187,12 @@ pub trait Store: Backend {
     ) -> Result<Saved> {
         auto_supported::<T>(self)?;
         let kind = Kind::of::<T>();
-        mapper::save_delta::<T, V>(&kind, id, field, delta, |key, plan| {
+        let span = save_span!(T, trace::Id::<T>(id), field = field);
+        let saved = mapper::save_delta::<T, V>(&kind, id, field, delta, |key, plan| {
             self.__entities().0.save(&kind, key, plan)
-        })
+        });
+        traced(&span, &saved);
+        saved
     }
 
     /// Removes an entity and all its shard rows. Returns whether it existed.
@@ -222,7 +241,10 @@ pub trait Store: Backend {
         auto_supported::<T>(self)?;
         let kind = Kind::of::<T>();
         let entities = self.__entities().0;
-        compaction::run_batches(progress, |from| entities.compact_batch(&kind, from))
+        let _span = trace::span!(DEBUG, "autoshard.compact", kind = T::KIND);
+        compaction::run_batches(progress, |from| {
+            compaction::traced_batch(&kind, || entities.compact_batch(&kind, from))
+        })
     }
 
     /// The compaction job for kind `T` as a background thread: a
@@ -364,6 +386,34 @@ pub struct Skipped {
 }
 
 impl<S: Backend + ?Sized> Store for S {}
+
+/// Records a save's outcome on its span, and an automatic shard count it
+/// raised as an event in it.
+fn traced(span: &trace::Entered, saved: &Result<Saved>) {
+    match saved {
+        Ok(saved) => {
+            if saved.attempts > 0 {
+                counters::SAVES.add(1);
+            }
+            if saved.shard_count.is_some_and(|c| c.raised) {
+                counters::COUNTS_RAISED.add(1);
+            }
+            span.record("attempts", saved.attempts);
+            span.record("shard_writes", saved.shard_writes);
+            #[cfg(feature = "tracing")]
+            if let Some(count) = saved.shard_count.filter(|c| c.raised) {
+                trace::event!(INFO, field = count.field, shards = count.shards,
+                    reason = ?count.reason, "autoshard: shard count raised");
+            }
+        }
+        Err(e) => {
+            if matches!(e, Error::Conflict { .. } | Error::Busy { .. }) {
+                counters::SAVE_CONFLICTS.add(1);
+            }
+            span.record("error", trace::display(e));
+        }
+    }
+}
 
 /// A kind with an automatic shard count, on a store that does not keep
 /// them (Redis Cluster), is refused at its first use, before the store

@@ -13,6 +13,7 @@
 //! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
 //! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! cargo run --release -p autoshard-benches -- sqlite-keepup [--quick] # issue 18 item 6; see sqlite_keepup.rs
+//! cargo run --release -p autoshard-benches [--features tracing] -- tracing-overhead # see tracing_overhead.rs
 //! ```
 //!
 //! Prints Markdown (run facts, then one section per benchmark) on stdout and
@@ -42,12 +43,13 @@ mod redis_cluster;
 mod sqlite_keepup;
 mod stats;
 mod sweep;
+mod tracing_overhead;
 mod voting;
 
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|tracing-overhead|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -58,7 +60,7 @@ fn main() {
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "policies" | "redis"
             | "redis-boards" | "composite" | "family" | "approx" | "entity-board"
-            | "sqlite-keepup" => which.push(arg),
+            | "sqlite-keepup" | "tracing-overhead" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -107,6 +109,7 @@ fn main() {
             "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),
             "entity-board" => entity_board::run(dir.path(), quick),
             "sqlite-keepup" => sqlite_keepup::run(dir.path(), quick).map_err(|e| e as _),
+            "tracing-overhead" => tracing_overhead::run(quick),
             _ => compaction::run(dir.path(), quick),
         };
         result

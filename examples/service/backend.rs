@@ -12,7 +12,7 @@
 use crate::model::*;
 use crate::probe::Probe;
 use autoshard::ranking::{RankingConfig, Tie, WorkerHandle};
-use autoshard::{AsyncRanking, AsyncStore, Background, CompactorHandle, Error};
+use autoshard::{AsyncRanking, AsyncStore, Background, CompactorHandle, Error, StoreMetrics};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -217,6 +217,23 @@ impl Backend {
             .into_iter()
             .map(player_view)
             .collect())
+    }
+
+    /// The store's metrics snapshot (queues, dead letters, this process's
+    /// counters). It has no async form yet, so it runs on a thread of its
+    /// own: the sync API must not run on a runtime worker.
+    pub async fn metrics(&self) -> autoshard::Result<StoreMetrics> {
+        let db = self.store.sync_store().clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(StoreMetrics::snapshot(&db));
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::Unsupported {
+                store: "any",
+                operation: "a metrics snapshot (its thread panicked)",
+            })
+        })
     }
 
     /// Flushes the game queue, stops its worker and the compactor, then

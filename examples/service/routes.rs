@@ -34,6 +34,7 @@ pub fn router(backend: Arc<Backend>) -> Router {
         .route("/game/top", get(game_top))
         .route("/game/players/{player}", get(player))
         .route("/game/players/{player}/around", get(around))
+        .route("/metrics", get(metrics))
         .route("/probe", get(probe))
         .route("/probe/reset", post(probe_reset))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -152,6 +153,10 @@ async fn game_top(
 ) -> ApiResult<Json<Vec<PlayerView>>> {
     let (n, _) = Count::get(q, 10)?;
     Ok(Json(b.game_top(n).await?))
+}
+
+async fn metrics(State(b): App) -> ApiResult<Json<autoshard::StoreMetrics>> {
+    Ok(Json(b.metrics().await?))
 }
 
 async fn probe(State(b): App) -> Json<ProbeView> {

@@ -318,10 +318,20 @@ impl Job {
             if shared.stopping() {
                 return Ok(());
             }
-            let batch = match self.store.compact_batch(&self.kind, &from) {
+            let batch = crate::compaction::traced_batch(&self.kind, || {
+                self.store.compact_batch(&self.kind, &from)
+            });
+            let batch = match batch {
                 Ok(batch) => batch,
                 Err(e) if e.is_retryable() => {
-                    shared.lock().stats.retries += 1;
+                    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+                    let retries = {
+                        let mut shared = shared.lock();
+                        shared.stats.retries += 1;
+                        shared.stats.retries
+                    };
+                    let _retry = crate::trace::retry!(kind = self.kind.name,
+                        attempt = retries, error = %e);
                     shared.sleep_until(Instant::now() + RETRY_PAUSE);
                     continue;
                 }

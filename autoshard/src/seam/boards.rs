@@ -255,6 +255,16 @@ pub(crate) trait BoardStore: Send + Sync {
     /// reverse.
     fn queued(&self, board: i64) -> Result<u64>;
 
+    /// Whether a board's backlog is each queue shard's head
+    /// ([`queue_marks`](BoardStore::queue_marks)) minus its applied-through
+    /// mark ([`Storage::applied_through`]), which `StoreMetrics` reads in a
+    /// few statements of one row per shard. `false` where the marks do not
+    /// tell it and [`queued`](BoardStore::queued) is as cheap (Redis
+    /// Cluster: streams trimmed as they are applied, counted by `XLEN`).
+    fn backlog_from_marks(&self) -> bool {
+        true
+    }
+
     /// `(queue shard, next sequence number)`: every update committed so far
     /// is below its shard's mark.
     fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>>;

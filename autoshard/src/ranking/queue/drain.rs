@@ -2,6 +2,7 @@
 //! primitives, applied with the code direct writes use.
 
 use super::hooks;
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ranking::apply::{apply_updates_from, store_entry_data, Refused};
 use crate::ranking::cache::{CachedTx, NodeCache};
@@ -10,6 +11,7 @@ use crate::ranking::policy::Rules;
 use crate::ranking::tree::Geometry;
 use crate::ranking::Ranking;
 use crate::seam::{QueuedRow, Storage, NOTHING_APPLIED};
+use crate::trace;
 use std::sync::atomic::Ordering;
 
 /// What one worker transaction did.
@@ -69,6 +71,40 @@ impl Ranking {
     pub(in crate::ranking) fn drain_batch(
         &self,
         (max, first, dead_letter, sweep): (Bound, u32, bool, bool),
+        cache: Option<&mut NodeCache>,
+    ) -> Result<Drained> {
+        let span = trace::span!(
+            DEBUG,
+            "autoshard.worker_batch",
+            board = self.name(),
+            taken = tracing::field::Empty,
+            applied = tracing::field::Empty,
+            dead_letters = tracing::field::Empty,
+            error = tracing::field::Empty
+        );
+        let drained = self.drain_batch_in(max, first, dead_letter, sweep, cache);
+        match &drained {
+            Ok(drained) => {
+                if drained.applied > 0 {
+                    counters::WORKER_BATCHES.add(1);
+                }
+                counters::UPDATES_APPLIED.add(drained.applied as u64);
+                counters::DEAD_LETTERED.add(drained.dead_letters as u64);
+                span.record("taken", drained.taken);
+                span.record("applied", drained.applied);
+                span.record("dead_letters", drained.dead_letters);
+            }
+            Err(e) => span.record("error", trace::display(e)),
+        }
+        drained
+    }
+
+    fn drain_batch_in(
+        &self,
+        max: Bound,
+        first: u32,
+        dead_letter: bool,
+        sweep: bool,
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());

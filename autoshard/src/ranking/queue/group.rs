@@ -3,9 +3,11 @@
 //! flushers wait on.
 
 use super::GATHER;
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ranking::Ranking;
 use crate::seam::QueuedUpdate;
+use crate::trace;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -170,7 +172,22 @@ impl QueueState {
             members: items.len(),
             outcome: None,
         };
+        let span = trace::span!(
+            DEBUG,
+            "autoshard.group_commit",
+            board = ranking.name(),
+            batch = items.len(),
+            error = tracing::field::Empty
+        );
         let outcome = ranking.inner.boards.append_queue(ranking.board(), &items);
+        match &outcome {
+            Ok(()) => {
+                counters::GROUP_COMMITS.add(1);
+                counters::ENQUEUED.add(items.len() as u64);
+            }
+            Err(e) => span.record("error", trace::display(e)),
+        }
+        drop(span);
         self.commits.fetch_add(1, Ordering::Relaxed);
         guard.outcome = Some(outcome.as_ref().map(|_| ()).map_err(copy_error));
         drop(guard);

@@ -240,6 +240,34 @@ impl Ranking {
         self.inner.boards.queued(self.inner.id)
     }
 
+    /// Updates acknowledged and not applied yet, from each queue shard's
+    /// head (the next sequence number) and applied-through mark alone: two
+    /// statements of one row per queue shard, however long the queue. Equal
+    /// to [`queued`](Ranking::queued) while nothing writes the queue tables
+    /// behind the library's back (a row deleted by hand still counts here).
+    /// The heads are read before the marks: an update enqueued after the
+    /// heads is not counted, nor one enqueued and applied between the reads.
+    pub(crate) fn backlog(&self) -> Result<u64> {
+        if let Some(split) = self.split() {
+            return split.backlog();
+        }
+        self.queue_state()?;
+        if !self.inner.boards.backlog_from_marks() {
+            return self.inner.boards.queued(self.inner.id);
+        }
+        let heads = self.inner.boards.queue_marks(self.inner.id)?;
+        // A mark may have passed the head read before it (enqueued and
+        // applied since): that shard has nothing older waiting.
+        self.read(|st, _| {
+            let mut behind = 0u64;
+            for &(queue, next) in &heads {
+                let applied = st.applied_through(queue)?;
+                behind += u64::try_from(next - 1 - applied).unwrap_or(0);
+            }
+            Ok(behind)
+        })
+    }
+
     /// A [`Worker`] for this board, with default options.
     pub fn worker(&self) -> Worker {
         Worker::new(self.clone())

@@ -6,6 +6,7 @@ use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
+use crate::trace;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -287,6 +288,8 @@ impl Worker {
                 }
                 Err(e) if e.is_retryable() => {
                     stats.busy += 1;
+                    let _retry = trace::retry!(board = self.ranking.name(),
+                        attempt = stats.busy, error = %e);
                     std::thread::sleep(BUSY_PAUSE);
                     continue;
                 }

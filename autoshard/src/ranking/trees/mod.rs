@@ -260,6 +260,10 @@ impl Split<'_> {
         self.trees.iter().map(Ranking::queued).sum()
     }
 
+    pub(super) fn backlog(&self) -> Result<u64> {
+        self.trees.iter().map(Ranking::backlog).sum()
+    }
+
     /// Flushes tree by tree within one time limit.
     pub(super) fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();

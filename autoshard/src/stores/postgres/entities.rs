@@ -197,6 +197,14 @@ impl EntityStore for Postgres {
                 Err(Error::Cancelled { .. }) if rows > 1 => {
                     tables.compaction_rows.store(rows / 2, Relaxed);
                     timeouts += 1;
+                    let _retry = crate::trace::retry!(
+                        store = "postgres",
+                        kind = kind.name,
+                        attempt = timeouts + 1,
+                        rows = rows / 2,
+                        sqlstate = "57014",
+                        error = "the batch ran past statement_timeout: half as many rows"
+                    );
                 }
                 Err(e) => return Err(e),
             }

@@ -8,6 +8,7 @@ use super::{Concurrency, Conn, Postgres};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::stores::pool::Checkout;
+use crate::trace;
 use postgres::types::ToSql;
 use postgres::{Client, Row, SimpleQueryMessage, Statement};
 use std::collections::HashMap;
@@ -71,12 +72,13 @@ impl Postgres {
             match self.attempt(isolation, &mut body) {
                 Ok(r) => return Ok((r, attempt)),
                 Err(Failure::Fatal(e)) => return Err(typed(e, attempt)),
-                Err(Failure::Conflict) if last => {
+                Err(Failure::Conflict(_)) if last => {
                     after_conflict();
                     return Err(Error::Conflict { attempts: attempt });
                 }
-                Err(Failure::Conflict) => {
+                Err(Failure::Conflict(e)) => {
                     after_conflict();
+                    let _retry = retry(attempt, &e);
                     backoff_conflict(attempt)
                 }
                 Err(Failure::InDoubt {
@@ -94,6 +96,11 @@ impl Postgres {
                             source: "the connection was lost during COMMIT".into(),
                         });
                     }
+                    let _retry = trace::retry!(
+                        store = "postgres",
+                        attempt,
+                        error = "the connection was lost during COMMIT, which did not apply"
+                    );
                     backoff_lost(attempt);
                 }
                 Err(Failure::Lost(e)) if last => {
@@ -102,7 +109,10 @@ impl Postgres {
                         source: Box::new(e),
                     })
                 }
-                Err(Failure::Lost(_)) => backoff_lost(attempt),
+                Err(Failure::Lost(e)) => {
+                    let _retry = retry(attempt, &e);
+                    backoff_lost(attempt)
+                }
             }
         }
         unreachable!("the last attempt returns")
@@ -178,20 +188,14 @@ impl Postgres {
     }
 
     fn failure<R>(&self, error: Error) -> Failure<R> {
-        match &error {
-            Error::Postgres(e) => match classify(e) {
-                Class::Conflict => Failure::Conflict,
-                Class::Lost => match error {
-                    Error::Postgres(e) => Failure::Lost(e),
-                    _ => unreachable!(),
-                },
-                Class::LockTimeout
-                | Class::Cancelled
-                | Class::TooManyConnections
-                | Class::Denied
-                | Class::Other => Failure::Fatal(error),
-            },
-            _ => Failure::Fatal(error),
+        let class = match &error {
+            Error::Postgres(e) => classify(e),
+            _ => Class::Other,
+        };
+        match (class, error) {
+            (Class::Conflict, Error::Postgres(e)) => Failure::Conflict(e),
+            (Class::Lost, Error::Postgres(e)) => Failure::Lost(e),
+            (_, error) => Failure::Fatal(error),
         }
     }
 
@@ -316,8 +320,9 @@ impl Postgres {
 
 /// Why an attempt failed, and so what `write` does next.
 enum Failure<R> {
-    /// Serialization failure or deadlock: retry.
-    Conflict,
+    /// Serialization failure or deadlock: retry. The error, for its
+    /// SQLSTATE in the retry's span.
+    Conflict(postgres::Error),
     /// The connection broke before COMMIT was sent: nothing was applied.
     Lost(postgres::Error),
     /// The connection broke during COMMIT: `result` stands if the
@@ -325,6 +330,18 @@ enum Failure<R> {
     InDoubt { result: R, writer: i64, seq: i64 },
     /// Anything else: return it.
     Fatal(Error),
+}
+
+/// The span of a retry after `error`, with its SQLSTATE (`40001`: a
+/// serialization failure, `40P01`: a deadlock; none: the connection broke).
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+fn retry(attempt: u32, error: &postgres::Error) -> trace::Entered {
+    trace::retry!(
+        store = "postgres",
+        attempt,
+        sqlstate = error.code().map(|c| c.code()),
+        error = %error
+    )
 }
 
 /// The `BEGIN; UPDATE autoshard_writers ...` batch must have updated the

@@ -46,6 +46,7 @@ use super::keys::{key_slot, tag};
 use super::{scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::trace;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -179,6 +180,12 @@ impl RedisCluster {
             // A read that found the state moved ends the run with an error
             // of its own; whatever `f` made of it, the run is void.
             if tx.stale() {
+                let _retry = trace::retry!(
+                    store = "redis",
+                    board = board.name,
+                    attempt,
+                    error = "a read found the board moved"
+                );
                 conflict_backoff(attempt);
                 continue;
             }
@@ -186,6 +193,12 @@ impl RedisCluster {
             if tx.commit()? {
                 return Ok(());
             }
+            let _retry = trace::retry!(
+                store = "redis",
+                board = board.name,
+                attempt,
+                error = "the board changed before the commit"
+            );
             conflict_backoff(attempt);
         }
         Err(Error::Conflict {
@@ -396,6 +409,12 @@ impl BoardStore for RedisCluster {
         invocation.arg("all");
         let mut conn = self.checkout()?;
         self.with_conn(&mut conn, |c| invocation.invoke(c))
+    }
+
+    /// The queue shards are streams trimmed by the apply's commit: their
+    /// lengths are the backlog, one `XLEN` each.
+    fn backlog_from_marks(&self) -> bool {
+        false
     }
 
     fn queue_marks(&self, board: i64) -> Result<Vec<(u32, i64)>> {

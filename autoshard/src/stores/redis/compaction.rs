@@ -10,6 +10,7 @@ use crate::compaction::{BatchPlan, Resume};
 use crate::error::{Error, Result};
 use crate::seam::{Kind, StoredKey};
 use crate::store::CompactionStats;
+use crate::trace;
 use redis::cluster::cluster_pipe;
 use std::collections::HashMap;
 
@@ -236,6 +237,11 @@ impl RedisCluster {
                 if attempt == max {
                     return Err(Error::Conflict { attempts: max });
                 }
+                let _retry = trace::retry!(
+                    store = "redis",
+                    attempt,
+                    error = "a row changed during its fold"
+                );
                 super::backoff(attempt);
             }
         }

@@ -10,6 +10,7 @@ use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::naming::table_base;
 use crate::seam::{Census, EntityStore, Kind, Stored, StoredKey};
 use crate::stores::registry::KindTables;
+use crate::trace;
 use crate::value::Value;
 use redis::cluster::{cluster_pipe, ClusterConnection};
 use std::collections::HashMap;
@@ -517,7 +518,14 @@ impl RedisCluster {
             };
             match self.run(conn, &piece, id)? {
                 Reply::Gone => return Err(gone(kind, key)),
-                Reply::Conflict => super::backoff(attempt),
+                Reply::Conflict => {
+                    let _retry = trace::retry!(
+                        store = "redis",
+                        attempt,
+                        error = "the row changed between its read and its write"
+                    );
+                    super::backoff(attempt)
+                }
                 _ => return Ok(attempt),
             }
         }

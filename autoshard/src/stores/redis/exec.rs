@@ -6,6 +6,7 @@
 use super::error::{classify, Class};
 use super::{backoff, keys, Conn, Durability, RedisCluster};
 use crate::error::{Error, Result};
+use crate::trace;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use std::time::Instant;
 
@@ -148,6 +149,7 @@ impl RedisCluster {
             if !maybe_sent && refusals >= options.max_attempts {
                 return Err(super::gave_up(&options.nodes, refusals, error));
             }
+            let _retry = trace::retry!(store = "redis", attempt, error = %error);
             backoff(attempt);
         }
     }

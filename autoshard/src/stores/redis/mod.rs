@@ -380,6 +380,7 @@ impl RedisCluster {
                     if attempt == max {
                         return Err(gave_up(&self.options().nodes, attempt, e));
                     }
+                    let _retry = crate::trace::retry!(store = "redis", attempt, error = %e);
                     backoff(attempt);
                 }
             }

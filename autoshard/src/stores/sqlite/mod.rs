@@ -27,6 +27,7 @@ use crate::error::{Error, Result, Retryable};
 use crate::seam::{Backend, Boards, Entities, Kind};
 use crate::stores::pool::{Pool, Pooled};
 use crate::stores::registry::KindCache;
+use crate::trace;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use schema::KindTables;
 use std::cell::Cell;
@@ -512,6 +513,7 @@ impl Sqlite {
                 LOCK_DEADLINE.set(None);
                 match outcome {
                     Err(e) if e.is_retryable() && attempt < options.max_attempts => {
+                        let _retry = trace::retry!(store = "sqlite", attempt, error = %e);
                         backoff(attempt)
                     }
                     Err(e) if e.is_retryable() => return Err(Error::Busy { attempts: attempt }),
