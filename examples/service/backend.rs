@@ -12,11 +12,13 @@
 use crate::model::*;
 use crate::probe::Probe;
 use autoshard::ranking::{RankingConfig, Tie, WorkerHandle};
-use autoshard::{AsyncRanking, AsyncStore, Background, CompactorHandle, Error, StoreMetrics};
+use autoshard::{AsyncRanking, AsyncStore, Background, Error, StoreMetrics};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// How long shutdown waits for the game queue to drain.
 const FLUSH_LIMIT: Duration = Duration::from_secs(60);
@@ -41,7 +43,10 @@ pub struct Backend {
 
 struct Jobs {
     worker: Background<WorkerHandle>,
-    compactor: Option<Background<CompactorHandle>>,
+    /// The compactor's stop: a task that holds its handle until told to
+    /// stop it, so this file never names the handle's type (the async
+    /// layer's compactor handle is still changing).
+    compactor: Option<(oneshot::Sender<()>, JoinHandle<autoshard::Result<()>>)>,
 }
 
 /// Opens the board, creating it on first use (by any process: a lost race
@@ -77,9 +82,15 @@ impl Backend {
             None => (1, 0),
         };
         let worker = game.spawn_worker(game.worker()).await?;
-        let compactor = questions
-            .as_ref()
-            .map(|_| store.spawn_compactor(store.compactor::<Question>()));
+        let compactor = questions.as_ref().map(|_| {
+            let running = store.spawn_compactor(store.compactor::<Question>());
+            let (stop, stopped) = oneshot::channel::<()>();
+            let task = tokio::spawn(async move {
+                let _ = stopped.await;
+                running.stop().await.map(|_| ())
+            });
+            (stop, task)
+        });
         let jobs = Jobs { worker, compactor };
         Ok(Arc::new(Backend {
             store,
@@ -244,8 +255,12 @@ impl Backend {
         let jobs = lock(&self.jobs).take();
         if let Some(jobs) = jobs {
             jobs.worker.stop().await?;
-            if let Some(compactor) = jobs.compactor {
-                compactor.stop().await?;
+            if let Some((stop, task)) = jobs.compactor {
+                let _ = stop.send(());
+                match task.await {
+                    Ok(stopped) => stopped?,
+                    Err(join) => std::panic::resume_unwind(join.into_panic()),
+                }
             }
         }
         flushed?;
