@@ -142,6 +142,8 @@ mod guide {
     #[cfg(feature = "tokio")]
     #[doc = include_str!("../../docs/guide/async.md")]
     mod async_services {}
+    #[doc = include_str!("../../docs/guide/service.md")]
+    mod service {}
 }
 
 #[doc(hidden)]

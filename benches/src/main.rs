@@ -15,6 +15,7 @@
 //! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! cargo run --release -p autoshard-benches -- sqlite-keepup [--quick] # issue 18 item 6; see sqlite_keepup.rs
 //! cargo run --release -p autoshard-benches -- async-calls [--quick]  # issue 19; needs PostgreSQL
+//! cargo run --release -p autoshard-benches --bin service-load          # issue 19 item 6: examples/service over HTTP
 //! cargo run --release -p autoshard-benches [--features tracing] -- tracing-overhead # see tracing_overhead.rs
 //! ```
 //!
