@@ -354,16 +354,21 @@ pub(crate) fn finish_owned<T: Shardable>(
 
 /// Only after the commit: reset the deltas and remember what is stored.
 fn saved<T: Shardable>(entity: &mut T, plan: SavePlan, attempts: u32) -> Saved {
-    let saved = Saved {
-        attempts,
-        document_written: plan.document_changed,
-        shard_writes: plan.deltas.len() as u32,
-        shard_count: plan.counted.get(),
-    };
+    let saved = outcome(&plan, attempts);
     if let Some(pending) = entity.__pending_mut() {
         pending.committed(plan.document, plan.bases);
     }
     saved
+}
+
+/// What a save of `plan` that committed after `attempts` reports.
+pub(crate) fn outcome(plan: &SavePlan, attempts: u32) -> Saved {
+    Saved {
+        attempts,
+        document_written: plan.document_changed,
+        shard_writes: plan.deltas.len() as u32,
+        shard_count: plan.counted.get(),
+    }
 }
 
 /// The static shard a save folds its delta into: one of `0..shards`, at

@@ -22,6 +22,8 @@ macro_rules! save_span {
             shard_writes = tracing::field::Empty, error = tracing::field::Empty)
     };
 }
+#[cfg(feature = "tokio")]
+pub(crate) use save_span;
 
 /// A database that persists [`Shardable`] entities with property sharding:
 /// [`Sqlite`](crate::Sqlite), [`Postgres`](crate::Postgres) and
@@ -129,7 +131,7 @@ pub trait Store: Backend {
         let saved = mapper::save(entity, |key, plan| {
             self.__entities().0.save(&Kind::of::<T>(), key, plan)
         });
-        traced(&span, &saved);
+        traced(&span, saved.as_ref());
         saved
     }
 
@@ -191,7 +193,7 @@ pub trait Store: Backend {
         let saved = mapper::save_delta::<T, V>(&kind, id, field, delta, |key, plan| {
             self.__entities().0.save(&kind, key, plan)
         });
-        traced(&span, &saved);
+        traced(&span, saved.as_ref());
         saved
     }
 
@@ -389,7 +391,7 @@ impl<S: Backend + ?Sized> Store for S {}
 
 /// Records a save's outcome on its span, and an automatic shard count it
 /// raised as an event in it.
-fn traced(span: &trace::Entered, saved: &Result<Saved>) {
+pub(crate) fn traced(span: &trace::Entered, saved: std::result::Result<&Saved, &Error>) {
     match saved {
         Ok(saved) => {
             if saved.attempts > 0 {

@@ -9,7 +9,8 @@ use crate::mapper;
 use crate::query::{Filter, Query, Queryable, SortKey};
 use crate::seam::{Backend, Kind};
 use crate::stats::KindStats;
-use crate::store::{auto_supported, CompactionStats, Saved, Store};
+use crate::store::{self, auto_supported, CompactionStats, Saved, Store};
+use crate::trace;
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -187,9 +188,14 @@ impl AsyncStore {
         };
         let (save, written) = self
             .run(move |db| {
+                // The span and the counters on the store's thread, where the
+                // write runs: an entered span cannot cross an await.
+                let span = store::save_span!(T, trace::Id::<T>(&save.id));
                 let written = mapper::write_owned::<T>(&save, |key, plan| {
                     db.__entities().0.save(&Kind::of::<T>(), key, plan)
                 });
+                let outcome = written.as_ref().map(|&a| mapper::outcome(&save.plan, a));
+                store::traced(&span, outcome.as_ref().map_err(|e| *e));
                 (save, written)
             })
             .await?;
@@ -213,9 +219,13 @@ impl AsyncStore {
         self.run(move |db| {
             auto_supported::<T>(db)?;
             let kind = Kind::of::<T>();
-            mapper::save_encoded_delta::<T>(&kind, &id, &field, encoded, |key, plan| {
-                db.__entities().0.save(&kind, key, plan)
-            })
+            let span = store::save_span!(T, trace::Id::<T>(&id), field = field.as_str());
+            let saved =
+                mapper::save_encoded_delta::<T>(&kind, &id, &field, encoded, |key, plan| {
+                    db.__entities().0.save(&kind, key, plan)
+                });
+            store::traced(&span, saved.as_ref());
+            saved
         })
         .await?
     }

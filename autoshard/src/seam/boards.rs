@@ -382,6 +382,8 @@ impl Part {
 /// ([`Storage::prefetch`]): a store that pays a round trip per read loads
 /// them all at once.
 #[derive(Debug, Default)]
+// Read by the PostgreSQL store only; a build without it still fills them.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct Prefetch<'a> {
     /// Player rows (already locked by [`Storage::lock_players`]).
     pub players: &'a [&'a str],
