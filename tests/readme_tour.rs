@@ -9,7 +9,7 @@
 //! `README tour block 4 is not in tests/readme_tour.rs: ...`.
 
 use autoshard::ranking::{Dim, Family, FamilyConfig, Period, Ranking, RankingConfig, Tie, Window};
-use autoshard::{Pending, Shardable, Sqlite, Store};
+use autoshard::{AsyncRanking, Pending, Shardable, Sqlite, Store};
 use std::fs;
 use std::path::Path;
 
@@ -70,6 +70,22 @@ fn block_6(db: Sqlite) -> autoshard::Result<()> {
     Ok(())
 }
 
+#[rustfmt::skip]
+async fn block_7() -> autoshard::Result<()> {
+    let db = autoshard::open_async("sqlite::memory:").await?; // any URL open takes
+    db.insert(&Question { id: 1, votes: 0, views: 0, pending: Pending::default() }).await?;
+    db.save_delta::<Question, _>(&1, "votes", &1).await?;    // on the store's threads
+    let board = AsyncRanking::create(&db, "season-2", RankingConfig::new(0..10_000)).await?;
+    board.set_score("bo", 12).await?; let top = board.top(10).await?;
+    assert_eq!((top.len(), db.load::<Question>(&1).await?.map(|q| q.votes)), (1, Some(1)));
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_readme_async_block_runs() -> autoshard::Result<()> {
+    block_7().await
+}
+
 #[test]
 fn the_readme_tour_runs() -> autoshard::Result<()> {
     let db = Sqlite::memory()?;
@@ -113,7 +129,7 @@ fn the_readme_tour_is_the_code_below() {
         .collect();
     assert_eq!(
         blocks.len(),
-        6,
+        7,
         "the tour's blocks changed: update this file"
     );
     for (i, block) in blocks.iter().enumerate() {
