@@ -11,6 +11,7 @@ mod refresh;
 mod snapshot;
 
 pub(crate) use self::apply::apply_updates;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::refresh::hooks;
 pub use self::refresh::{Refresh, Refresher, RefresherHandle};
 pub use self::snapshot::{ApproxBucket, ApproxSnapshot};

@@ -13,21 +13,47 @@ use super::super::{Entry, Ranking};
 use super::dense;
 use crate::error::Result;
 use crate::seam::Board;
-use std::cell::Cell;
 use std::sync::Arc;
 
 /// A benchmark's diagnostic (`ranking-trees`, `AUTOSHARD_BENCH_LOCAL_ARRIVALS`):
 /// trees hand out arrival numbers from their scores' counters alone, as a
 /// board of one tree does, which orders ties across trees wrongly but
-/// shows what the board-wide numbers cost.
+/// shows what the board-wide numbers cost. Only with `failpoints`.
+#[cfg(feature = "failpoints")]
 pub(crate) static LOCAL_ARRIVALS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+#[cfg(feature = "failpoints")]
 thread_local! {
     /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
     /// ties ordered tree after tree, the merge that ignores who reached the
     /// score first. Per thread, so only the control's queries break.
-    pub(crate) static CONCATENATE_TIES: Cell<bool> = const { Cell::new(false) };
+    pub(crate) static CONCATENATE_TIES: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
+/// See `LOCAL_ARRIVALS`.
+#[cfg(feature = "failpoints")]
+pub(crate) fn local_arrivals() -> bool {
+    LOCAL_ARRIVALS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Without `failpoints`, arrival numbers are always board-wide.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) fn local_arrivals() -> bool {
+    false
+}
+
+/// See `CONCATENATE_TIES`.
+#[cfg(feature = "failpoints")]
+fn concatenate_ties() -> bool {
+    CONCATENATE_TIES.get()
+}
+
+/// Without `failpoints`, ties always merge by arrival.
+#[cfg(not(feature = "failpoints"))]
+fn concatenate_ties() -> bool {
+    false
 }
 
 /// Runs `f` over one read transaction of every tree, all open at once:
@@ -134,7 +160,7 @@ pub(super) fn position_of(
 ) -> Result<u64> {
     let offset = offset_of(sts[t], g, score)?;
     let mut position = 1 + above(sts, g, offset)?;
-    let concatenate = CONCATENATE_TIES.get();
+    let concatenate = concatenate_ties();
     for (j, st) in sts.iter().enumerate() {
         // Tree j's players tied with an equal arrival come first if j < t.
         let bound = match concatenate {
@@ -228,7 +254,7 @@ fn with_arrivals(st: &dyn Storage, t: usize, found: Vec<(String, i64)>) -> Resul
 /// Ranking order across trees: better (higher tree) score first, then
 /// `(arrival, tree)`.
 pub(in crate::ranking) fn sort(found: &mut [Found]) {
-    if CONCATENATE_TIES.get() {
+    if concatenate_ties() {
         found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.2, x.1).cmp(&(y.2, y.1))));
         return;
     }
