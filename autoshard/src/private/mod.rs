@@ -46,6 +46,10 @@ impl RankedScore for u32 {}
 
 /// Hooks of the ranking queue's crash tests (`tests/ranking_queue/`),
 /// process-wide: a child process sets them before it starts a worker.
+/// This and the other `*_hooks` exist only with the `failpoints` feature
+/// (the workspace's tests turn it on): a build without it has no abort, no
+/// switch that double-applies or mis-merges, and no statement counter.
+#[cfg(feature = "failpoints")]
 pub mod queue_hooks {
     use crate::ranking::queue_hooks as hooks;
     use std::sync::atomic::Ordering;
@@ -66,6 +70,7 @@ pub mod queue_hooks {
 
 /// Hooks of the approximate boards' refresh tests
 /// (`tests/approx_crash.rs`), process-wide.
+#[cfg(feature = "failpoints")]
 pub mod approx_hooks {
     use crate::ranking::approx_hooks as hooks;
     use std::sync::atomic::Ordering;
@@ -86,6 +91,7 @@ pub mod approx_hooks {
 }
 
 /// Hooks of the family tests (`tests/stores_ranking_family_queue.rs`).
+#[cfg(feature = "failpoints")]
 pub mod family_hooks {
     /// On this thread, `hook` runs in every family submission between its
     /// look at the player's filter values and its transaction (`None`
@@ -99,7 +105,7 @@ pub mod family_hooks {
 
 /// What the PostgreSQL statement-count tests read
 /// (`tests/stores_ranking/pg_round_trips.rs`).
-#[cfg(feature = "postgres")]
+#[cfg(all(feature = "postgres", feature = "failpoints"))]
 pub mod pg_hooks {
     /// Round trips (statements, prepares, `BEGIN`/`ROLLBACK` batches) this
     /// thread's PostgreSQL store calls have sent so far; compare two reads.
@@ -109,6 +115,7 @@ pub mod pg_hooks {
 }
 
 /// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
+#[cfg(feature = "failpoints")]
 pub mod tree_hooks {
     /// On this thread, queries of split boards order tied players tree
     /// after tree instead of by who reached the score first: the wrong
@@ -127,6 +134,7 @@ pub mod tree_hooks {
 }
 
 /// Hooks of the trims' tests (`tests/stores_ranking_new_calls.rs`).
+#[cfg(feature = "failpoints")]
 pub mod trim_hooks {
     /// On this thread, trims remove at most `players` per batch (write
     /// transaction) instead of [`TRIM_BATCH`](crate::ranking::TRIM_BATCH),

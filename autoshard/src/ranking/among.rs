@@ -9,7 +9,6 @@ use super::storage::Storage;
 use super::tree::Geometry;
 use super::Entry;
 use crate::error::Result;
-use std::cell::Cell;
 
 /// Most players [`Ranking::among`](super::Ranking::among) ranks in one call.
 pub const MAX_AMONG: usize = 10_000;
@@ -61,11 +60,25 @@ pub(in crate::ranking) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
     entries
 }
 
+#[cfg(feature = "failpoints")]
 thread_local! {
     /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
     /// ties ordered tree after tree, the merge that ignores who reached the
     /// score first. Per thread, so only the control's queries break.
-    pub(crate) static CONCATENATE_TIES: Cell<bool> = const { Cell::new(false) };
+    pub(crate) static CONCATENATE_TIES: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
+/// See `CONCATENATE_TIES`.
+#[cfg(feature = "failpoints")]
+pub(in crate::ranking) fn concatenate_ties() -> bool {
+    CONCATENATE_TIES.get()
+}
+
+/// Without `failpoints`, ties always merge by arrival.
+#[cfg(not(feature = "failpoints"))]
+pub(in crate::ranking) fn concatenate_ties() -> bool {
+    false
 }
 
 /// One player as a merge sees it: `(tree score, arrival, tree, name)`.
@@ -74,7 +87,7 @@ pub(in crate::ranking) type Found = (i64, u64, usize, String);
 /// Ranking order across trees: better (higher tree) score first, then
 /// `(arrival, tree)` (a board of one tree has tree 0 only).
 pub(in crate::ranking) fn sort(found: &mut [Found]) {
-    if CONCATENATE_TIES.get() {
+    if concatenate_ties() {
         found.sort_unstable_by(|x, y| y.0.cmp(&x.0).then((x.2, x.1).cmp(&(y.2, y.1))));
         return;
     }

@@ -90,10 +90,15 @@ pub use self::trim::TRIM_BATCH;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::approx::hooks as approx_hooks;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::family::hooks as family_hooks;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::queue::hooks as queue_hooks;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::trees::hooks as trees_hooks;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::trim::hooks as trim_hooks;
 use crate::seam::Backend;
 

@@ -26,6 +26,7 @@ use std::ops::RangeInclusive;
 /// Most players one trim batch (one write transaction) removes.
 pub const TRIM_BATCH: u64 = 1_000;
 
+#[cfg(feature = "failpoints")]
 pub(crate) mod hooks {
     use std::cell::Cell;
 
@@ -38,8 +39,15 @@ pub(crate) mod hooks {
 }
 
 /// This thread's trim batch.
+#[cfg(feature = "failpoints")]
 fn batch() -> u64 {
     hooks::BATCH.get()
+}
+
+/// Without `failpoints`, always [`TRIM_BATCH`].
+#[cfg(not(feature = "failpoints"))]
+fn batch() -> u64 {
+    TRIM_BATCH
 }
 
 /// What a batch looks for, in tree scores (better is higher).

@@ -12,6 +12,7 @@ mod shape;
 mod snapshot;
 
 pub(crate) use self::apply::apply_updates;
+#[cfg(feature = "failpoints")]
 pub(crate) use self::refresh::hooks;
 pub use self::refresh::{Refresh, Refresher, RefresherHandle};
 pub(super) use self::shape::SHAPE;

@@ -4,7 +4,6 @@
 use super::super::Ranking;
 use crate::error::{Error, Result};
 use crate::seam::{Bucket, ScoreSink};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -13,9 +12,12 @@ use std::time::Duration;
 /// the write lock for all of them at once.
 const CHUNK: u32 = 256;
 
-/// Test hooks (`__private::approx_hooks`), process-wide.
+/// Test hooks (`__private::approx_hooks`), process-wide; only with the
+/// `failpoints` feature (without it, the no-op twin below).
+#[cfg(feature = "failpoints")]
 pub(crate) mod hooks {
     use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
     /// Buckets per transaction (0: [`CHUNK`]).
     pub(crate) static CHUNK: AtomicU32 = AtomicU32::new(0);
@@ -25,6 +27,39 @@ pub(crate) mod hooks {
     /// new snapshot's: the bug the snapshot protocol guards against, for the
     /// crash test's control.
     pub(crate) static IN_PLACE: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn in_place() -> bool {
+        IN_PLACE.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn chunk() -> u32 {
+        match CHUNK.load(Ordering::Relaxed) {
+            0 => super::CHUNK,
+            n => n,
+        }
+    }
+
+    pub(super) fn pause() -> Duration {
+        Duration::from_micros(PAUSE_MICROS.load(Ordering::Relaxed))
+    }
+}
+
+/// Without `failpoints`: the refresh as it ships.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) mod hooks {
+    use super::*;
+
+    pub(super) fn in_place() -> bool {
+        false
+    }
+
+    pub(super) fn chunk() -> u32 {
+        CHUNK
+    }
+
+    pub(super) fn pause() -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// Buckets over runs of equal scores, best first. With an exact top of
@@ -171,7 +206,7 @@ impl Ranking {
     pub fn refresh(&self) -> Result<Refresh> {
         let store = self.approx_store("refresh")?;
         let board = self.inner.id;
-        let in_place = hooks::IN_PLACE.load(Ordering::Relaxed);
+        let in_place = hooks::in_place();
         let snapshot = match store.approx_current(board)? {
             Some(current) if in_place => current,
             _ => store.approx_begin(board)?,
@@ -182,11 +217,7 @@ impl Ranking {
             config.exact_top_players(),
         );
         store.approx_scores(board, &mut builder)?;
-        let chunk = match hooks::CHUNK.load(Ordering::Relaxed) {
-            0 => CHUNK,
-            n => n,
-        };
-        let pause = Duration::from_micros(hooks::PAUSE_MICROS.load(Ordering::Relaxed));
+        let (chunk, pause) = (hooks::chunk(), hooks::pause());
         for (i, rows) in builder.out.chunks(chunk as usize).enumerate() {
             if i > 0 && !pause.is_zero() {
                 std::thread::sleep(pause);

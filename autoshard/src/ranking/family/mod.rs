@@ -10,6 +10,7 @@ mod submit;
 mod window;
 mod worker;
 
+#[cfg(feature = "failpoints")]
 pub(crate) use self::submit::hooks;
 
 pub use self::config::{

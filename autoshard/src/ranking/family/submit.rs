@@ -89,7 +89,9 @@ impl Family {
 /// entry data, timestamp.
 type Checked<'a> = (Vec<Option<&'a str>>, Option<&'a [u8]>, i64);
 
-/// Test hooks (`__private::family_hooks`), per thread.
+/// Test hooks (`__private::family_hooks`), per thread; only with the
+/// `failpoints` feature (without it, the no-op twin below).
+#[cfg(feature = "failpoints")]
 pub(crate) mod hooks {
     use std::cell::RefCell;
 
@@ -113,6 +115,12 @@ pub(crate) mod hooks {
             }
         });
     }
+}
+
+/// Without `failpoints` there is no hook to run.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) mod hooks {
+    pub(super) fn between_look_and_write() {}
 }
 
 /// A member a submission writes, and why.

@@ -12,7 +12,6 @@ use crate::ranking::tree::Geometry;
 use crate::ranking::Ranking;
 use crate::seam::{QueuedRow, Storage, NOTHING_APPLIED};
 use crate::trace;
-use std::sync::atomic::Ordering;
 
 /// What one worker transaction did.
 pub(in crate::ranking) struct Drained {
@@ -230,7 +229,7 @@ fn drain_in_from(
             continue;
         }
         let mark = st.applied_through(queue)?;
-        let after = if hooks::IGNORE_MARKS.load(Ordering::Relaxed) {
+        let after = if hooks::ignore_marks() {
             NOTHING_APPLIED
         } else {
             mark

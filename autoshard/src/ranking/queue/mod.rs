@@ -40,7 +40,6 @@ use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedUpdate};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -63,8 +62,11 @@ const FLUSH_POLL: Duration = Duration::from_millis(5);
 /// Test hooks of the crash tests (`__private::queue_hooks`): a worker that
 /// aborts the process between a committed apply and the queue's delete,
 /// and (the control's bug) one that ignores the applied-through marks.
+/// Only with the `failpoints` feature: a build without it has no abort
+/// and no switch that double-applies (see the no-op twin below).
+#[cfg(feature = "failpoints")]
 pub(crate) mod hooks {
-    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     /// Abort after this many more committed batches (0: never).
     pub(crate) static ABORT_BEFORE_DELETE: AtomicU64 = AtomicU64::new(0);
@@ -80,6 +82,21 @@ pub(crate) mod hooks {
         if left > 1 {
             ABORT_BEFORE_DELETE.store(left - 1, Ordering::Relaxed);
         }
+    }
+
+    /// Whether workers take every queued row, applied or not.
+    pub(super) fn ignore_marks() -> bool {
+        IGNORE_MARKS.load(Ordering::Relaxed)
+    }
+}
+
+/// Without `failpoints` the hooks do nothing, and the compiler drops them.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) mod hooks {
+    pub(super) fn before_delete() {}
+
+    pub(super) fn ignore_marks() -> bool {
+        false
     }
 }
 

@@ -18,14 +18,29 @@ use std::sync::Arc;
 /// A benchmark's diagnostic (`ranking-trees`, `AUTOSHARD_BENCH_LOCAL_ARRIVALS`):
 /// trees hand out arrival numbers from their scores' counters alone, as a
 /// board of one tree does, which orders ties across trees wrongly but
-/// shows what the board-wide numbers cost.
+/// shows what the board-wide numbers cost. Only with `failpoints`.
+#[cfg(feature = "failpoints")]
 pub(crate) static LOCAL_ARRIVALS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 // The control lives with the order it breaks (`among.rs`), which a
 // board of one tree sorts sets by too.
+use crate::ranking::among::concatenate_ties;
+#[cfg(feature = "failpoints")]
 pub(crate) use crate::ranking::among::CONCATENATE_TIES;
 pub(in crate::ranking) use crate::ranking::among::{sort, Found};
+
+/// See `LOCAL_ARRIVALS`.
+#[cfg(feature = "failpoints")]
+pub(crate) fn local_arrivals() -> bool {
+    LOCAL_ARRIVALS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Without `failpoints`, arrival numbers are always board-wide.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) fn local_arrivals() -> bool {
+    false
+}
 
 /// Runs `f` over one read transaction of every tree, all open at once:
 /// each tree is read at one point in time. Trees in one store are read
@@ -131,7 +146,7 @@ pub(super) fn position_of(
 ) -> Result<u64> {
     let offset = offset_of(sts[t], g, score)?;
     let mut position = 1 + above(sts, g, offset)?;
-    let concatenate = CONCATENATE_TIES.get();
+    let concatenate = concatenate_ties();
     for (j, st) in sts.iter().enumerate() {
         // Tree j's players tied with an equal arrival come first if j < t.
         let bound = match concatenate {

@@ -322,7 +322,7 @@ impl Ranking {
     /// out for `n` updates: board-wide numbers for a tree of a split board,
     /// 0 (the score's counter alone decides) for any other board.
     pub(super) fn arrival_floor(&self, n: usize) -> u64 {
-        let local = hooks::LOCAL_ARRIVALS.load(std::sync::atomic::Ordering::Relaxed);
+        let local = hooks::local_arrivals();
         if self.inner.tree_member && !local {
             reserve_arrivals(n)
         } else {

@@ -370,17 +370,21 @@ pub(crate) struct Tx<'a> {
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
 
+#[cfg(feature = "failpoints")]
 thread_local! {
     /// Round trips this thread's store calls sent through [`Tx`]: what the
-    /// statement-count tests bound (`__private::pg_hooks`).
+    /// statement-count tests bound (`__private::pg_hooks`). Only with the
+    /// `failpoints` feature; a build without it counts nothing.
     static ROUND_TRIPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn count_round_trip() {
+    #[cfg(feature = "failpoints")]
     ROUND_TRIPS.set(ROUND_TRIPS.get() + 1);
 }
 
 /// See `ROUND_TRIPS`.
+#[cfg(feature = "failpoints")]
 pub(crate) fn round_trips() -> u64 {
     ROUND_TRIPS.get()
 }
