@@ -133,7 +133,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     row("PostgreSQL", players, &figures?);
     let nodes = autoshard_test_servers::redis_cluster_nodes();
     let redis = autoshard::RedisCluster::builder(&nodes)
-        .prefix(&format!("bench_ranges_{}", std::process::id()))
+        .prefix(format!("bench_ranges_{}", std::process::id()))
         .open()?;
     row(
         "Redis Cluster",
