@@ -11,7 +11,9 @@ use super::diff;
 use super::harness::{self, Board, Op};
 use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
-use crate::seam::{Board as BoardRef, BoardStore, RankKind};
+use crate::seam::{Board as BoardRef, BoardStore};
+#[cfg(feature = "redis")]
+use crate::seam::RankKind;
 use proptest::prelude::*;
 use std::ops::Range;
 
@@ -62,7 +64,8 @@ pub(crate) fn check(
 /// after each op, the store's native range over the whole board is the
 /// oracle's list, ranks and places included, and each player's place and
 /// the counts above every pool score agree with it. The difference, if
-/// any. `name` must make a native board.
+/// any. `name` must make a native board (only Redis Cluster's are).
+#[cfg(feature = "redis")]
 pub(crate) fn check_native(
     store: &dyn BoardStore,
     name: &str,
