@@ -11,9 +11,9 @@ use super::diff;
 use super::harness::{self, Board, Op};
 use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
-use crate::seam::{Board as BoardRef, BoardStore};
 #[cfg(feature = "redis")]
 use crate::seam::RankKind;
+use crate::seam::{Board as BoardRef, BoardStore};
 use proptest::prelude::*;
 use std::ops::Range;
 

@@ -2,7 +2,7 @@
 //! `Ranking`'s queries, a brute-force oracle, and proptest strategies.
 use super::super::policy::Rules;
 use super::super::query::{self, Want};
-use super::super::shape::player_place;
+use super::super::shape::{player_place, tree_rank};
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
 use super::super::{apply_updates, integrity, Entry, Tie};
@@ -76,23 +76,7 @@ impl Board {
 
     /// `Ranking::rank`.
     pub fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
-        self.read(|st, g| {
-            let Some((score, arrival)) = st.player(player)? else {
-                return Ok(None);
-            };
-            let want = Want {
-                distinct: tie == Tie::Dense,
-                counter: tie == Tie::Ordinal,
-            };
-            let place = player_place(st, g, score, want)?;
-            Ok(Some(match tie {
-                Tie::Standard => place.above + 1,
-                Tie::Dense => place.distinct_above + 1,
-                Tie::Ordinal => {
-                    place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1
-                }
-            }))
-        })
+        self.read(|st, g| tree_rank(st, g, player, tie))
     }
 
     pub fn score(&self, player: &str) -> Result<Option<i64>> {

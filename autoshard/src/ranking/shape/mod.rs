@@ -21,7 +21,7 @@ pub(super) mod ranges;
 
 pub(super) use self::one::ONE_TREE;
 #[cfg(test)]
-pub(super) use self::one::{player_place, CountTree};
+pub(super) use self::one::{player_place, tree_rank, CountTree};
 
 use super::policy::Rules;
 use super::storage::Storage;

@@ -34,23 +34,7 @@ impl Shape for OneTree {
             if let Some(native) = st.native() {
                 return native::rank(native, player, tie);
             }
-            let Some((score, arrival)) = st.player(player)? else {
-                return Ok(None);
-            };
-            let want = Want {
-                distinct: tie == Tie::Dense,
-                counter: tie == Tie::Ordinal,
-            };
-            let place = player_place(st, g, score, want)?;
-            // Counts are at most `i64::MAX` (`query::count`), so none of
-            // these sums can overflow, whatever the rows hold.
-            Ok(Some(match tie {
-                Tie::Standard => place.above + 1,
-                Tie::Dense => place.distinct_above + 1,
-                Tie::Ordinal => {
-                    place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1
-                }
-            }))
+            tree_rank(st, g, player, tie)
         })
     }
 
@@ -300,6 +284,33 @@ impl Ranking {
             })?;
         Ok(out.expect("set by a successful read"))
     }
+}
+
+/// `player`'s rank under `tie` by the count tree's descents (the memory
+/// harness's oracle board answers with this too).
+pub(in crate::ranking) fn tree_rank(
+    st: &dyn Storage,
+    g: &Geometry,
+    player: &str,
+    tie: Tie,
+) -> Result<Option<u64>> {
+    let Some((score, arrival)) = st.player(player)? else {
+        return Ok(None);
+    };
+    let want = Want {
+        distinct: tie == Tie::Dense,
+        counter: tie == Tie::Ordinal,
+    };
+    let place = player_place(st, g, score, want)?;
+    // Counts are at most `i64::MAX` (`query::count`), so none of these sums
+    // can overflow, whatever the rows hold.
+    Ok(Some(match tie {
+        Tie::Standard => place.above + 1,
+        Tie::Dense => place.distinct_above + 1,
+        Tie::Ordinal => {
+            place.above + query::arrived_before(st, g, score, place.counter, arrival)? + 1
+        }
+    }))
 }
 
 /// Where a held score sits: the player row says `score` is held, so a
