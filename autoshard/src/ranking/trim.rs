@@ -229,10 +229,11 @@ impl Ranking {
     /// One batch as one store step where the store orders this board
     /// natively and trims it itself (`BoardStore::trim_native`: on Redis
     /// Cluster one script, never retried for another writer's commit);
-    /// `None` if it does not, and nothing was written. A tree of a split
-    /// board trims natively too (its `remove_between`): a removal draws no
-    /// arrival, so the board-wide arrivals (`trees/arrival.rs`) that keep
-    /// its direct writes in the transaction do not matter here.
+    /// `None` if it does not, and nothing was written. Asked for a tree of
+    /// a split board too: a removal draws no arrival, so the board-wide
+    /// arrivals (`trees/arrival.rs`) that keep a tree's direct writes in
+    /// the transaction do not matter here (on Redis those trees keep the
+    /// count tree today, and the store answers `None`).
     fn trim_native(&self, pick: Pick) -> Result<Option<Trimmed>> {
         let pick = match pick {
             Pick::Between(lo, hi) => NativeTrim::Between { lo, hi },
