@@ -113,6 +113,80 @@ fn a_board_of_one_tree_keeps_no_count_tree_on_redis() {
 /// Control: with the entry-data key left out of the reset's script
 /// (`CLEARED` in `board_tx/mod.rs` without `Hash::Data`), the `:e` key outlives
 /// the reset and the test fails at `after`.
+/// A trim of a native board is one script per batch however busy its
+/// writer (docs/design/ranking-tree.md, "Trimming"): 640 players of a range
+/// go in batches of 64 while a writer moves every 5th out of it and adds
+/// players above it, one `set_score` at a time, throughout. The trim takes
+/// at most one script per full batch and one more that finds the rest;
+/// the writer's players all stay. Control: on the transaction path (a batch
+/// of reads, then an optimistic commit retried after every writer's
+/// commit) `native_batches` stays 0 and the bound's lower end fails.
+#[test]
+fn a_trim_beside_a_writer_is_one_script_per_batch() {
+    const BATCH: u64 = 64;
+    let store = RedisCluster::fresh();
+    autoshard::__private::trim_hooks::batch(BATCH);
+    let config = RankingConfig::new(0..10_000).entry_data(16);
+    let board = Ranking::create(&*store, "trim", config).unwrap();
+    let n = 10 * BATCH as usize;
+    let inside: Vec<String> = (0..n).map(|i| format!("in{i}")).collect();
+    let start: Vec<(&str, i64)> = inside
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), (i as i64 * 13) % 1_000))
+        .collect();
+    board.set_scores(&start).unwrap();
+    board.submit_with("keep", 5_000, b"kept data").unwrap();
+    board.submit_with("in1", 13, b"trimmed data").unwrap();
+    let moved: Vec<(&str, i64)> = inside
+        .iter()
+        .step_by(5)
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), 1_000 + i as i64))
+        .collect();
+    autoshard::__private::trim_hooks::native_batches();
+    let removed = std::thread::scope(|s| {
+        s.spawn(|| {
+            for (i, &(p, score)) in moved.iter().enumerate() {
+                board.set_score(p, score).unwrap();
+                board.set_score(&format!("new{i}"), 9_000).unwrap();
+            }
+        });
+        board.remove_between(0..=999).unwrap()
+    });
+    let scripts = autoshard::__private::trim_hooks::native_batches();
+    assert!(
+        (1..=n as u64 / BATCH + 1).contains(&scripts),
+        "{scripts} scripts for {n} players in batches of {BATCH}"
+    );
+    assert!(
+        removed >= (n - moved.len()) as u64 && removed <= n as u64,
+        "{removed}"
+    );
+    assert_eq!(board.count_between(0..=999).unwrap(), 0);
+    for &(p, score) in &moved {
+        assert_eq!(board.score(p).unwrap(), Some(score), "{p}");
+    }
+    assert_eq!(board.len().unwrap(), 1 + 2 * moved.len() as u64);
+    let kept = board.entry("keep").unwrap().unwrap().data;
+    assert_eq!(kept.as_deref(), Some(&b"kept data"[..]));
+    // A trimmed player's entry data went with them.
+    board.set_score("in1", 2_000).unwrap();
+    assert_eq!(board.entry("in1").unwrap().unwrap().data, None);
+    board.remove("in1").unwrap();
+    // `keep_top` too: one script per batch, the best by ordinal rank kept.
+    assert_eq!(
+        board.keep_top(100).unwrap(),
+        2 * moved.len() as u64 + 1 - 100
+    );
+    let scripts = autoshard::__private::trim_hooks::native_batches();
+    assert!((1..=4).contains(&scripts), "{scripts}");
+    let top = board.top(200).unwrap();
+    assert_eq!(top.len(), 100);
+    assert!(top.iter().all(|e| e.score == 9_000), "the newcomers lead");
+    board.check_integrity().unwrap();
+}
+
 #[test]
 fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     let store = RedisCluster::fresh();

@@ -142,6 +142,13 @@ pub mod trim_hooks {
     pub fn batch(players: u64) {
         crate::ranking::trim_hooks::BATCH.set(players.max(1));
     }
+
+    /// Trim batches this thread ran as one store step each (on Redis
+    /// Cluster, one script per batch of a native board) since the last
+    /// call, which resets the count.
+    pub fn native_batches() -> u64 {
+        crate::ranking::trim_hooks::NATIVE_BATCHES.replace(0)
+    }
 }
 
 /// One sharded field as declared: its name and `shards = N` or

@@ -21,6 +21,7 @@ use super::tree::Geometry;
 use super::trees::tree_of;
 use super::Ranking;
 use crate::error::{Error, Result};
+use crate::seam::NativeTrim;
 use std::ops::RangeInclusive;
 
 /// Most players one trim batch (one write transaction) removes.
@@ -35,6 +36,9 @@ pub(crate) mod hooks {
         /// but in tests (`__private::trim_hooks`), which cross batches with
         /// few players.
         pub(crate) static BATCH: Cell<u64> = const { Cell::new(super::TRIM_BATCH) };
+        /// Batches this thread's trims ran as one store step each
+        /// (`BoardStore::trim_native`), for tests that bound them.
+        pub(crate) static NATIVE_BATCHES: Cell<u64> = const { Cell::new(0) };
     }
 }
 
@@ -219,12 +223,35 @@ impl Ranking {
     fn trim(&self, pick: Pick) -> Result<u64> {
         let mut removed = 0;
         loop {
-            let done = self.trim_batch(pick)?;
+            let done = match self.trim_native(pick)? {
+                Some(done) => done,
+                None => self.trim_batch(pick)?,
+            };
             removed += done.removed;
             if done.last() {
                 return Ok(removed);
             }
         }
+    }
+
+    /// One batch as one store step where the store orders this board
+    /// natively and trims it itself (`BoardStore::trim_native`: on Redis
+    /// Cluster one script, never retried for another writer's commit);
+    /// `None` if it does not, and nothing was written. Asked for a tree of
+    /// a split board too: a removal draws no arrival, so the board-wide
+    /// arrivals (`trees/arrival.rs`) that keep a tree's direct writes in
+    /// the transaction do not matter here (on Redis those trees keep the
+    /// count tree today, and the store answers `None`).
+    fn trim_native(&self, pick: Pick) -> Result<Option<Trimmed>> {
+        let pick = match pick {
+            Pick::Between(lo, hi) => NativeTrim::Between { lo, hi },
+            Pick::Below(n) => NativeTrim::Below(n),
+        };
+        let done = self.inner.boards.trim_native(self.board(), pick, batch())?;
+        Ok(done.map(|(found, removed)| {
+            hooks::NATIVE_BATCHES.set(hooks::NATIVE_BATCHES.get() + 1);
+            Trimmed { found, removed }
+        }))
     }
 
     /// One batch in one write transaction.

@@ -151,6 +151,16 @@ pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
 /// score (`None`: a removal) and entry data (`None`: none).
 pub(crate) type NativeUpdate<'a> = (&'a str, Option<i64>, Option<&'a [u8]>);
 
+/// The players one trim batch ([`BoardStore::trim_native`]) removes, in
+/// tree scores (better is higher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeTrim {
+    /// Tree scores in `lo..=hi`.
+    Between { lo: i64, hi: i64 },
+    /// Ordinal ranks after the first `n`.
+    Below(u64),
+}
+
 /// The board operations a store implements. Every transaction is on one
 /// board and is retried whole as the store's concurrency demands, so `f`
 /// may run more than once; only the last run's effects commit.
@@ -315,6 +325,23 @@ pub(crate) trait BoardStore: Send + Sync {
         _updates: &[NativeUpdate<'_>],
     ) -> Result<bool> {
         Ok(false)
+    }
+
+    /// One trim batch (`ranking/trim.rs`) on a board the store orders
+    /// natively, in one step: removes the first `limit` players `pick`
+    /// names in ranking order, with their entry data, as a removal through
+    /// `write_native` would; `(found, removed)`. A resend whose first send
+    /// was applied (the exactly-once check) cannot tell how many that
+    /// removed and answers `(limit, 0)`, so the trim runs another batch.
+    /// `Ok(None)`: the store does not do this for this board (the
+    /// default), and the caller takes a write transaction instead.
+    fn trim_native(
+        &self,
+        _board: Board<'_>,
+        _pick: NativeTrim,
+        _limit: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        Ok(None)
     }
 
     /// The names of the boards, sorted.

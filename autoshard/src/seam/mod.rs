@@ -28,7 +28,7 @@ pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, 
 // Only the Redis Cluster store names these from outside the seam.
 pub use self::boards::DeadLetter;
 #[cfg(feature = "redis")]
-pub(crate) use self::boards::{not_found, NativeUpdate};
+pub(crate) use self::boards::{not_found, NativeTrim, NativeUpdate};
 pub(crate) use self::boards::{
     queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, Prefetch, QueuedRow, QueuedUpdate,
     ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,

@@ -132,7 +132,7 @@ fn conflict_backoff(attempt: u32) {
 impl RedisCluster {
     /// The shape of board `id`, from this handle's cache or the registry,
     /// and whether it is stored natively.
-    fn board_spec(&self, id: i64) -> Result<(BoardSpec, bool)> {
+    pub(super) fn board_spec(&self, id: i64) -> Result<(BoardSpec, bool)> {
         if let Some(spec) = self.inner.boards.lock().expect("not poisoned").get(&id) {
             return Ok(spec.clone());
         }
@@ -345,6 +345,15 @@ impl BoardStore for RedisCluster {
                 reason: format!("unexpected reply {other:?} to a native write"),
             }),
         }
+    }
+
+    fn trim_native(
+        &self,
+        board: Board<'_>,
+        pick: crate::seam::NativeTrim,
+        limit: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        self.trim_native_batch(board, pick, limit)
     }
 
     fn list_boards(&self) -> Result<Vec<String>> {

@@ -35,6 +35,8 @@ pub(crate) enum Reply {
     NotInt,
     Overflow,
     Conflict,
+    /// A trim batch removed this many players (`native_scripts::native_trim`).
+    Trimmed(u64),
 }
 
 impl Reply {
@@ -47,6 +49,15 @@ impl Reply {
             "NOTINT" => Reply::NotInt,
             "OVERFLOW" => Reply::Overflow,
             "CONFLICT" => Reply::Conflict,
+            other if other.starts_with("TRIMMED ") => match other[8..].parse() {
+                Ok(n) => Reply::Trimmed(n),
+                Err(_) => {
+                    return Err(Error::SchemaMismatch {
+                        kind: "redis script".into(),
+                        reason: format!("unexpected reply {other:?}"),
+                    })
+                }
+            },
             other => {
                 return Err(Error::SchemaMismatch {
                     kind: "redis script".into(),
@@ -58,7 +69,7 @@ impl Reply {
 
     /// Applied, by this send or an earlier one.
     pub fn applied(self) -> bool {
-        matches!(self, Reply::Ok | Reply::Dup)
+        matches!(self, Reply::Ok | Reply::Dup | Reply::Trimmed(_))
     }
 }
 

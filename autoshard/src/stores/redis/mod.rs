@@ -29,6 +29,7 @@ mod exec;
 mod keys;
 mod lifecycle;
 mod native_scripts;
+mod native_trim;
 mod scripts;
 
 use crate::error::{Error, Result};

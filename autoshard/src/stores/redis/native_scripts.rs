@@ -194,3 +194,58 @@ return 'OK'
         ),
     )
 }
+
+/// One trim batch of a native board (`ranking/trim.rs`), whole in one
+/// script, so that no other writer can slip between its find and its
+/// removal and nothing is retried: keys as [`native_write`], `ARGV[4]` the
+/// new version (the operation id), `ARGV[5]` the pick and `ARGV[6..8]` its
+/// bounds, either `B`, the first score key of the range, the exclusive lex
+/// bound after its last (`+`: to the end) and the batch's size (the first
+/// members of the range, `ZRANGEBYLEX ... LIMIT`), or `R` and the 0-based
+/// ranks `start stop` (`ZRANGE`: the players below the first `start`).
+/// Removes those players as a removal of `native_write` does (order,
+/// players, entry data, their scores' multiplicities and, at zero, the
+/// distinct scores) and answers `TRIMMED n`; `GONE` if the board was
+/// deleted.
+pub(crate) fn native_trim() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script(
+        &S,
+        &format!(
+            "{BOARD_TYPES}{}",
+            r#"
+if redis.call('GET', KEYS[1]) == 'deleted' then return 'GONE' end
+local bad = check_types({[3] = 'zset', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
+if bad then return bad end
+local o, p, e, s, m = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local ms
+if ARGV[5] == 'B' then
+  ms = redis.call('ZRANGEBYLEX', o, '[' .. ARGV[6], ARGV[7], 'LIMIT', 0, tonumber(ARGV[8]))
+else
+  ms = redis.call('ZRANGE', o, ARGV[6], ARGV[7])
+end
+-- Nothing written: no new version, and a resend may run again.
+if #ms == 0 then return 'TRIMMED 0' end
+local players, per = {}, {}
+for i, member in ipairs(ms) do
+  players[i] = string.sub(member, 17)
+  local pre = string.sub(member, 1, 8)
+  per[pre] = (per[pre] or 0) + 1
+end
+-- At most one batch (`TRIM_BATCH`) of arguments: within `unpack`'s limit.
+redis.call('ZREM', o, unpack(ms))
+redis.call('HDEL', p, unpack(players))
+redis.call('HDEL', e, unpack(players))
+for pre, k in pairs(per) do
+  if redis.call('HINCRBY', m, pre, -k) <= 0 then
+    redis.call('HDEL', m, pre)
+    redis.call('ZREM', s, pre)
+  end
+end
+redis.call('SET', KEYS[1], ARGV[4])
+mark()
+return 'TRIMMED ' .. #ms
+"#
+        ),
+    )
+}
