@@ -249,6 +249,7 @@ impl Ranking {
         };
         let done = self.inner.boards.trim_native(self.board(), pick, batch())?;
         Ok(done.map(|(found, removed)| {
+            #[cfg(feature = "failpoints")]
             hooks::NATIVE_BATCHES.set(hooks::NATIVE_BATCHES.get() + 1);
             Trimmed { found, removed }
         }))
