@@ -25,14 +25,14 @@ mod ranked;
 mod sums;
 
 pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, StoredSnapshot};
-// Only the Redis Cluster store names these from outside the seam.
 pub use self::boards::DeadLetter;
+// Only the Redis Cluster store names these from outside the seam.
 #[cfg(feature = "redis")]
-pub(crate) use self::boards::{not_found, NativeTrim, NativeUpdate};
+pub(crate) use self::boards::{not_found, NativeUpdate};
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NodeRow, Part, Prefetch, QueuedRow, QueuedUpdate,
-    ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED,
-    PART_SEPARATOR,
+    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, NodeRow, Part, Prefetch, QueuedRow,
+    QueuedUpdate, ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
+    NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
