@@ -36,25 +36,49 @@ pub trait BackgroundJob: sealed::Sealed + Send + 'static {
     fn __stop(self) -> Result<Self::Stats>;
     #[doc(hidden)]
     fn __is_finished(&self) -> bool;
+    /// A job running as tokio tasks: its awaited stop (`Err(self)` for a
+    /// job on a thread).
+    #[doc(hidden)]
+    #[allow(clippy::type_complexity)]
+    fn __stop_task(self) -> std::result::Result<StopTask<Self::Stats>, Self>
+    where
+        Self: Sized;
 }
 
-macro_rules! jobs {
-    ($($handle:ty => $stats:ty;)*) => {$(
-        impl sealed::Sealed for $handle {}
-        impl BackgroundJob for $handle {
-            type Stats = $stats;
-            fn __stop(self) -> Result<$stats> {
-                self.stop()
-            }
-            fn __is_finished(&self) -> bool {
-                self.is_finished()
-            }
+#[doc(hidden)]
+pub type StopTask<S> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<S>> + Send>>;
+
+impl sealed::Sealed for WorkerHandle {}
+impl BackgroundJob for WorkerHandle {
+    type Stats = WorkerStats;
+    fn __stop(self) -> Result<WorkerStats> {
+        self.stop()
+    }
+    fn __is_finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn __stop_task(self) -> std::result::Result<StopTask<WorkerStats>, Self> {
+        if self.is_task() {
+            Ok(Box::pin(self.stop_task()))
+        } else {
+            Err(self)
         }
-    )*};
+    }
 }
-jobs! {
-    WorkerHandle => WorkerStats;
-    FamilyWorkerHandle => FamilyWorkerStats;
+
+impl sealed::Sealed for FamilyWorkerHandle {}
+impl BackgroundJob for FamilyWorkerHandle {
+    type Stats = FamilyWorkerStats;
+    fn __stop(self) -> Result<FamilyWorkerStats> {
+        self.stop()
+    }
+    fn __is_finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn __stop_task(self) -> std::result::Result<StopTask<FamilyWorkerStats>, Self> {
+        // The family worker still runs on a thread of its own.
+        Err(self)
+    }
 }
 
 /// A queue worker started from async code (feature `tokio`): see
@@ -98,7 +122,11 @@ impl<H: BackgroundJob> Background<H> {
     /// returns it; a panic of the job resumes here.
     pub async fn stop(mut self) -> Result<H::Stats> {
         let handle = self.handle.take().expect("stopped once");
-        self.threads.run(move || handle.__stop()).await?
+        match handle.__stop_task() {
+            Ok(stop) => stop.await,
+            // A thread's join blocks: on the store's threads.
+            Err(handle) => self.threads.run(move || handle.__stop()).await?,
+        }
     }
 }
 
@@ -176,8 +204,10 @@ impl AsyncRanking {
     ///
     /// As [`Worker::spawn`].
     pub async fn spawn_worker(&self, worker: Worker) -> Result<Background<WorkerHandle>> {
-        let handle = self.store().threads().run(move || worker.spawn()).await??;
-        Ok(Background::new(handle, self.store().threads()))
+        let threads = self.store().threads();
+        let parts = threads.run(move || worker.task_parts()).await??;
+        let handle = Worker::spawn_tasks(parts, threads.clone());
+        Ok(Background::new(handle, threads))
     }
 }
 

@@ -25,6 +25,8 @@
 
 mod drain;
 mod group;
+#[cfg(feature = "tokio")]
+mod task;
 mod worker;
 
 pub use self::worker::{
