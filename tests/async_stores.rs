@@ -11,8 +11,6 @@ use autoshard::ranking::{Family, FamilyConfig, Period, Ranking, RankingConfig, T
 use autoshard::{
     AnyStore, AsyncFamily, AsyncRanking, AsyncStore, Error, Pending, Shardable, Store,
 };
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Shardable, Debug)]

@@ -72,10 +72,15 @@ async fn applies_flushes_and_stops(url: fn() -> (Option<tempfile::TempDir>, Stri
     let board = AsyncRanking::create(&db, "w", RankingConfig::new(0..1_000))
         .await
         .unwrap();
-    let worker = board.worker().idle_timeout(Duration::MAX).linger(Duration::MAX);
+    let worker = board
+        .worker()
+        .idle_timeout(Duration::MAX)
+        .linger(Duration::MAX);
     let worker = board.spawn_worker(worker).await.unwrap();
     let sync = board.sync_board().clone();
-    tokio::task::spawn_blocking(move || produce(&sync)).await.unwrap();
+    tokio::task::spawn_blocking(move || produce(&sync))
+        .await
+        .unwrap();
     // Only the flush's wake-up ends the worker's linger: no timer would.
     board.flush().await.unwrap();
     assert_eq!(board.len().await.unwrap(), PLAYERS as u64);
@@ -97,7 +102,9 @@ async fn drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String
         .await
         .unwrap();
     let sync = board.sync_board().clone();
-    tokio::task::spawn_blocking(move || produce(&sync)).await.unwrap();
+    tokio::task::spawn_blocking(move || produce(&sync))
+        .await
+        .unwrap();
     let probe = Probe::start();
     let worker = board.spawn_worker(board.worker()).await.unwrap();
     board.flush().await.unwrap();
@@ -105,7 +112,10 @@ async fn drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String
     let worst = probe.finish().await;
     assert_eq!(stats.updates, PLAYERS as u64, "{stats:?}");
     assert_eq!(board.len().await.unwrap(), PLAYERS as u64);
-    assert!(!worst.blocked(), "the worker task blocked the runtime: {worst:?}");
+    assert!(
+        !worst.blocked(),
+        "the worker task blocked the runtime: {worst:?}"
+    );
 }
 
 macro_rules! stores {

@@ -5,12 +5,16 @@
 //! store's threads and whose waits are on tokio's timer
 //! (`compactor/task.rs`).
 //!
-//! The board and family queue workers keep their one loop on the thread
-//! [`Worker::spawn`] / [`FamilyWorker::spawn`] start for it, so their
-//! stop, flush and error semantics are the sync job's by construction.
-//! What changes is the handle: a sync handle's `stop` and drop join the
-//! thread, which on a runtime's worker would block it for up to a batch; a
-//! [`Background`] sends both to the store's threads, and `stop` is awaited.
+//! So does the board queue worker: [`Worker`]'s one loop over an
+//! environment whose batches and trims go to the store's threads and whose
+//! waits are on tokio's timer and the queue's notify
+//! (`ranking/queue/task.rs`).
+//!
+//! The family queue worker keeps its loop on the thread
+//! [`FamilyWorker::spawn`] starts for it. What changes is the handle: a
+//! sync handle's `stop` and drop join the thread, which on a runtime's
+//! worker would block it for up to a batch; a [`Background`] sends both to
+//! the store's threads, and `stop` is awaited.
 
 use super::family::AsyncFamily;
 use super::ranking::AsyncRanking;
@@ -84,8 +88,10 @@ impl BackgroundJob for FamilyWorkerHandle {
 /// A queue worker started from async code (feature `tokio`): see
 /// [`AsyncRanking::spawn_worker`] and [`AsyncFamily::spawn_worker`].
 ///
-/// The job runs on its own thread, as the sync job does, so it never
-/// takes a runtime's worker. [`stop`](Background::stop) ends it after its
+/// A board worker runs as tokio tasks on the runtime that started it
+/// (one per tree of a split board), its batches on the store's threads; a
+/// family worker runs on its own thread, as the sync job does. Neither
+/// blocks a runtime's worker. [`stop`](Background::stop) ends it after its
 /// current batch, as the sync handle's `stop` does, and is awaited;
 /// dropping the handle stops the job too, without waiting for it (the
 /// wait happens on the store's threads).
@@ -195,14 +201,25 @@ impl AsyncRanking {
         self.sync_board().worker()
     }
 
-    /// Starts `worker` as [`Worker::spawn`] does (on the store's threads:
-    /// the first call may create the queue's tables), with a handle for
-    /// async code. [`flush`](AsyncRanking::flush) waits for it as for a
-    /// worker thread.
+    /// Starts `worker` as a task on the current tokio runtime (one per tree
+    /// of a split board): [`Worker::spawn`]'s loop, whose batches and trims
+    /// run on the store's threads, so the task never blocks a runtime
+    /// worker and costs no thread of its own. Stop, flush and error
+    /// semantics and [`WorkerStats`] are the thread's;
+    /// [`flush`](AsyncRanking::flush) waits for it as for a worker thread.
+    ///
+    /// A flush holds one of the store's threads while it waits, and the
+    /// worker's batches need one: keep concurrent flushes below the
+    /// store's thread count ([`DEFAULT_THREADS`](crate::DEFAULT_THREADS)),
+    /// or they end in [`Error::FlushTimeout`](crate::Error::FlushTimeout).
     ///
     /// # Errors
     ///
-    /// As [`Worker::spawn`].
+    /// As [`Worker::spawn`] (preparing the queue's tables on first use).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn`.
     pub async fn spawn_worker(&self, worker: Worker) -> Result<Background<WorkerHandle>> {
         let threads = self.store().threads();
         let parts = threads.run(move || worker.task_parts()).await??;

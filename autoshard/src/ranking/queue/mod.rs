@@ -24,6 +24,7 @@
 //!   shard oldest-first applies a player's updates in acknowledgement order.
 
 mod drain;
+mod env;
 mod group;
 #[cfg(feature = "tokio")]
 mod task;

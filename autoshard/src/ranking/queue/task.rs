@@ -6,8 +6,9 @@
 //! notified wherever the threads' condition variable is.
 
 use super::drain::{Bound, Drained};
+use super::env::Env;
 use super::group::{QueueState, Signal};
-use super::worker::{Env, Worker, WorkerHandle, WorkerStats};
+use super::worker::{Worker, WorkerHandle, WorkerStats};
 use crate::compactor::Offload;
 use crate::deadline::Deadline;
 use crate::error::Result;

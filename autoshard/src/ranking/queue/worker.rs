@@ -1,8 +1,8 @@
 //! Workers: one writer applying batches of queued updates.
 
+use super::env::{Env, OnThread};
 use super::group::{QueueState, Signal};
 use super::{Bound, Drained, BUSY_PAUSE};
-use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
@@ -10,7 +10,6 @@ use crate::trace;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::future::Future;
 use std::time::Duration;
 
 /// Drains a board's queue: one writer applying batches of queued updates.
@@ -317,7 +316,11 @@ impl Worker {
                 bytes: self.batch_bytes,
             };
             let drained = env
-                .drain(&self.ranking, (bound, first, self.dead_letter, sweep), &mut cache)
+                .drain(
+                    &self.ranking,
+                    (bound, first, self.dead_letter, sweep),
+                    &mut cache,
+                )
                 .await;
             if let Some(cache) = &cache {
                 (stats.cache_hits, stats.cache_misses) = (cache.hits, cache.misses);
@@ -394,87 +397,6 @@ impl Worker {
                 Err(e) if e.is_retryable() => env.pause(BUSY_PAUSE).await,
                 other => return other,
             }
-        }
-    }
-}
-
-/// Where a worker's loop runs: what its batches, trims, pauses and waits
-/// are. On a thread ([`OnThread`]) each runs in place and none pends, so
-/// one poll runs the loop to its end; in a tokio task (`task.rs`) batches
-/// and trims run on the store's threads and the waits are on tokio's
-/// timer and the queue's `changed` notify.
-pub(super) trait Env {
-    fn drain(
-        &self,
-        ranking: &Ranking,
-        args: (Bound, u32, bool, bool),
-        cache: &mut Option<NodeCache>,
-    ) -> impl Future<Output = Result<Drained>>;
-    fn keep_top(&self, ranking: &Ranking, n: u64) -> impl Future<Output = Result<u64>>;
-    fn pause(&self, pause: Duration) -> impl Future<Output = ()>;
-    /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
-    fn wait(
-        &self,
-        state: &QueueState,
-        stop: &AtomicBool,
-        wake: impl Fn(&Signal) -> bool,
-        timeout: Duration,
-    ) -> impl Future<Output = ()>;
-}
-
-/// The loop on a thread of its own.
-struct OnThread;
-
-impl Env for OnThread {
-    async fn drain(
-        &self,
-        ranking: &Ranking,
-        args: (Bound, u32, bool, bool),
-        cache: &mut Option<NodeCache>,
-    ) -> Result<Drained> {
-        ranking.drain_batch(args, cache.as_mut())
-    }
-
-    async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {
-        ranking.keep_top(n)
-    }
-
-    async fn pause(&self, pause: Duration) {
-        std::thread::sleep(pause);
-    }
-
-    async fn wait(
-        &self,
-        state: &QueueState,
-        stop: &AtomicBool,
-        wake: impl Fn(&Signal) -> bool,
-        timeout: Duration,
-    ) {
-        if timeout.is_zero() {
-            return;
-        }
-        let deadline = Deadline::after(timeout);
-        let mut signal = state.signal();
-        loop {
-            // The stop flag is set before the signal mutex is taken to
-            // notify, so checking it under the mutex cannot miss the wake-up.
-            if stop.load(Ordering::Acquire) || wake(&signal) {
-                return;
-            }
-            signal = match deadline.left() {
-                Some(left) if left.is_zero() => return,
-                Some(left) => {
-                    state
-                        .signalled
-                        .wait_timeout(signal, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-                None => state
-                    .signalled
-                    .wait(signal)
-                    .unwrap_or_else(|p| p.into_inner()),
-            };
         }
     }
 }
