@@ -11,8 +11,6 @@ use autoshard::ranking::{Family, FamilyConfig, Period, Ranking, RankingConfig, T
 use autoshard::{
     AnyStore, AsyncFamily, AsyncRanking, AsyncStore, Error, Pending, Shardable, Store,
 };
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Shardable, Debug)]
@@ -50,85 +48,9 @@ impl Question {
     }
 }
 
-/// A runtime-worker probe: a task that sleeps 1 ms at a time and records
-/// how late it wakes at worst. A blocked worker (on a current-thread
-/// runtime, the only one) shows as a late wake-up. Beside it a plain
-/// thread does the same, as the reference for how late the machine's
-/// scheduler alone makes a thread (a loaded 2-core machine: tens of ms);
-/// a worker counts as blocked when the task is [`BLOCKED`] later than that.
-struct Probe {
-    stop: Arc<AtomicBool>,
-    worst_us: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-    reference: std::thread::JoinHandle<Duration>,
-}
-
-/// How late a probe's task woke, and its reference thread.
-#[derive(Debug)]
-struct Lateness {
-    task: Duration,
-    thread: Duration,
-}
-
-impl Lateness {
-    /// Whether a runtime worker was held back beyond the scheduler's own
-    /// delays.
-    fn blocked(&self) -> bool {
-        self.task >= self.thread + BLOCKED
-    }
-}
-
-impl Probe {
-    fn start() -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let worst_us = Arc::new(AtomicU64::new(0));
-        let (s, w) = (stop.clone(), worst_us.clone());
-        let task = tokio::spawn(async move {
-            // Bounded: at most 60 s of 1 ms sleeps.
-            for _ in 0..60_000 {
-                if s.load(Ordering::Relaxed) {
-                    return;
-                }
-                let asked = Instant::now();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                let late = asked.elapsed().saturating_sub(Duration::from_millis(1));
-                w.fetch_max(late.as_micros() as u64, Ordering::Relaxed);
-            }
-        });
-        let s = stop.clone();
-        let reference = std::thread::spawn(move || {
-            let mut worst = Duration::ZERO;
-            for _ in 0..60_000 {
-                if s.load(Ordering::Relaxed) {
-                    break;
-                }
-                let asked = Instant::now();
-                std::thread::sleep(Duration::from_millis(1));
-                worst = worst.max(asked.elapsed().saturating_sub(Duration::from_millis(1)));
-            }
-            worst
-        });
-        Probe {
-            stop,
-            worst_us,
-            task,
-            reference,
-        }
-    }
-
-    /// The worst lateness seen.
-    async fn finish(self) -> Lateness {
-        self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap();
-        Lateness {
-            task: Duration::from_micros(self.worst_us.load(Ordering::Relaxed)),
-            thread: self.reference.join().unwrap(),
-        }
-    }
-}
-
-/// How much later than its reference thread a probe's task may wake.
-const BLOCKED: Duration = Duration::from_millis(50);
+#[path = "common/probe.rs"]
+mod probe;
+use probe::{Lateness, Probe, BLOCKED};
 
 /// Store URLs, one fresh namespace per call.
 mod urls {

@@ -5,8 +5,9 @@
 //! the `spawn` probe (`probe.rs`) checks.
 //!
 //! The game board's worker and the questions' compactor run as the async
-//! API's background jobs (`spawn_worker`, `spawn_compactor`: their loops on
-//! threads of their own, their `stop` awaited), stopped after a flush by
+//! API's background jobs (`spawn_worker`, `spawn_compactor`: tokio tasks on
+//! the service's runtime, their batches on the store's threads, their
+//! `stop` awaited), stopped after a flush by
 //! [`Backend::shutdown`].
 
 use crate::model::*;

@@ -336,7 +336,7 @@ impl Env for OnThread<'_> {
 }
 
 /// Runs a loop over [`OnThread`] to its end: nothing in it pends.
-fn run_to_end<R>(run: impl Future<Output = R>) -> R {
+pub(crate) fn run_to_end<R>(run: impl Future<Output = R>) -> R {
     let mut run = std::pin::pin!(run);
     let waker = std::task::Waker::noop();
     match run

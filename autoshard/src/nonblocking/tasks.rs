@@ -5,12 +5,16 @@
 //! store's threads and whose waits are on tokio's timer
 //! (`compactor/task.rs`).
 //!
-//! The board and family queue workers keep their one loop on the thread
-//! [`Worker::spawn`] / [`FamilyWorker::spawn`] start for it, so their
-//! stop, flush and error semantics are the sync job's by construction.
-//! What changes is the handle: a sync handle's `stop` and drop join the
-//! thread, which on a runtime's worker would block it for up to a batch; a
-//! [`Background`] sends both to the store's threads, and `stop` is awaited.
+//! So does the board queue worker: [`Worker`]'s one loop over an
+//! environment whose batches and trims go to the store's threads and whose
+//! waits are on tokio's timer and the queue's notify
+//! (`ranking/queue/task.rs`).
+//!
+//! The family queue worker keeps its loop on the thread
+//! [`FamilyWorker::spawn`] starts for it. What changes is the handle: a
+//! sync handle's `stop` and drop join the thread, which on a runtime's
+//! worker would block it for up to a batch; a [`Background`] sends both to
+//! the store's threads, and `stop` is awaited.
 
 use super::family::AsyncFamily;
 use super::ranking::AsyncRanking;
@@ -36,32 +40,58 @@ pub trait BackgroundJob: sealed::Sealed + Send + 'static {
     fn __stop(self) -> Result<Self::Stats>;
     #[doc(hidden)]
     fn __is_finished(&self) -> bool;
+    /// A job running as tokio tasks: its awaited stop (`Err(self)` for a
+    /// job on a thread).
+    #[doc(hidden)]
+    #[allow(clippy::type_complexity)]
+    fn __stop_task(self) -> std::result::Result<StopTask<Self::Stats>, Self>
+    where
+        Self: Sized;
 }
 
-macro_rules! jobs {
-    ($($handle:ty => $stats:ty;)*) => {$(
-        impl sealed::Sealed for $handle {}
-        impl BackgroundJob for $handle {
-            type Stats = $stats;
-            fn __stop(self) -> Result<$stats> {
-                self.stop()
-            }
-            fn __is_finished(&self) -> bool {
-                self.is_finished()
-            }
+#[doc(hidden)]
+pub type StopTask<S> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<S>> + Send>>;
+
+impl sealed::Sealed for WorkerHandle {}
+impl BackgroundJob for WorkerHandle {
+    type Stats = WorkerStats;
+    fn __stop(self) -> Result<WorkerStats> {
+        self.stop()
+    }
+    fn __is_finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn __stop_task(self) -> std::result::Result<StopTask<WorkerStats>, Self> {
+        if self.is_task() {
+            Ok(Box::pin(self.stop_task()))
+        } else {
+            Err(self)
         }
-    )*};
+    }
 }
-jobs! {
-    WorkerHandle => WorkerStats;
-    FamilyWorkerHandle => FamilyWorkerStats;
+
+impl sealed::Sealed for FamilyWorkerHandle {}
+impl BackgroundJob for FamilyWorkerHandle {
+    type Stats = FamilyWorkerStats;
+    fn __stop(self) -> Result<FamilyWorkerStats> {
+        self.stop()
+    }
+    fn __is_finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn __stop_task(self) -> std::result::Result<StopTask<FamilyWorkerStats>, Self> {
+        // The family worker still runs on a thread of its own.
+        Err(self)
+    }
 }
 
 /// A queue worker started from async code (feature `tokio`): see
 /// [`AsyncRanking::spawn_worker`] and [`AsyncFamily::spawn_worker`].
 ///
-/// The job runs on its own thread, as the sync job does, so it never
-/// takes a runtime's worker. [`stop`](Background::stop) ends it after its
+/// A board worker runs as tokio tasks on the runtime that started it
+/// (one per tree of a split board), its batches on the store's threads; a
+/// family worker runs on its own thread, as the sync job does. Neither
+/// blocks a runtime's worker. [`stop`](Background::stop) ends it after its
 /// current batch, as the sync handle's `stop` does, and is awaited;
 /// dropping the handle stops the job too, without waiting for it (the
 /// wait happens on the store's threads).
@@ -98,7 +128,11 @@ impl<H: BackgroundJob> Background<H> {
     /// returns it; a panic of the job resumes here.
     pub async fn stop(mut self) -> Result<H::Stats> {
         let handle = self.handle.take().expect("stopped once");
-        self.threads.run(move || handle.__stop()).await?
+        match handle.__stop_task() {
+            Ok(stop) => stop.await,
+            // A thread's join blocks: on the store's threads.
+            Err(handle) => self.threads.run(move || handle.__stop()).await?,
+        }
     }
 }
 
@@ -167,17 +201,30 @@ impl AsyncRanking {
         self.sync_board().worker()
     }
 
-    /// Starts `worker` as [`Worker::spawn`] does (on the store's threads:
-    /// the first call may create the queue's tables), with a handle for
-    /// async code. [`flush`](AsyncRanking::flush) waits for it as for a
-    /// worker thread.
+    /// Starts `worker` as a task on the current tokio runtime (one per tree
+    /// of a split board): [`Worker::spawn`]'s loop, whose batches and trims
+    /// run on the store's threads, so the task never blocks a runtime
+    /// worker and costs no thread of its own. Stop, flush and error
+    /// semantics and [`WorkerStats`] are the thread's;
+    /// [`flush`](AsyncRanking::flush) waits for it as for a worker thread.
+    ///
+    /// A flush holds one of the store's threads while it waits, and the
+    /// worker's batches need one: keep concurrent flushes below the
+    /// store's thread count ([`DEFAULT_THREADS`](crate::DEFAULT_THREADS)),
+    /// or they end in [`Error::FlushTimeout`](crate::Error::FlushTimeout).
     ///
     /// # Errors
     ///
-    /// As [`Worker::spawn`].
+    /// As [`Worker::spawn`] (preparing the queue's tables on first use).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn`.
     pub async fn spawn_worker(&self, worker: Worker) -> Result<Background<WorkerHandle>> {
-        let handle = self.store().threads().run(move || worker.spawn()).await??;
-        Ok(Background::new(handle, self.store().threads()))
+        let threads = self.store().threads();
+        let parts = threads.run(move || worker.task_parts()).await??;
+        let handle = Worker::spawn_tasks(parts, threads.clone());
+        Ok(Background::new(handle, threads))
     }
 }
 

@@ -30,6 +30,10 @@ pub(crate) struct QueueState {
     /// Workers wait here for new updates (or a stop); flushers for applied
     /// batches.
     pub(super) signalled: Condvar,
+    /// What `signalled` tells threads, for worker tasks (which must not
+    /// block on a condition variable): notified with it, always.
+    #[cfg(feature = "tokio")]
+    pub(super) changed: tokio::sync::Notify,
     /// Group-commit transactions, for the test that shows calls are grouped.
     pub(super) commits: AtomicU64,
 }
@@ -78,8 +82,17 @@ impl QueueState {
             arrived: parking_lot::Condvar::new(),
             signal: Mutex::new(Signal::default()),
             signalled: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            changed: tokio::sync::Notify::new(),
             commits: AtomicU64::new(0),
         }
+    }
+
+    /// Wakes the threads waiting on `signalled` and the tasks on `changed`.
+    pub(super) fn notify_all(&self) {
+        self.signalled.notify_all();
+        #[cfg(feature = "tokio")]
+        self.changed.notify_waiters();
     }
 
     pub(super) fn signal(&self) -> MutexGuard<'_, Signal> {
@@ -195,7 +208,7 @@ impl QueueState {
             let mut signal = self.signal();
             signal.enqueued += 1;
             signal.items += items.len() as u64;
-            self.signalled.notify_all();
+            self.notify_all();
         }
         outcome
     }
@@ -233,7 +246,7 @@ impl QueueState {
     /// Wakes every waiter (after a stop flag was set).
     pub(in crate::ranking) fn wake(&self) {
         let _signal = self.signal();
-        self.signalled.notify_all();
+        self.notify_all();
     }
 
     pub(super) fn urgent(&self) -> Urgent<'_> {
@@ -241,7 +254,7 @@ impl QueueState {
         signal.urgent += 1;
         signal.flushes += 1;
         drop(signal);
-        self.signalled.notify_all();
+        self.notify_all();
         Urgent(self)
     }
 
@@ -258,7 +271,7 @@ impl QueueState {
 
     pub(super) fn note_applied(&self) {
         self.signal().applied += 1;
-        self.signalled.notify_all();
+        self.notify_all();
     }
 }
 

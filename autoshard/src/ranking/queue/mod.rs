@@ -24,7 +24,10 @@
 //!   shard oldest-first applies a player's updates in acknowledgement order.
 
 mod drain;
+mod env;
 mod group;
+#[cfg(feature = "tokio")]
+mod task;
 mod worker;
 
 pub use self::worker::{

@@ -1,8 +1,8 @@
 //! Workers: one writer applying batches of queued updates.
 
+use super::env::{Env, OnThread};
 use super::group::{QueueState, Signal};
 use super::{Bound, Drained, BUSY_PAUSE};
-use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// so a batch's rows are gone before the next worker reads that shard.
 #[derive(Debug, Clone)]
 pub struct Worker {
-    ranking: Ranking,
+    pub(super) ranking: Ranking,
     batch_size: usize,
     batch_bytes: usize,
     idle_timeout: Duration,
@@ -237,12 +237,14 @@ impl Worker {
             state,
             stop,
             thread: Some(thread),
+            #[cfg(feature = "tokio")]
+            task: None,
             trees: Vec::new(),
         })
     }
 
     /// This worker for one tree of a split board.
-    fn for_tree(&self, tree: &Ranking) -> Worker {
+    pub(super) fn for_tree(&self, tree: &Ranking) -> Worker {
         Worker {
             ranking: tree.clone(),
             ..self.clone()
@@ -256,12 +258,7 @@ impl Worker {
             .iter()
             .map(|tree| self.for_tree(tree).spawn())
             .collect::<Result<Vec<_>>>()?;
-        Ok(WorkerHandle {
-            state: trees[0].queue_state()?,
-            stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
-            trees: handles,
-        })
+        Ok(WorkerHandle::of_trees(handles))
     }
 
     /// Applies queued updates on this thread until the queue is empty.
@@ -287,6 +284,17 @@ impl Worker {
     }
 
     fn run(self, state: &QueueState, stop: &AtomicBool) -> Result<WorkerStats> {
+        crate::compactor::run_to_end(self.run_in(&OnThread, state, stop))
+    }
+
+    /// The worker's one loop, on a thread ([`OnThread`]) or in a tokio
+    /// task (`task.rs`): only where its batches run and how it waits differ.
+    pub(super) async fn run_in(
+        &self,
+        env: &impl Env,
+        state: &QueueState,
+        stop: &AtomicBool,
+    ) -> Result<WorkerStats> {
         if self.keep_top == Some(0) {
             // Refused before the first batch, as `Ranking::keep_top(0)` is.
             return self.ranking.keep_top(0).map(|_| WorkerStats::default());
@@ -307,9 +315,13 @@ impl Worker {
                 updates: self.batch_size,
                 bytes: self.batch_bytes,
             };
-            let drained = self
-                .ranking
-                .drain_batch((bound, first, self.dead_letter, sweep), cache.as_mut());
+            let drained = env
+                .drain(
+                    &self.ranking,
+                    (bound, first, self.dead_letter, sweep),
+                    &mut cache,
+                )
+                .await;
             if let Some(cache) = &cache {
                 (stats.cache_hits, stats.cache_misses) = (cache.hits, cache.misses);
             }
@@ -322,7 +334,7 @@ impl Worker {
                     ..
                 }) => {
                     stats.busy += 1;
-                    std::thread::sleep(BUSY_PAUSE);
+                    env.pause(BUSY_PAUSE).await;
                     continue;
                 }
                 Ok(drained) => {
@@ -330,16 +342,20 @@ impl Worker {
                     if drained.applied > 0 {
                         stats.batches += 1;
                         stats.updates += drained.applied as u64;
-                        stats.trimmed += self.trim()?;
+                        stats.trimmed += self.trim(env).await?;
                     }
                     stats.dead_letters += drained.dead_letters as u64;
                     (drained.taken, drained.bounded)
                 }
                 Err(e) if e.is_retryable() => {
                     stats.busy += 1;
-                    let _retry = trace::retry!(board = self.ranking.name(),
-                        attempt = stats.busy, error = %e);
-                    std::thread::sleep(BUSY_PAUSE);
+                    {
+                        // Closed before the pause: an entered span cannot
+                        // cross an await.
+                        let _retry = trace::retry!(board = self.ranking.name(),
+                            attempt = stats.busy, error = %e);
+                    }
+                    env.pause(BUSY_PAUSE).await;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -357,7 +373,7 @@ impl Worker {
                     break;
                 }
                 let woken = |s: &Signal| s.enqueued != seen || s.flushes != flushes;
-                self.wait(state, stop, woken, self.idle_timeout);
+                env.wait(state, stop, woken, self.idle_timeout).await;
             }
             if self.exit_when_idle {
                 continue;
@@ -365,58 +381,22 @@ impl Worker {
             // A batch that did not fill up: let the next one collect more.
             let full = self.batch_size as u64;
             let ready = |s: &Signal| s.urgent > 0 || s.items - items >= full;
-            self.wait(state, stop, ready, self.linger);
+            env.wait(state, stop, ready, self.linger).await;
         }
         Ok(stats)
     }
 
     /// The [`keep_top`](Worker::keep_top) trim after a batch, a busy store
     /// waited out as a batch's is.
-    fn trim(&self) -> Result<u64> {
+    async fn trim(&self, env: &impl Env) -> Result<u64> {
         let Some(n) = self.keep_top else {
             return Ok(0);
         };
         loop {
-            match self.ranking.keep_top(n) {
-                Err(e) if e.is_retryable() => std::thread::sleep(BUSY_PAUSE),
+            match env.keep_top(&self.ranking, n).await {
+                Err(e) if e.is_retryable() => env.pause(BUSY_PAUSE).await,
                 other => return other,
             }
-        }
-    }
-
-    /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
-    fn wait(
-        &self,
-        state: &QueueState,
-        stop: &AtomicBool,
-        wake: impl Fn(&Signal) -> bool,
-        timeout: Duration,
-    ) {
-        if timeout.is_zero() {
-            return;
-        }
-        let deadline = Deadline::after(timeout);
-        let mut signal = state.signal();
-        loop {
-            // The stop flag is set before the signal mutex is taken to
-            // notify, so checking it under the mutex cannot miss the wake-up.
-            if stop.load(Ordering::Acquire) || wake(&signal) {
-                return;
-            }
-            signal = match deadline.left() {
-                Some(left) if left.is_zero() => return,
-                Some(left) => {
-                    state
-                        .signalled
-                        .wait_timeout(signal, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-                None => state
-                    .signalled
-                    .wait(signal)
-                    .unwrap_or_else(|p| p.into_inner()),
-            };
         }
     }
 }
@@ -430,12 +410,15 @@ pub struct WorkerHandle {
     state: Arc<QueueState>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<WorkerStats>>>,
+    /// A worker running as a tokio task instead (`task.rs`).
+    #[cfg(feature = "tokio")]
+    pub(super) task: Option<tokio::task::JoinHandle<Result<WorkerStats>>>,
     /// A split board's: one handle per tree (and no thread of its own).
-    trees: Vec<WorkerHandle>,
+    pub(super) trees: Vec<WorkerHandle>,
 }
 
 impl WorkerStats {
-    fn add(&mut self, other: WorkerStats) {
+    pub(super) fn add(&mut self, other: WorkerStats) {
         self.batches += other.batches;
         self.updates += other.updates;
         self.busy += other.busy;
@@ -447,6 +430,33 @@ impl WorkerStats {
 }
 
 impl WorkerHandle {
+    /// One handle over a split board's trees' handles (none of its own).
+    pub(super) fn of_trees(trees: Vec<WorkerHandle>) -> Self {
+        WorkerHandle {
+            state: trees[0].state.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            #[cfg(feature = "tokio")]
+            task: None,
+            trees,
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(super) fn of_task(
+        state: Arc<QueueState>,
+        stop: Arc<AtomicBool>,
+        task: tokio::task::JoinHandle<Result<WorkerStats>>,
+    ) -> Self {
+        WorkerHandle {
+            state,
+            stop,
+            thread: None,
+            task: Some(task),
+            trees: Vec::new(),
+        }
+    }
+
     /// Stops the worker after its current batch. Returns what it did, or
     /// the error that had already stopped it.
     ///
@@ -472,15 +482,20 @@ impl WorkerHandle {
     /// Whether the worker has ended (failed, or idle with
     /// [`Worker::exit_when_idle`]).
     pub fn is_finished(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        let task_finished = self.task.as_ref().is_none_or(|t| t.is_finished());
+        #[cfg(not(feature = "tokio"))]
+        let task_finished = true;
         self.thread.as_ref().is_none_or(|t| t.is_finished())
+            && task_finished
             && self.trees.iter().all(WorkerHandle::is_finished)
     }
 
-    fn request_stop(&self) {
+    pub(super) fn request_stop(&self) {
         self.trees.iter().for_each(WorkerHandle::request_stop);
         self.stop.store(true, Ordering::Release);
         let _signal = self.state.signal();
-        self.state.signalled.notify_all();
+        self.state.notify_all();
     }
 
     fn finish(&mut self) -> Result<WorkerStats> {
@@ -506,6 +521,11 @@ impl WorkerHandle {
 
 impl Drop for WorkerHandle {
     fn drop(&mut self) {
+        // A task is told to stop, not awaited (a drop cannot await).
+        #[cfg(feature = "tokio")]
+        if self.task.is_some() {
+            self.request_stop();
+        }
         if let Some(thread) = self.thread.take() {
             self.request_stop();
             // The outcome is for `stop`; a dropped handle has nobody to tell.

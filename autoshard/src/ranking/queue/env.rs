@@ -1,0 +1,93 @@
+//! Where a worker's loop ([`Worker::run_in`](super::Worker)) runs: the
+//! [`Env`] trait and its thread implementation; the task's is `task.rs`.
+
+use super::drain::{Bound, Drained};
+use super::group::{QueueState, Signal};
+use crate::deadline::Deadline;
+use crate::error::Result;
+use crate::ranking::cache::NodeCache;
+use crate::ranking::Ranking;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Where a worker's loop runs: what its batches, trims, pauses and waits
+/// are. On a thread ([`OnThread`]) each runs in place and none pends, so
+/// one poll runs the loop to its end; in a tokio task (`task.rs`) batches
+/// and trims run on the store's threads and the waits are on tokio's
+/// timer and the queue's `changed` notify.
+pub(super) trait Env {
+    fn drain(
+        &self,
+        ranking: &Ranking,
+        args: (Bound, u32, bool, bool),
+        cache: &mut Option<NodeCache>,
+    ) -> impl Future<Output = Result<Drained>>;
+    fn keep_top(&self, ranking: &Ranking, n: u64) -> impl Future<Output = Result<u64>>;
+    fn pause(&self, pause: Duration) -> impl Future<Output = ()>;
+    /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
+    fn wait(
+        &self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        wake: impl Fn(&Signal) -> bool,
+        timeout: Duration,
+    ) -> impl Future<Output = ()>;
+}
+
+/// The loop on a thread of its own.
+pub(super) struct OnThread;
+
+impl Env for OnThread {
+    async fn drain(
+        &self,
+        ranking: &Ranking,
+        args: (Bound, u32, bool, bool),
+        cache: &mut Option<NodeCache>,
+    ) -> Result<Drained> {
+        ranking.drain_batch(args, cache.as_mut())
+    }
+
+    async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {
+        ranking.keep_top(n)
+    }
+
+    async fn pause(&self, pause: Duration) {
+        std::thread::sleep(pause);
+    }
+
+    async fn wait(
+        &self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        wake: impl Fn(&Signal) -> bool,
+        timeout: Duration,
+    ) {
+        if timeout.is_zero() {
+            return;
+        }
+        let deadline = Deadline::after(timeout);
+        let mut signal = state.signal();
+        loop {
+            // The stop flag is set before the signal mutex is taken to
+            // notify, so checking it under the mutex cannot miss the wake-up.
+            if stop.load(Ordering::Acquire) || wake(&signal) {
+                return;
+            }
+            signal = match deadline.left() {
+                Some(left) if left.is_zero() => return,
+                Some(left) => {
+                    state
+                        .signalled
+                        .wait_timeout(signal, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => state
+                    .signalled
+                    .wait(signal)
+                    .unwrap_or_else(|p| p.into_inner()),
+            };
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The board queue worker as a tokio task (feature `tokio`, issue 19 item
+//! 3): the same loop as the thread's ([`Worker::run_in`]), over an [`Env`]
+//! whose batches and trims run where an [`Offload`] sends them (the async
+//! store's threads, so the task never blocks a runtime worker) and whose
+//! waits are on tokio's timer and the queue's `changed` notify, which is
+//! notified wherever the threads' condition variable is.
+
+use super::drain::{Bound, Drained};
+use super::env::Env;
+use super::group::{QueueState, Signal};
+use super::worker::{Worker, WorkerHandle, WorkerStats};
+use crate::compactor::Offload;
+use crate::deadline::Deadline;
+use crate::error::Result;
+use crate::ranking::cache::NodeCache;
+use crate::ranking::Ranking;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct InTask<O>(O);
+
+impl<O: Offload> Env for InTask<O> {
+    async fn drain(
+        &self,
+        ranking: &Ranking,
+        args: (Bound, u32, bool, bool),
+        cache: &mut Option<NodeCache>,
+    ) -> Result<Drained> {
+        // The cache travels with the batch and back: one batch at a time.
+        let (ranking, mut lent) = (ranking.clone(), cache.take());
+        let (drained, back) = self
+            .0
+            .offload(move || (ranking.drain_batch(args, lent.as_mut()), lent))
+            .await?;
+        *cache = back;
+        drained
+    }
+
+    async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {
+        let ranking = ranking.clone();
+        self.0.offload(move || ranking.keep_top(n)).await?
+    }
+
+    async fn pause(&self, pause: Duration) {
+        tokio::time::sleep(pause).await;
+    }
+
+    async fn wait(
+        &self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        wake: impl Fn(&Signal) -> bool,
+        timeout: Duration,
+    ) {
+        if timeout.is_zero() {
+            return;
+        }
+        let deadline = Deadline::after(timeout);
+        loop {
+            // Registered before the flag and the signal are read, so a
+            // change between the read and the await still wakes it.
+            let changed = state.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            let done = {
+                let signal = state.signal();
+                stop.load(Ordering::Acquire) || wake(&signal)
+            };
+            if done {
+                return;
+            }
+            match deadline.left() {
+                Some(left) if left.is_zero() => return,
+                Some(left) => {
+                    if tokio::time::timeout(left, changed).await.is_err() {
+                        return;
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// What a task needs, made on the store's threads (the first call may
+    /// create the queue's tables): per tree of a split board, or the board.
+    pub(crate) fn task_parts(self) -> Result<Vec<(Worker, Arc<QueueState>)>> {
+        let trees = self.ranking.tree_boards();
+        if trees.is_empty() {
+            let state = self.ranking.queue_state()?;
+            return Ok(vec![(self, state)]);
+        }
+        trees
+            .iter()
+            .map(|tree| Ok((self.for_tree(tree), tree.queue_state()?)))
+            .collect()
+    }
+
+    /// Starts the workers of [`task_parts`](Worker::task_parts) as tasks on
+    /// the current tokio runtime, under one handle.
+    pub(crate) fn spawn_tasks(
+        parts: Vec<(Worker, Arc<QueueState>)>,
+        offload: impl Offload + Clone,
+    ) -> WorkerHandle {
+        let mut handles: Vec<WorkerHandle> = parts
+            .into_iter()
+            .map(|(worker, state)| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let env = InTask(offload.clone());
+                let task = tokio::spawn({
+                    let (state, stop) = (state.clone(), stop.clone());
+                    async move { worker.run_in(&env, &state, &stop).await }
+                });
+                WorkerHandle::of_task(state, stop, task)
+            })
+            .collect();
+        if handles.len() == 1 {
+            return handles.pop().expect("one");
+        }
+        WorkerHandle::of_trees(handles)
+    }
+}
+
+impl WorkerHandle {
+    /// Whether the worker runs as tokio tasks ([`Worker::spawn_tasks`]).
+    pub(crate) fn is_task(&self) -> bool {
+        self.task.is_some() || self.trees.iter().any(WorkerHandle::is_task)
+    }
+
+    /// [`stop`](WorkerHandle::stop) for a worker running as tasks: awaits
+    /// them instead of joining a thread.
+    pub(crate) async fn stop_task(mut self) -> Result<WorkerStats> {
+        self.request_stop();
+        let mut tasks: Vec<_> = self.task.take().into_iter().collect();
+        for tree in &mut self.trees {
+            tasks.extend(tree.task.take());
+        }
+        // Every tree's task is awaited, the first error reported.
+        let mut total = Ok(WorkerStats::default());
+        for task in tasks {
+            let outcome = match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Cancelled: its runtime shut down; what it applied is
+                // committed, its counts are lost with it.
+                Err(_) => Ok(WorkerStats::default()),
+            };
+            match (outcome, &mut total) {
+                (Ok(stats), Ok(sum)) => sum.add(stats),
+                (Err(e), Ok(_)) => total = Err(e),
+                (_, Err(_)) => {}
+            }
+        }
+        total
+    }
+}
