@@ -125,6 +125,38 @@ async fn drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String
     );
 }
 
+/// More flushes at once than the store has threads, while the worker
+/// task's batches need those threads: every flush ends with the queue
+/// applied, since a flush waits on a thread of its own. Run with the
+/// flushes as jobs on the store's threads (as before), this failed with
+/// `FlushTimeout { remaining: 400, waited: 5.000213148s }`: the one thread,
+/// held by a waiting flush, never ran the worker's batch.
+async fn flushes_leave_the_threads_to_the_worker(url: fn() -> (Option<tempfile::TempDir>, String)) {
+    let (_dir, url) = url();
+    let db = autoshard::AsyncStore::new(autoshard::open(&url).unwrap(), 1).unwrap();
+    let board = AsyncRanking::create(&db, "f", RankingConfig::new(0..1_000))
+        .await
+        .unwrap();
+    let sync = board.sync_board().clone();
+    tokio::task::spawn_blocking(move || produce(&sync, PLAYERS))
+        .await
+        .unwrap();
+    // The flushes wait first, so the worker's batches come after them.
+    let flushes: Vec<_> = (0..4)
+        .map(|_| {
+            let board = board.clone();
+            tokio::spawn(async move { board.flush_within(Duration::from_secs(5)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let worker = board.spawn_worker(board.worker()).await.unwrap();
+    for flush in flushes {
+        flush.await.unwrap().unwrap();
+    }
+    assert_eq!(board.len().await.unwrap(), PLAYERS as u64);
+    worker.stop().await.unwrap();
+}
+
 macro_rules! stores {
     ($($store:ident),*) => {$(
         mod $store {
@@ -141,6 +173,11 @@ macro_rules! stores {
             #[tokio::test(flavor = "current_thread")]
             async fn worker_task_drains_a_backlog_without_blocking() {
                 super::drains_without_blocking(super::urls::$store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn more_flushes_than_threads_leave_them_to_the_worker() {
+                super::flushes_leave_the_threads_to_the_worker(super::urls::$store).await;
             }
         }
     )*};

@@ -2,11 +2,12 @@
 //! the sync board on the store's threads.
 
 use super::store::AsyncStore;
-use super::threads::OnThreads;
+use super::threads::{run_apart, OnThreads};
 use crate::error::Result;
 use crate::ranking::{
     ApproxSnapshot, DeadLetter, Entry, Ranking, RankingConfig, Refresh, Submission, Tie,
 };
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,7 +114,21 @@ macro_rules! by_value {
         }
     )*};
 }
-by_value!(i64, u64, Tie, Duration);
+by_value!(i64, u64, f64, Tie, Duration);
+
+impl Ship for RangeInclusive<i64> {
+    type Owned = RangeInclusive<i64>;
+    fn ship(self) -> Self {
+        self
+    }
+}
+
+impl Lend for RangeInclusive<i64> {
+    type Out<'a> = RangeInclusive<i64>;
+    fn lend(&self) -> Self {
+        self.clone()
+    }
+}
 
 /// One async method per sync call of [`Ranking`] with the same name,
 /// arguments and result.
@@ -226,12 +241,20 @@ impl AsyncRanking {
         top(n: u64) -> Vec<Entry>;
         page(from: u64, to: u64) -> Vec<Entry>;
         around(player: &str, k: u64) -> Vec<Entry>;
+        entry(player: &str) -> Option<Entry>;
+        count_between(scores: RangeInclusive<i64>) -> u64;
+        between(scores: RangeInclusive<i64>, limit: u64) -> Vec<Entry>;
+        percentile(player: &str) -> Option<f64>;
+        score_at_percentile(p: f64) -> Option<i64>;
+        page_number(n: u64, size: u64) -> Vec<Entry>;
+        page_count(size: u64) -> u64;
+        remove_data(player: &str) -> bool;
+        remove_between(scores: RangeInclusive<i64>) -> u64;
+        keep_top(n: u64) -> u64;
         len() -> u64;
         is_empty() -> bool;
         check_integrity() -> ();
         queued() -> u64;
-        flush() -> ();
-        flush_within(timeout: Duration) -> ();
         dead_letters() -> Vec<DeadLetter>;
         delete_dead_letter(id: i64) -> bool;
         reset() -> ();
@@ -246,6 +269,30 @@ impl AsyncRanking {
         approx_rank(score: i64) -> u64;
         approx_snapshot() -> Arc<ApproxSnapshot>;
         refresh() -> Refresh;
+    }
+
+    /// [`Ranking::flush`], waiting on a thread of its own rather than on one
+    /// of the store's threads, where a worker task started by
+    /// [`spawn_worker`](AsyncRanking::spawn_worker) runs its batches: any
+    /// number of flushes at once leave those threads to the worker.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::flush`].
+    pub async fn flush(&self) -> Result<()> {
+        let board = self.board.get().clone();
+        run_apart("autoshard-flush", move || board.flush()).await
+    }
+
+    /// [`Ranking::flush_within`], on a thread of its own as
+    /// [`flush`](AsyncRanking::flush).
+    ///
+    /// # Errors
+    ///
+    /// As [`Ranking::flush_within`].
+    pub async fn flush_within(&self, timeout: Duration) -> Result<()> {
+        let board = self.board.get().clone();
+        run_apart("autoshard-flush", move || board.flush_within(timeout)).await
     }
 
     /// [`Ranking::set_scores`], on the store's threads.

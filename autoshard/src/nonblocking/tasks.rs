@@ -208,10 +208,8 @@ impl AsyncRanking {
     /// semantics and [`WorkerStats`] are the thread's;
     /// [`flush`](AsyncRanking::flush) waits for it as for a worker thread.
     ///
-    /// A flush holds one of the store's threads while it waits, and the
-    /// worker's batches need one: keep concurrent flushes below the
-    /// store's thread count ([`DEFAULT_THREADS`](crate::DEFAULT_THREADS)),
-    /// or they end in [`Error::FlushTimeout`](crate::Error::FlushTimeout).
+    /// A flush waits on a thread of its own, so any number of them leave
+    /// the store's threads to the worker's batches.
     ///
     /// # Errors
     ///
