@@ -196,18 +196,18 @@ async fn probe_control_a_drain_on_the_runtime_thread_is_caught() {
         .await
         .unwrap();
     let sync = board.sync_board().clone();
-    // Bounded: backlogs of 1, 2, 4, ... rounds of PLAYERS updates (queued
-    // off the runtime's thread), each drained in place, until one drain
-    // took 10 × BLOCKED.
+    // Bounded: backlogs of BACKLOG, 2 × BACKLOG, ... distinct players
+    // (queued off the runtime's thread; updates to the same players would
+    // be coalesced into a short batch, which once let the control pass
+    // with a 53 ms drain), each drained in place, until one drain took
+    // 10 × BLOCKED.
     let probe = Probe::start();
     let mut drained = Duration::ZERO;
-    for round in 0..8 {
-        for _ in 0..1 << round {
-            let backlog = sync.clone();
-            tokio::task::spawn_blocking(move || produce(&backlog, PLAYERS))
-                .await
-                .unwrap();
-        }
+    for round in 0..6 {
+        let backlog = sync.clone();
+        tokio::task::spawn_blocking(move || produce(&backlog, BACKLOG * (round + 1)))
+            .await
+            .unwrap();
         tokio::task::yield_now().await; // the probe is asleep now
         let started = Instant::now();
         sync.worker().drain().unwrap();
