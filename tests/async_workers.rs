@@ -5,13 +5,18 @@
 //! backlog on a current-thread runtime (whose one worker a blocking batch
 //! would freeze) the probe of `async_stores.rs` stays quiet. Its control:
 //! the same drain run in place, as a thread runs it, is caught.
+//!
+//! The family queue worker likewise (`AsyncFamily::spawn_worker`, on the
+//! stores that keep families): a task on the runtime, no thread of its
+//! own (its control: the sync `spawn` starts one), quiet under the probe
+//! while it drains a backlog (its control: the family's drain in place).
 #![cfg(feature = "tokio")]
 
 #[path = "common/probe.rs"]
 mod probe;
 
-use autoshard::ranking::{Ranking, RankingConfig, Tie};
-use autoshard::AsyncRanking;
+use autoshard::ranking::{Family, FamilyConfig, Period, Ranking, RankingConfig, Tie, Window};
+use autoshard::{AsyncFamily, AsyncRanking};
 use probe::{Probe, BLOCKED};
 use std::time::{Duration, Instant};
 
@@ -184,6 +189,129 @@ macro_rules! stores {
 }
 
 stores!(sqlite, postgres, redis);
+
+/// A family of one all-time board, as the family tests use it.
+async fn family(db: &autoshard::AsyncStore, name: &str) -> AsyncFamily {
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000)).window(Window::AllTime);
+    AsyncFamily::create(db, name, config).await.unwrap()
+}
+
+/// Queues `players` submissions (player `p{i}` scores `i % 1000`) from 8
+/// threads through the sync family.
+fn produce_family(family: &Family, players: usize) {
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            s.spawn(move || {
+                for i in (t..players).step_by(8) {
+                    let player = format!("p{i}");
+                    let entry = family.entry(&player, (i % 1000) as i64);
+                    entry.at(0).enqueue().unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// Threads of this process named as the sync family worker names its
+/// (`autoshard-family-worker-…`, cut to 15 bytes by Linux).
+fn family_worker_threads() -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == "autoshard-famil")
+        .count()
+}
+
+/// Held by each family test: the control starts a family worker thread,
+/// which the others must not count.
+static FAMILY_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_family_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    FAMILY_TESTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Until the family's queue is empty (bounded: 60 s of 10 ms polls).
+async fn family_drained(family: &AsyncFamily) {
+    for _ in 0..6_000 {
+        if family.queued().await.unwrap() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the family's queue never drained");
+}
+
+/// The family worker task applies a backlog while the probe runs on the
+/// same current-thread runtime, costs no thread of its own, and `stop`
+/// wakes it from an idle wait nothing else would end.
+async fn family_task_drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String)) {
+    let _alone = one_family_test_at_a_time();
+    let (_dir, url) = url();
+    let db = autoshard::open_async(&url).await.unwrap();
+    let family = family(&db, "fam").await;
+    let sync = family.sync_family().clone();
+    tokio::task::spawn_blocking(move || produce_family(&sync, FAMILY_BACKLOG))
+        .await
+        .unwrap();
+    let probe = Probe::start();
+    let worker = family.worker().idle_timeout(Duration::MAX);
+    let worker = family.spawn_worker(worker).await.unwrap();
+    assert_eq!(family_worker_threads(), 0, "the task runs on no thread of its own");
+    family_drained(&family).await;
+    let worst = probe.finish().await;
+    assert!(!worker.is_finished(), "the task waits for more");
+    let stats = worker.stop().await.unwrap();
+    assert_eq!(stats.submissions, FAMILY_BACKLOG as u64, "{stats:?}");
+    let board = family.board(Window::AllTime, Period::At(0), None).await;
+    let board = board.unwrap().expect("submitted");
+    assert_eq!(board.len().await.unwrap(), FAMILY_BACKLOG as u64);
+    assert!(!worst.blocked(), "the family task blocked the runtime: {worst:?}");
+}
+
+/// Submissions in the family probe test's backlog: one family batch
+/// writes the players board and the member, so fewer than the board's.
+const FAMILY_BACKLOG: usize = 4_000;
+
+mod family_stores {
+    #[tokio::test(flavor = "current_thread")]
+    async fn sqlite_family_worker_task_drains_without_blocking() {
+        super::family_task_drains_without_blocking(super::urls::sqlite).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn postgres_family_worker_task_drains_without_blocking() {
+        super::family_task_drains_without_blocking(super::urls::postgres).await;
+    }
+}
+
+/// The controls of the family test: the sync `spawn` does start a thread
+/// the check above would count, and the family's drain run in place on
+/// the runtime's only thread holds the probe back.
+#[tokio::test(flavor = "current_thread")]
+async fn family_controls_a_thread_and_a_drain_in_place_are_caught() {
+    let _alone = one_family_test_at_a_time();
+    let (_dir, url) = urls::sqlite();
+    let db = autoshard::open_async(&url).await.unwrap();
+    let family = family(&db, "fc").await;
+    let sync = family.sync_family().clone();
+    let thread = sync.worker().spawn().unwrap();
+    assert_eq!(family_worker_threads(), 1, "the sync worker's thread is seen");
+    thread.stop().unwrap();
+    tokio::task::spawn_blocking(move || produce_family(&sync, FAMILY_BACKLOG))
+        .await
+        .unwrap();
+    let probe = Probe::start();
+    tokio::task::yield_now().await; // the probe is asleep now
+    let started = Instant::now();
+    let stats = family.sync_family().worker().drain().unwrap();
+    let drained = started.elapsed();
+    let worst = probe.finish().await;
+    assert_eq!(stats.submissions, FAMILY_BACKLOG as u64);
+    assert!(
+        worst.blocked(),
+        "the probe missed {drained:?} of a family drain in place: {worst:?}"
+    );
+}
 
 /// The probe's control: the same backlog drained by the worker's loop run
 /// in place (`Worker::drain`, as on a thread) on the runtime's only thread

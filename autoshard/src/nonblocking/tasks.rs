@@ -10,11 +10,9 @@
 //! waits are on tokio's timer and the queue's notify
 //! (`ranking/queue/task.rs`).
 //!
-//! The family queue worker keeps its loop on the thread
-//! [`FamilyWorker::spawn`] starts for it. What changes is the handle: a
-//! sync handle's `stop` and drop join the thread, which on a runtime's
-//! worker would block it for up to a batch; a [`Background`] sends both to
-//! the store's threads, and `stop` is awaited.
+//! And so does the family queue worker: [`FamilyWorker`]'s one loop over
+//! the board worker's task environment, its batches on the store's threads
+//! and its idle wait on the queue's notify (`ranking/family/task.rs`).
 
 use super::family::AsyncFamily;
 use super::ranking::AsyncRanking;
@@ -80,8 +78,11 @@ impl BackgroundJob for FamilyWorkerHandle {
         self.is_finished()
     }
     fn __stop_task(self) -> std::result::Result<StopTask<FamilyWorkerStats>, Self> {
-        // The family worker still runs on a thread of its own.
-        Err(self)
+        if self.is_task() {
+            Ok(Box::pin(self.stop_task()))
+        } else {
+            Err(self)
+        }
     }
 }
 
@@ -89,9 +90,9 @@ impl BackgroundJob for FamilyWorkerHandle {
 /// [`AsyncRanking::spawn_worker`] and [`AsyncFamily::spawn_worker`].
 ///
 /// A board worker runs as tokio tasks on the runtime that started it
-/// (one per tree of a split board), its batches on the store's threads; a
-/// family worker runs on its own thread, as the sync job does. Neither
-/// blocks a runtime's worker. [`stop`](Background::stop) ends it after its
+/// (one per tree of a split board), a family worker as one task; their
+/// batches run on the store's threads, so neither blocks a runtime's
+/// worker nor costs a thread of its own. [`stop`](Background::stop) ends it after its
 /// current batch, as the sync handle's `stop` does, and is awaited;
 /// dropping the handle stops the job too, without waiting for it (the
 /// wait happens on the store's threads).
@@ -234,18 +235,29 @@ impl AsyncFamily {
         self.sync_family().worker()
     }
 
-    /// Starts `worker` as [`FamilyWorker::spawn`] does (on the store's
-    /// threads), with a handle for async code.
+    /// Starts `worker` as a task on the current tokio runtime:
+    /// [`FamilyWorker::spawn`]'s loop, whose batches run on the store's
+    /// threads, so the task never blocks a runtime worker and costs no
+    /// thread of its own. Stop and error semantics and
+    /// [`FamilyWorkerStats`] are the thread's.
     ///
     /// # Errors
     ///
-    /// As [`FamilyWorker::spawn`].
+    /// As [`FamilyWorker::spawn`] (preparing the queue's tables on first use).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn`.
     pub async fn spawn_worker(
         &self,
         worker: FamilyWorker,
     ) -> Result<Background<FamilyWorkerHandle>> {
-        let handle = self.store().threads().run(move || worker.spawn()).await??;
-        Ok(Background::new(handle, self.store().threads()))
+        let threads = self.store().threads();
+        let (worker, state) = threads
+            .run(move || worker.task_state().map(|state| (worker, state)))
+            .await??;
+        let handle = worker.spawn_task(state, threads.clone());
+        Ok(Background::new(handle, threads))
     }
 }
 

@@ -7,6 +7,8 @@ mod dims;
 mod queue;
 mod retention;
 mod submit;
+#[cfg(feature = "tokio")]
+mod task;
 mod window;
 mod worker;
 

@@ -17,7 +17,7 @@ use super::window::Period;
 use super::{Family, Window};
 use crate::counters;
 use crate::error::{Error, Result};
-use crate::ranking::queue::{deletable, QueueState};
+use crate::ranking::queue::{deletable, Env, OnThread, QueueState};
 use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage};
 use crate::trace;
@@ -27,6 +27,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// How long the worker waits after a busy store or a queue shard another
+/// worker holds.
+const PAUSE: Duration = Duration::from_millis(2);
 
 /// How often a batch peeks again because its rows' members changed before
 /// its transaction, before it reports [`Error::Conflict`].
@@ -101,6 +105,11 @@ impl Family {
 }
 
 impl FamilyWorker {
+    #[cfg(feature = "tokio")]
+    pub(super) fn family(&self) -> &Family {
+        &self.family
+    }
+
     /// Most submissions applied per transaction (default 1,000, at least 1).
     /// A submission writes one row per member, so a batch writes up to
     /// this many times the members of a period.
@@ -126,7 +135,9 @@ impl FamilyWorker {
     /// [`Error::Conflict`] if a batch's members kept changing under it.
     /// Batches committed before stay applied.
     pub fn drain(self) -> Result<FamilyWorkerStats> {
-        self.run(&AtomicBool::new(false), true)
+        let state = self.family.inner.players.queue_state()?;
+        let stop = AtomicBool::new(false);
+        crate::compactor::run_to_end(self.run_in(&OnThread, &state, &stop, true))
     }
 
     /// Starts the worker on a thread of its own; it runs until the handle
@@ -141,59 +152,71 @@ impl FamilyWorker {
         let thread = std::thread::Builder::new()
             .name(format!("autoshard-family-worker-{}", self.family.name()))
             .spawn({
-                let stop = stop.clone();
-                move || self.run(&stop, false)
+                let (state, stop) = (state.clone(), stop.clone());
+                move || crate::compactor::run_to_end(self.run_in(&OnThread, &state, &stop, false))
             })
             .expect("failed to spawn the family worker thread");
         Ok(FamilyWorkerHandle {
             state,
             stop,
             thread: Some(thread),
+            #[cfg(feature = "tokio")]
+            task: None,
         })
     }
 
-    /// [`work`](FamilyWorker::work), whose `RankingNotFound` (met on
-    /// the players board, a member, or the queue, wherever the delete
-    /// caught the worker) names the family: the one name the caller gave.
-    fn run(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
-        match self.work(stop, exit_when_idle) {
+    /// The worker's one loop, on a thread ([`OnThread`]) or in a tokio
+    /// task (`task.rs`), whose `RankingNotFound` (met on the players
+    /// board, a member, or the queue, wherever the delete caught the
+    /// worker) names the family: the one name the caller gave.
+    pub(super) async fn run_in(
+        &self,
+        env: &impl Env,
+        state: &QueueState,
+        stop: &AtomicBool,
+        exit_when_idle: bool,
+    ) -> Result<FamilyWorkerStats> {
+        match self.work(env, state, stop, exit_when_idle).await {
             Err(Error::RankingNotFound { .. }) => Err(self.family.not_found()),
             other => other,
         }
     }
 
-    fn work(&self, stop: &AtomicBool, exit_when_idle: bool) -> Result<FamilyWorkerStats> {
-        let players = &self.family.inner.players;
-        let state = players.queue_state()?;
-        let queues = players.queues().max(1);
+    async fn work(
+        &self,
+        env: &impl Env,
+        state: &QueueState,
+        stop: &AtomicBool,
+        exit_when_idle: bool,
+    ) -> Result<FamilyWorkerStats> {
+        let queues = self.family.inner.players.queues().max(1);
         let mut stats = FamilyWorkerStats::default();
         let (mut first, mut sweep) = (0, true);
         while !stop.load(Ordering::Acquire) {
             let seen = state.enqueued();
-            let span = trace::span!(
-                DEBUG,
-                "autoshard.family_batch",
-                family = self.family.name(),
-                taken = tracing::field::Empty,
-                applied = tracing::field::Empty,
-                dead_letters = tracing::field::Empty,
-                error = tracing::field::Empty
-            );
-            let done = match self.family.batch(self.batch_size, first, sweep, &mut stats) {
+            // The batch's counts travel with it and back: one at a time.
+            let (family, max) = (self.family.clone(), self.batch_size);
+            let (done, back) = env
+                .run(move || {
+                    let mut stats = stats;
+                    (family.traced_batch(max, first, sweep, &mut stats), stats)
+                })
+                .await?;
+            stats = back;
+            let done = match done {
                 Err(e) if e.is_retryable() => {
                     stats.retries += 1;
-                    span.record("error", trace::display(&e));
-                    let _retry = trace::retry!(family = self.family.name(),
-                        attempt = stats.retries, error = %e);
-                    std::thread::sleep(Duration::from_millis(2));
+                    {
+                        // Closed before the pause: an entered span cannot
+                        // cross an await.
+                        let _retry = trace::retry!(family = self.family.name(),
+                            attempt = stats.retries, error = %e);
+                    }
+                    env.pause(PAUSE).await;
                     continue;
                 }
                 done => done?,
             };
-            span.record("taken", done.taken);
-            span.record("applied", done.applied);
-            span.record("dead_letters", done.dead_letters);
-            drop(span);
             counters::WORKER_BATCHES.add(u64::from(done.applied > 0));
             counters::UPDATES_APPLIED.add(done.applied as u64);
             counters::DEAD_LETTERED.add(done.dead_letters as u64);
@@ -206,11 +229,11 @@ impl FamilyWorker {
                 continue;
             }
             if done.contended {
-                std::thread::sleep(Duration::from_millis(2));
+                env.pause(PAUSE).await;
             } else if exit_when_idle {
                 break;
             } else {
-                state.wait_enqueued(seen, stop, self.idle_timeout);
+                env.wait_enqueued(state, stop, seen, self.idle_timeout).await;
             }
         }
         Ok(stats)
@@ -222,12 +245,29 @@ impl FamilyWorker {
 #[derive(Debug)]
 #[must_use = "dropping the handle stops the worker"]
 pub struct FamilyWorkerHandle {
-    state: Arc<QueueState>,
-    stop: Arc<AtomicBool>,
+    pub(super) state: Arc<QueueState>,
+    pub(super) stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<FamilyWorkerStats>>>,
+    /// A worker running as a tokio task instead (`task.rs`).
+    #[cfg(feature = "tokio")]
+    pub(super) task: Option<tokio::task::JoinHandle<Result<FamilyWorkerStats>>>,
 }
 
 impl FamilyWorkerHandle {
+    #[cfg(feature = "tokio")]
+    pub(super) fn of_task(
+        state: Arc<QueueState>,
+        stop: Arc<AtomicBool>,
+        task: tokio::task::JoinHandle<Result<FamilyWorkerStats>>,
+    ) -> Self {
+        FamilyWorkerHandle {
+            state,
+            stop,
+            thread: None,
+            task: Some(task),
+        }
+    }
+
     /// Stops the worker after its current batch: what it did, or the error
     /// that had stopped it.
     ///
@@ -245,12 +285,22 @@ impl FamilyWorkerHandle {
 
     /// Whether the worker has ended (at an error).
     pub fn is_finished(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        if let Some(task) = &self.task {
+            return task.is_finished();
+        }
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 }
 
 impl Drop for FamilyWorkerHandle {
     fn drop(&mut self) {
+        // A task is told to stop, not awaited (a drop cannot await).
+        #[cfg(feature = "tokio")]
+        if self.task.is_some() {
+            self.stop.store(true, Ordering::Release);
+            self.state.wake();
+        }
         if let Some(thread) = self.thread.take() {
             self.stop.store(true, Ordering::Release);
             self.state.wake();
@@ -393,6 +443,36 @@ impl Family {
             values.insert(q.player.clone(), q.values.clone());
         }
         Ok(members)
+    }
+
+    /// [`batch`](Family::batch) in its span, entered and left where the
+    /// batch runs.
+    fn traced_batch(
+        &self,
+        max: usize,
+        first: u32,
+        sweep: bool,
+        stats: &mut FamilyWorkerStats,
+    ) -> Result<Batch> {
+        let span = trace::span!(
+            DEBUG,
+            "autoshard.family_batch",
+            family = self.name(),
+            taken = tracing::field::Empty,
+            applied = tracing::field::Empty,
+            dead_letters = tracing::field::Empty,
+            error = tracing::field::Empty
+        );
+        let done = self.batch(max, first, sweep, stats);
+        match &done {
+            Ok(done) => {
+                span.record("taken", done.taken);
+                span.record("applied", done.applied);
+                span.record("dead_letters", done.dead_letters);
+            }
+            Err(e) => span.record("error", trace::display(e)),
+        }
+        done
     }
 
     /// One batch: peek, then the transaction, then the delete of the rows

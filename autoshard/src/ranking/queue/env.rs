@@ -1,5 +1,6 @@
-//! Where a worker's loop ([`Worker::run_in`](super::Worker)) runs: the
-//! [`Env`] trait and its thread implementation; the task's is `task.rs`.
+//! Where a worker's loop ([`Worker::run_in`](super::Worker), and the
+//! family worker's) runs: the [`Env`] trait and its thread implementation;
+//! the task's is `task.rs`.
 
 use super::drain::{Bound, Drained};
 use super::group::{QueueState, Signal};
@@ -16,7 +17,7 @@ use std::time::Duration;
 /// one poll runs the loop to its end; in a tokio task (`task.rs`) batches
 /// and trims run on the store's threads and the waits are on tokio's
 /// timer and the queue's `changed` notify.
-pub(super) trait Env {
+pub(in crate::ranking) trait Env {
     fn drain(
         &self,
         ranking: &Ranking,
@@ -24,6 +25,12 @@ pub(super) trait Env {
         cache: &mut Option<NodeCache>,
     ) -> impl Future<Output = Result<Drained>>;
     fn keep_top(&self, ranking: &Ranking, n: u64) -> impl Future<Output = Result<u64>>;
+    /// Runs store work that is not a board's batch (a family's batch):
+    /// in place, or on the store's threads.
+    fn run<R: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> R + Send + 'static,
+    ) -> impl Future<Output = Result<R>>;
     fn pause(&self, pause: Duration) -> impl Future<Output = ()>;
     /// Sleeps up to `timeout`, waking early on a stop or when `wake` holds.
     fn wait(
@@ -33,10 +40,22 @@ pub(super) trait Env {
         wake: impl Fn(&Signal) -> bool,
         timeout: Duration,
     ) -> impl Future<Output = ()>;
+
+    /// [`QueueState::wait_enqueued`] in this env: up to `timeout`, until an
+    /// enqueue after `seen` committed in this process or a stop.
+    fn wait_enqueued(
+        &self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        seen: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = ()> {
+        self.wait(state, stop, move |s| s.enqueued != seen, timeout)
+    }
 }
 
 /// The loop on a thread of its own.
-pub(super) struct OnThread;
+pub(in crate::ranking) struct OnThread;
 
 impl Env for OnThread {
     async fn drain(
@@ -50,6 +69,10 @@ impl Env for OnThread {
 
     async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {
         ranking.keep_top(n)
+    }
+
+    async fn run<R: Send + 'static>(&self, job: impl FnOnce() -> R + Send + 'static) -> Result<R> {
+        Ok(job())
     }
 
     async fn pause(&self, pause: Duration) {

@@ -58,7 +58,7 @@ struct Group {
 }
 
 #[derive(Default)]
-pub(super) struct Signal {
+pub(in crate::ranking) struct Signal {
     /// Group commits so far: a worker that saw a change has work.
     pub(super) enqueued: u64,
     /// Updates those group commits held: a lingering worker stops waiting
@@ -214,33 +214,9 @@ impl QueueState {
     }
 
     /// Enqueue commits of this process so far: what a family worker reads
-    /// before a batch and waits past with
-    /// [`wait_enqueued`](QueueState::wait_enqueued).
+    /// before a batch and waits past with `Env::wait_enqueued`.
     pub(in crate::ranking) fn enqueued(&self) -> u64 {
         self.signal().enqueued
-    }
-
-    /// Sleeps up to `timeout`, waking early once an enqueue after `seen`
-    /// committed in this process, or `stop` is set (whoever sets it then
-    /// calls [`wake`](QueueState::wake)).
-    pub(in crate::ranking) fn wait_enqueued(
-        &self,
-        seen: u64,
-        stop: &std::sync::atomic::AtomicBool,
-        timeout: Duration,
-    ) {
-        let deadline = Instant::now() + timeout;
-        let mut signal = self.signal();
-        while signal.enqueued == seen && !stop.load(Ordering::Acquire) {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return;
-            };
-            signal = self
-                .signalled
-                .wait_timeout(signal, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
     }
 
     /// Wakes every waiter (after a stop flag was set).

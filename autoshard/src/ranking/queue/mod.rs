@@ -37,7 +37,10 @@ pub use self::worker::{
 #[cfg(test)]
 use self::drain::drain_in;
 pub(in crate::ranking) use self::drain::{deletable, Bound, Drained};
+pub(in crate::ranking) use self::env::{Env, OnThread};
 pub(crate) use self::group::QueueState;
+#[cfg(feature = "tokio")]
+pub(in crate::ranking) use self::task::InTask;
 use super::Ranking;
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};

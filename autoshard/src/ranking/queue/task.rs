@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-struct InTask<O>(O);
+/// The loop in a tokio task: its store work sent where `O` sends it.
+pub(in crate::ranking) struct InTask<O>(pub(in crate::ranking) O);
 
 impl<O: Offload> Env for InTask<O> {
     async fn drain(
@@ -40,6 +41,10 @@ impl<O: Offload> Env for InTask<O> {
     async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {
         let ranking = ranking.clone();
         self.0.offload(move || ranking.keep_top(n)).await?
+    }
+
+    async fn run<R: Send + 'static>(&self, job: impl FnOnce() -> R + Send + 'static) -> Result<R> {
+        self.0.offload(job).await
     }
 
     async fn pause(&self, pause: Duration) {
