@@ -165,7 +165,7 @@ pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
-pub use crate::metrics::{BoardMetrics, ProcessCounters, StoreMetrics};
+pub use crate::metrics::{BoardMetrics, KindLag, ProcessCounters, StoreMetrics};
 #[cfg(feature = "tokio")]
 pub use crate::nonblocking::{
     open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore, Background,

@@ -4,9 +4,12 @@
 //! process counters it reads are counted below (`crate::counters`).
 
 use crate::counters::{self, Counter};
+use crate::entity::Shardable;
 use crate::error::Result;
 use crate::ranking::{Ranking, RankingStore};
+use crate::store::Store;
 use serde::Serialize;
+use std::time::Duration;
 
 /// A snapshot of a store's boards and of this process's work, from
 /// [`StoreMetrics::snapshot`].
@@ -16,27 +19,44 @@ use serde::Serialize;
 /// - [`BoardMetrics::queued`] is exact for what the library wrote, from the
 ///   queue shards' heads and applied-through marks (see its docs);
 /// - [`BoardMetrics::dead_letters`] is exact;
+/// - [`BoardMetrics::oldest_queued`] is the enqueue time the store stamped
+///   on the oldest row not applied yet, aged by the store's clock;
 /// - [`ProcessCounters`] are exact for this process since it started, all
 ///   stores and handles together, and nothing of other processes.
 ///
-/// Not in the snapshot:
-///
-/// - the age of the oldest queued update: no store records when an update
-///   was enqueued; [`Ranking::flush_within`] tells whether a board's
-///   worker catches up within a time;
-/// - compaction lag: it is per kind, and the snapshot knows no kinds.
-///   [`Store::stats`](crate::Store::stats) gives a kind's pending rows
-///   and the age of the oldest ([`KindStats::oldest_pending`](crate::KindStats::oldest_pending)),
-///   reading every shard row of the kind: an operator's call, not one
-///   for every scrape.
+/// Compaction lag is per kind, and a snapshot knows no kinds:
+/// [`with_kind`](StoreMetrics::with_kind) adds one kind's
+/// ([`KindLag`]), at the cost of [`Store::stats`]: one count statement per
+/// sharded field over every shard row of the kind (in the database,
+/// nothing transferred), so a scrape that adds kinds should not run every
+/// second on millions of rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct StoreMetrics {
     /// One entry per board of [`Ranking::list`], in its order (family
     /// member boards are not listed).
     pub boards: Vec<BoardMetrics>,
+    /// One entry per kind added with [`with_kind`](StoreMetrics::with_kind),
+    /// in the order added.
+    pub kinds: Vec<KindLag>,
     /// What this process did.
     pub counters: ProcessCounters,
+}
+
+/// How far compaction lags for one kind, in a [`StoreMetrics`]: what
+/// [`Store::stats`] counts, summed over the kind's sharded fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct KindLag {
+    /// The kind's name.
+    pub kind: String,
+    /// Shard rows compaction would fold away now
+    /// ([`KindStats::pending`](crate::KindStats::pending)).
+    pub pending: u64,
+    /// How long ago the oldest of them was appended
+    /// ([`KindStats::oldest_pending`](crate::KindStats::oldest_pending),
+    /// whose docs say when a store cannot tell).
+    pub oldest_pending: Option<Duration>,
 }
 
 /// One board's queue in a [`StoreMetrics`].
@@ -55,9 +75,15 @@ pub struct BoardMetrics {
     /// read may or may not count.
     pub queued: u64,
     /// Rows a worker could not apply and set aside
-    /// ([`Ranking::dead_letters`]): reads one row per dead letter, so a
-    /// board that keeps thousands of them should have them looked at.
+    /// ([`Ranking::dead_letters`]): one count statement (`HLEN` on Redis
+    /// Cluster), however many there are.
     pub dead_letters: u64,
+    /// How long the oldest update not applied yet has been queued, by the
+    /// store's clock (each row is stamped when its enqueue commits: a time
+    /// column on SQLite and PostgreSQL, a stream field on Redis Cluster);
+    /// one index seek per queue shard. `None` when nothing is queued, or
+    /// the rows waiting were queued by a version that stamped none.
+    pub oldest_queued: Option<Duration>,
 }
 
 /// What this process did since it started, counted where it happens in
@@ -102,7 +128,7 @@ pub struct ProcessCounters {
 
 impl StoreMetrics {
     /// Reads the snapshot: per board of `db`, a few statements of at most
-    /// one row per queue shard (plus one row per dead letter), and the
+    /// one row per queue shard and a count of its dead letters, and the
     /// process's counters. Creates a board's queue tables if it has none
     /// yet, as [`Ranking::queued`] does.
     ///
@@ -137,8 +163,41 @@ impl StoreMetrics {
         }
         Ok(StoreMetrics {
             boards,
+            kinds: Vec::new(),
             counters: ProcessCounters::now(),
         })
+    }
+
+    /// Adds kind `T`'s compaction lag ([`KindLag`]) from `db`, by
+    /// [`Store::stats`] (see the cost above).
+    ///
+    /// ```
+    /// # use autoshard::{Pending, Shardable, Store, StoreMetrics};
+    /// # #[derive(Shardable)]
+    /// # struct Page {
+    /// #     #[shard(id)] id: u64,
+    /// #     #[shard(neutral = 0, fold = autoshard::fold::checked_sum)] views: i64,
+    /// #     #[shard(pending)] pending: Pending<Self>,
+    /// # }
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// db.insert(&Page { id: 1, views: 0, pending: Pending::default() })?;
+    /// let metrics = StoreMetrics::snapshot(&db)?.with_kind::<Page>(&db)?;
+    /// assert_eq!(metrics.kinds[0].pending, 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::stats`].
+    pub fn with_kind<T: Shardable>(mut self, db: &impl Store) -> Result<Self> {
+        let stats = db.stats::<T>()?;
+        self.kinds.push(KindLag {
+            kind: stats.kind.to_owned(),
+            pending: stats.pending(),
+            oldest_pending: stats.oldest_pending(),
+        });
+        Ok(self)
     }
 }
 
@@ -146,7 +205,8 @@ fn board(db: &impl RankingStore, name: &str) -> Result<BoardMetrics> {
     let board = Ranking::open(db, name)?;
     Ok(BoardMetrics {
         queued: board.backlog()?,
-        dead_letters: board.dead_letters()?.len() as u64,
+        dead_letters: board.dead_letter_count()?,
+        oldest_queued: board.oldest_queued_age()?,
         board: name.to_owned(),
     })
 }

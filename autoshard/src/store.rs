@@ -268,9 +268,8 @@ pub trait Store: Backend {
     /// [`compactor`](Store::compactor) keep up. It reads every shard row of
     /// the kind: an operator's call, not one for every request.
     ///
-    /// Neither store records when a row was written, so the age of the
-    /// oldest pending row is not reported; a compactor's passes bound it
-    /// (a row waits about one `interval` plus one pass).
+    /// The age of the oldest pending row is the database's append time of
+    /// it where the store stamps one ([`FieldStats::oldest_pending`](crate::FieldStats::oldest_pending)).
     ///
     /// # Errors
     ///

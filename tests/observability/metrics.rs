@@ -1,16 +1,20 @@
-//! `StoreMetrics::snapshot` on every store: each board's queue and dead
-//! letters as the store holds them, and the process counters moving by
+//! `StoreMetrics::snapshot` on every store: each board's queue, dead
+//! letters and oldest queued update as the store holds them, a kind's
+//! compaction lag (`with_kind`), and the process counters moving by
 //! exactly what the calls did.
 
 use crate::serial;
 use crate::stores::TestStore;
 use crate::{every_store_tests, redis_cluster_tests, store_tests};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
-use autoshard::{BoardMetrics, StoreMetrics};
+use autoshard::{BoardMetrics, Store, StoreMetrics};
+use std::time::{Duration, Instant};
 
 every_store_tests!(
     metrics_report_each_boards_queue_dead_letters_and_the_counters,
     metrics_count_saves_and_leave_out_saves_with_nothing_to_write,
+    metrics_age_each_boards_oldest_queued_update,
+    metrics_report_a_kinds_compaction_lag,
 );
 
 fn metrics_report_each_boards_queue_dead_letters_and_the_counters<S: TestStore>() {
@@ -92,4 +96,88 @@ fn metrics_count_saves_and_leave_out_saves_with_nothing_to_write<S: TestStore>()
     let after = StoreMetrics::snapshot(&*db).unwrap().counters;
     assert_eq!(after.saves - before.saves, 4);
     assert_eq!(after.save_conflicts, before.save_conflicts);
+}
+
+/// The oldest queued update's age, by the store's clock: at least the
+/// wait since it was enqueued, at most the time since just before; the
+/// board enqueued to later is younger by at least the wait between (the
+/// control: one age for all boards would fail it); none once applied, and
+/// none on a board with nothing queued.
+fn metrics_age_each_boards_oldest_queued_update<S: TestStore>() {
+    const WAIT: Duration = Duration::from_millis(150);
+    // The stores stamp whole milliseconds.
+    const GRAIN: Duration = Duration::from_millis(2);
+    let _serial = serial();
+    let db = S::fresh();
+    let age = |m: &StoreMetrics, name: &str| {
+        let board = m.boards.iter().find(|b| b.board == name).unwrap();
+        board.oldest_queued
+    };
+    let old = Ranking::create(&*db, "m_old", RankingConfig::new(0..100)).unwrap();
+    let young = Ranking::create(&*db, "m_young", RankingConfig::new(0..100)).unwrap();
+    let idle = Ranking::create(&*db, "m_idle", RankingConfig::new(0..100)).unwrap();
+    idle.enqueue("z", 1).unwrap();
+    idle.worker().drain().unwrap();
+    let started = Instant::now();
+    old.enqueue("a", 1).unwrap();
+    old.enqueue("b", 2).unwrap();
+    std::thread::sleep(WAIT);
+    young.enqueue("c", 3).unwrap();
+    std::thread::sleep(WAIT);
+    let reading = Instant::now();
+    let m = StoreMetrics::snapshot(&*db).unwrap();
+    // The boards are aged one after another: m_young this much later.
+    let read = reading.elapsed();
+    let elapsed = started.elapsed();
+    let (old_age, young_age) = (age(&m, "m_old").unwrap(), age(&m, "m_young").unwrap());
+    assert!(old_age + GRAIN >= 2 * WAIT, "{old_age:?}");
+    assert!(old_age <= elapsed + GRAIN, "{old_age:?} > {elapsed:?}");
+    assert!(young_age + GRAIN >= WAIT, "{young_age:?}");
+    let (later, older) = (young_age + WAIT, old_age + GRAIN + read);
+    assert!(later <= older, "{young_age:?} vs {old_age:?} read in {read:?}");
+    assert_eq!(age(&m, "m_idle"), None, "nothing queued, no age");
+    old.worker().drain().unwrap();
+    let m = StoreMetrics::snapshot(&*db).unwrap();
+    assert_eq!(age(&m, "m_old"), None, "applied, no age");
+    assert!(age(&m, "m_young").is_some());
+    // What an exporter sends: `{ "secs": .., "nanos": .. }`, or null.
+    let json = serde_json::to_value(&m).unwrap();
+    let young_json = json["boards"].as_array().unwrap().iter();
+    let young_json = young_json.clone().find(|b| b["board"] == "m_young").unwrap();
+    assert!(young_json["oldest_queued"]["secs"].is_u64());
+}
+
+/// `with_kind` reports what `Store::stats` counts for the kind: nothing
+/// pending before the saves (the control), the dynamic rows the saves
+/// appended after them, and after a compaction what `stats` counts then
+/// (nothing on SQLite and PostgreSQL; on Redis Cluster the census counts
+/// the one row per bucket compaction keeps as pending).
+fn metrics_report_a_kinds_compaction_lag<S: TestStore>() {
+    use crate::Tally;
+    let _serial = serial();
+    let db = S::fresh();
+    db.insert(&Tally::new(1)).unwrap();
+    let lag = || {
+        let m = StoreMetrics::snapshot(&*db).unwrap();
+        m.with_kind::<Tally>(&*db).unwrap().kinds.remove(0)
+    };
+    let before = lag();
+    assert_eq!((before.kind.as_str(), before.pending), ("Tally", 0));
+    assert_eq!(before.oldest_pending, None);
+    let mut t: Tally = db.load(&1).unwrap().unwrap();
+    for _ in 0..3 {
+        t.view();
+        db.save(&mut t).unwrap();
+    }
+    let stats = db.stats::<Tally>().unwrap();
+    let pending = lag();
+    assert!(pending.pending > 0);
+    assert_eq!(pending.pending, stats.pending());
+    assert_eq!(pending.oldest_pending.is_some(), stats.oldest_pending().is_some());
+    db.compact::<Tally>().unwrap();
+    let after = lag();
+    assert_eq!(after.pending, db.stats::<Tally>().unwrap().pending());
+    if !S::NAME.starts_with("redis") {
+        assert_eq!(after.pending, 0);
+    }
 }

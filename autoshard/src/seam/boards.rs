@@ -303,6 +303,18 @@ pub(crate) trait BoardStore: Send + Sync {
     /// Deletes dead letter `id` of the board; whether there was one.
     fn delete_dead_letter(&self, board: i64, id: i64) -> Result<bool>;
 
+    /// How many dead letters the board keeps: one count, not a read of
+    /// each (`StoreMetrics`).
+    fn dead_letter_count(&self, board: i64) -> Result<u64>;
+
+    /// How long the board's oldest update not applied yet has been queued,
+    /// by the store's clock: each queue shard's first row above its
+    /// applied-through mark that carries an enqueue time (one index seek
+    /// per shard; rows of a version before the stamp carry none), the
+    /// oldest of those; `None` when there is none. On Redis Cluster each
+    /// stream's first entry (the streams are trimmed as they are applied).
+    fn oldest_queued_age(&self, board: i64) -> Result<Option<std::time::Duration>>;
+
     /// The store holding tree `tree` of the boards split into trees
     /// (`ranking/trees`), where the store keeps trees apart: on SQLite a
     /// file of its own per tree, so each tree has its own write lock. `None`

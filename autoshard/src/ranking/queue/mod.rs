@@ -382,6 +382,27 @@ impl Ranking {
         self.inner.boards.dead_letters(self.inner.id)
     }
 
+    /// How many dead letters the board keeps, by one count statement (or
+    /// `HLEN`), not a read of each ([`StoreMetrics`](crate::StoreMetrics)).
+    pub(crate) fn dead_letter_count(&self) -> Result<u64> {
+        if let Some(split) = self.split() {
+            return split.dead_letter_count();
+        }
+        self.queue_state()?;
+        self.inner.boards.dead_letter_count(self.inner.id)
+    }
+
+    /// How long the oldest update not applied yet has been queued, by the
+    /// store's clock; `None` when nothing (with an enqueue time) is queued.
+    /// One index seek per queue shard ([`StoreMetrics`](crate::StoreMetrics)).
+    pub(crate) fn oldest_queued_age(&self) -> Result<Option<Duration>> {
+        if let Some(split) = self.split() {
+            return split.oldest_queued_age();
+        }
+        self.queue_state()?;
+        self.inner.boards.oldest_queued_age(self.inner.id)
+    }
+
     /// Deletes dead letter `id` ([`DeadLetter::id`]); whether there was one.
     ///
     /// # Errors

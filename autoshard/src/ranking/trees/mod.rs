@@ -265,6 +265,19 @@ impl Split<'_> {
         self.trees.iter().map(Ranking::backlog).sum()
     }
 
+    pub(super) fn dead_letter_count(&self) -> Result<u64> {
+        self.trees.iter().map(Ranking::dead_letter_count).sum()
+    }
+
+    /// The oldest over the trees.
+    pub(super) fn oldest_queued_age(&self) -> Result<Option<Duration>> {
+        let mut oldest = None;
+        for tree in self.trees {
+            oldest = oldest.max(tree.oldest_queued_age()?);
+        }
+        Ok(oldest)
+    }
+
     /// Flushes tree by tree within one time limit.
     pub(super) fn flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();

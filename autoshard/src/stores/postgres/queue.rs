@@ -51,6 +51,8 @@ pub(super) struct QueueSql {
     delete: String,
     dead_letter: String,
     dead_letters: String,
+    dead_letter_count: String,
+    oldest: String,
     delete_dead_letter: String,
     /// Seeds the shard lock keys: advisory locks are per database, queues
     /// per schema.
@@ -83,6 +85,8 @@ impl QueueSql {
                      PRIMARY KEY (board, queue, seq)
                  );
                  ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS data bytea;
+                 ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS enqueued_at timestamptz;
+                 ALTER TABLE {queue} ALTER COLUMN enqueued_at SET DEFAULT now();
                  CREATE TABLE IF NOT EXISTS {heads} (
                      board bigint NOT NULL,
                      queue integer NOT NULL,
@@ -154,6 +158,19 @@ impl QueueSql {
                 "SELECT id, queue, seq, player, score, reason FROM {dead} \
                  WHERE board = $1 ORDER BY id"
             ),
+            dead_letter_count: format!("SELECT count(*) FROM {dead} WHERE board = $1"),
+            // Per shard the first row above its mark (an index seek), the
+            // oldest of those, aged by the server's clock.
+            oldest: format!(
+                "SELECT extract(epoch FROM clock_timestamp() - min(x.t))::float8 \
+                 FROM {heads} h \
+                 LEFT JOIN {applied} a ON a.board = h.board AND a.queue = h.queue \
+                 CROSS JOIN LATERAL (SELECT r.enqueued_at AS t FROM {queue} r \
+                     WHERE r.board = h.board AND r.queue = h.queue \
+                     AND r.seq > coalesce(a.seq, {NOTHING_APPLIED}) \
+                     AND r.enqueued_at IS NOT NULL ORDER BY r.seq LIMIT 1) x \
+                 WHERE h.board = $1"
+            ),
             delete_dead_letter: format!("DELETE FROM {dead} WHERE board = $1 AND id = $2"),
             seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
@@ -177,12 +194,14 @@ fn small(value: u32) -> i32 {
 /// commit anyway.
 pub(super) fn prepare(db: &Postgres, sql: &QueueSql) -> Result<Option<String>> {
     db.write_read_committed(|tx| {
-        // Every table, and the queue's `data` column (a schema made before
-        // entry data could be queued gets it from the `ALTER` in `create`).
+        // Every table, and the queue's newest column, `enqueued_at` (a
+        // schema made before gets it, and `data`, from the `ALTER`s in
+        // `create`; its rows keep no time, new rows get the default).
         let ready: bool = tx
             .query_one(
                 "SELECT to_regclass($1) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute \
-                 WHERE attrelid = to_regclass($2) AND attname = 'data' AND NOT attisdropped)",
+                 WHERE attrelid = to_regclass($2) AND attname = 'enqueued_at' \
+                 AND NOT attisdropped)",
                 &[&sql.probe, &sql.queue_table],
             )?
             .try_get(0)?;
@@ -373,6 +392,24 @@ pub(super) fn dead_letters(db: &Postgres, sql: &QueueSql, board: i64) -> Result<
                 })
             })
             .collect()
+    })
+}
+
+pub(super) fn dead_letter_count(db: &Postgres, sql: &QueueSql, board: i64) -> Result<u64> {
+    db.read(|tx| {
+        let n: i64 = tx.query_one(&sql.dead_letter_count, &[&board])?.try_get(0)?;
+        Ok(n as u64)
+    })
+}
+
+pub(super) fn oldest_age(
+    db: &Postgres,
+    sql: &QueueSql,
+    board: i64,
+) -> Result<Option<std::time::Duration>> {
+    db.read(|tx| {
+        let secs: Option<f64> = tx.query_one(&sql.oldest, &[&board])?.try_get(0)?;
+        Ok(secs.map(|s| std::time::Duration::from_secs_f64(s.max(0.0))))
     })
 }
 

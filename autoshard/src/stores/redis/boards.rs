@@ -488,6 +488,23 @@ impl BoardStore for RedisCluster {
         let deleted: i64 = self.board_query(redis::cmd("HDEL").arg(keys.dead_letters()).arg(id))?;
         Ok(deleted > 0)
     }
+
+    fn dead_letter_count(&self, board: i64) -> Result<u64> {
+        let keys = BoardKeys::new(self.prefix(), board);
+        self.board_query(redis::cmd("HLEN").arg(keys.dead_letters()))
+    }
+
+    fn oldest_queued_age(&self, board: i64) -> Result<Option<std::time::Duration>> {
+        let (spec, _) = self.board_spec(board)?;
+        let keys = BoardKeys::new(self.prefix(), board);
+        let mut invocation = scripts::queue_oldest().prepare_invoke();
+        for queue in 0..spec.queues {
+            invocation.key(keys.queue(queue));
+        }
+        let mut conn = self.checkout()?;
+        let ms: i64 = self.with_conn(&mut conn, |c| invocation.invoke(c))?;
+        Ok(u64::try_from(ms).ok().map(std::time::Duration::from_millis))
+    }
 }
 
 #[cfg(test)]

@@ -371,7 +371,9 @@ return 'OK'
 /// streams in the order of the groups in `ARGV[4..]`: shard, count `n`,
 /// then `n` (player, score, data) triples, an empty score for a removal,
 /// empty data for none (else a `v` before the data). Entry ids
-/// are `<seq>-1`, so `XRANGE` gives a shard in sequence order. The board's
+/// are `<seq>-1`, so `XRANGE` gives a shard in sequence order; field `t`
+/// is the server's time in ms (for the age of the oldest queued update,
+/// [`queue_oldest`]: the ids, being sequence numbers, carry none). The board's
 /// version is not touched: an append commutes with every transaction (it
 /// only adds rows past the head, which no transaction has read).
 pub(crate) fn append_queue() -> &'static Script {
@@ -390,6 +392,8 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t ~= 'none' and t ~= 'hash' then
   return redis.error_reply('autoshard: queue heads ' .. KEYS[1] .. ' is a ' .. t)
 end
+local now = redis.call('TIME')
+local t = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000))
 local i, k = 4, 4
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 1])
@@ -397,7 +401,7 @@ while i <= #ARGV do
   for j = 0, n - 1 do
     local p, s, d = ARGV[i + 2 + 3 * j], ARGV[i + 3 + 3 * j], ARGV[i + 4 + 3 * j]
     local id = string.format('%.0f-1', first + j)
-    local fields = {'p', p}
+    local fields = {'p', p, 't', t}
     if s ~= '' then fields[#fields + 1] = 's'; fields[#fields + 1] = s end
     if d ~= '' then fields[#fields + 1] = 'd'; fields[#fields + 1] = string.sub(d, 2) end
     redis.call('XADD', KEYS[k], id, unpack(fields))
@@ -409,6 +413,37 @@ return 'OK'
 "#
         ),
     )
+}
+
+/// How long the oldest first entry of the streams `KEYS` (the queue
+/// shards, trimmed as they are applied, so a first entry is the shard's
+/// oldest not applied) has waited, in ms by the server's clock; -1 when
+/// none is queued or none carries a time (`t`, see [`append_queue`]).
+pub(crate) fn queue_oldest() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    S.get_or_init(|| {
+        Script::new(
+            r#"
+local oldest = nil
+for i = 1, #KEYS do
+  local rows = redis.call('XRANGE', KEYS[i], '-', '+', 'COUNT', 1)
+  if #rows > 0 then
+    local fields = rows[1][2]
+    for j = 1, #fields, 2 do
+      if fields[j] == 't' then
+        local t = tonumber(fields[j + 1])
+        if t and (oldest == nil or t < oldest) then oldest = t end
+      end
+    end
+  end
+end
+if oldest == nil then return -1 end
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+return math.max(ms - oldest, 0)
+"#,
+        )
+    })
 }
 
 /// Queued updates in the streams `KEYS`: all of them with `ARGV[1]` = `all`;

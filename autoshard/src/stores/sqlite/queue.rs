@@ -23,6 +23,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// In the queue's file: `autoshard_rank_queue` holds the updates;
 /// `autoshard_rank_queue_heads` the next sequence number of each queue
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS autoshard_rank_queue (
     player TEXT NOT NULL,
     score INTEGER,
     data BLOB,
+    enqueued_ms INTEGER,
     PRIMARY KEY (board, queue, seq)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS autoshard_rank_queue_heads (
@@ -98,6 +100,17 @@ pub(super) fn prepare(db: &Sqlite) -> Result<Option<String>> {
             .exists([])?;
         if !has_data {
             tx.execute_batch("ALTER TABLE autoshard_rank_queue ADD COLUMN data BLOB")?;
+        }
+        // One made before rows carried their enqueue time: its rows keep
+        // none (NULL), new ones get it.
+        let has_time = tx
+            .prepare_cached(
+                "SELECT 1 FROM pragma_table_info('autoshard_rank_queue') \
+                 WHERE name = 'enqueued_ms'",
+            )?
+            .exists([])?;
+        if !has_time {
+            tx.execute_batch("ALTER TABLE autoshard_rank_queue ADD COLUMN enqueued_ms INTEGER")?;
         }
         Ok(())
     })?;
@@ -184,6 +197,7 @@ fn move_legacy_queue(db: &Sqlite, queue: &Sqlite) -> Result<()> {
 /// so no acknowledged update is left behind for a board that is gone.
 pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> Result<()> {
     let (named, board) = (board, board.id);
+    let now = unix_ms();
     db.queue_db()?.write(|tx| {
         let closed = tx
             .prepare_cached("SELECT 1 FROM autoshard_rank_queue_closed WHERE board = ?1")?
@@ -197,8 +211,9 @@ pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> R
              RETURNING next - ?3",
         )?;
         let mut insert = tx.prepare_cached(
-            "INSERT INTO autoshard_rank_queue (board, queue, seq, player, score, data) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO autoshard_rank_queue \
+             (board, queue, seq, player, score, data, enqueued_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
         for queue in queue_shards(items) {
             let mine = || items.iter().filter(|i| i.queue == queue);
@@ -211,7 +226,8 @@ pub(super) fn append(db: &Sqlite, board: Board<'_>, items: &[QueuedUpdate]) -> R
                     seq,
                     item.player,
                     item.score,
-                    item.data
+                    item.data,
+                    now
                 ])?;
             }
         }
@@ -476,6 +492,47 @@ pub(super) fn dead_letters(db: &Sqlite, board: i64) -> Result<Vec<DeadLetter>> {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     })
+}
+
+pub(super) fn dead_letter_count(db: &Sqlite, board: i64) -> Result<u64> {
+    db.read(|tx| {
+        let n: i64 = tx
+            .prepare_cached("SELECT count(*) FROM autoshard_rank_dead_letters WHERE board = ?1")?
+            .query_row([board], |r| r.get(0))?;
+        Ok(n as u64)
+    })
+}
+
+/// The age of the oldest row above the applied-through marks (read from
+/// the board's file before the queue's, as `queued` reads them).
+pub(super) fn oldest_age(db: &Sqlite, board: i64) -> Result<Option<Duration>> {
+    let applied = applied_marks(db, board)?;
+    let heads = marks(db, board)?;
+    let oldest = db.queue_db()?.read(|tx| {
+        let mut first = tx.prepare_cached(
+            "SELECT enqueued_ms FROM autoshard_rank_queue WHERE board = ?1 AND queue = ?2 \
+             AND seq > ?3 AND enqueued_ms IS NOT NULL ORDER BY seq LIMIT 1",
+        )?;
+        let mut oldest: Option<i64> = None;
+        for &(queue, _) in &heads {
+            let mark = applied.get(&queue).copied().unwrap_or(NOTHING_APPLIED);
+            let at: Option<Option<i64>> = first
+                .query_row(params![board, queue, mark], |r| r.get(0))
+                .optional()?;
+            if let Some(Some(at)) = at {
+                oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            }
+        }
+        Ok(oldest)
+    })?;
+    Ok(oldest.map(|at| Duration::from_millis(u64::try_from(unix_ms() - at).unwrap_or(0))))
+}
+
+/// Milliseconds since the Unix epoch, by this machine's clock (SQLite's
+/// clock: the database is a file here).
+fn unix_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis() as i64)
 }
 
 pub(super) fn delete_dead_letter(db: &Sqlite, board: i64, id: i64) -> Result<bool> {

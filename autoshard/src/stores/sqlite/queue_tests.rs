@@ -191,6 +191,41 @@ fn a_queue_kept_in_the_board_file_moves_to_the_queue_file() {
     assert_eq!(seqs, [11], "the head continues after the moved rows");
 }
 
+/// A queue file made before rows carried their enqueue time gets the
+/// column on first use: its old row has no time (no age: the control
+/// that the age is the stamp's, not a guess), the next enqueue's has.
+#[test]
+fn a_queue_made_before_the_enqueue_time_gets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let db = Sqlite::open(&path).unwrap();
+    let board = Ranking::create(&db, "b", RankingConfig::new(0..100)).unwrap();
+    db.queue_db()
+        .unwrap()
+        .write(|tx| {
+            tx.execute_batch(
+                "CREATE TABLE autoshard_rank_queue (board INTEGER NOT NULL, \
+                 queue INTEGER NOT NULL, seq INTEGER NOT NULL, player TEXT NOT NULL, \
+                 score INTEGER, PRIMARY KEY (board, queue, seq)) STRICT, WITHOUT ROWID; \
+                 CREATE TABLE autoshard_rank_queue_heads (board INTEGER NOT NULL, \
+                 queue INTEGER NOT NULL, next INTEGER NOT NULL, \
+                 PRIMARY KEY (board, queue)) STRICT, WITHOUT ROWID; \
+                 INSERT INTO autoshard_rank_queue VALUES (1, 0, 0, 'old', 5); \
+                 INSERT INTO autoshard_rank_queue_heads VALUES (1, 0, 1);",
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(board.queued().unwrap(), 1);
+    assert_eq!(board.oldest_queued_age().unwrap(), None);
+    board.enqueue("new", 6).unwrap();
+    let age = board.oldest_queued_age().unwrap();
+    assert!(age.is_some_and(|a| a < Duration::from_secs(60)), "{age:?}");
+    assert_eq!(board.worker().drain().unwrap().updates, 2);
+    assert_eq!(board.oldest_queued_age().unwrap(), None);
+    assert_eq!(board.score("old").unwrap(), Some(5));
+}
+
 #[test]
 fn a_handle_of_the_same_file_shares_the_state() {
     let dir = tempfile::tempdir().unwrap();

@@ -182,6 +182,14 @@ impl BoardStore for Postgres {
         queue::delete_dead_letter(self, &self.boards_sql().queue, board, id)
     }
 
+    fn dead_letter_count(&self, board: i64) -> Result<u64> {
+        queue::dead_letter_count(self, &self.boards_sql().queue, board)
+    }
+
+    fn oldest_queued_age(&self, board: i64) -> Result<Option<std::time::Duration>> {
+        queue::oldest_age(self, &self.boards_sql().queue, board)
+    }
+
     fn list_boards(&self) -> Result<Vec<String>> {
         let sql = self.boards_sql();
         self.list(&sql.lifecycle, &sql.probe)

@@ -129,6 +129,14 @@ impl BoardStore for Sqlite {
         queue::delete_dead_letter(self, board, id)
     }
 
+    fn dead_letter_count(&self, board: i64) -> Result<u64> {
+        queue::dead_letter_count(self, board)
+    }
+
+    fn oldest_queued_age(&self, board: i64) -> Result<Option<std::time::Duration>> {
+        queue::oldest_age(self, board)
+    }
+
     fn tree_store(&self, tree: u32) -> Result<Option<std::sync::Arc<dyn BoardStore>>> {
         Ok(Some(std::sync::Arc::new(self.tree_db(tree)?)))
     }
