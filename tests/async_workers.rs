@@ -224,11 +224,9 @@ fn family_worker_threads() -> usize {
 
 /// Held by each family test: the control starts a family worker thread,
 /// which the others must not count.
-static FAMILY_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_family_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    FAMILY_TESTS.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// (tokio's: the guard is held across awaits; each test has a runtime of
+/// its own, which tokio's mutex does not mind.)
+static FAMILY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Until the family's queue is empty (bounded: 60 s of 10 ms polls).
 async fn family_drained(family: &AsyncFamily) {
@@ -245,7 +243,7 @@ async fn family_drained(family: &AsyncFamily) {
 /// same current-thread runtime, costs no thread of its own, and `stop`
 /// wakes it from an idle wait nothing else would end.
 async fn family_task_drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String)) {
-    let _alone = one_family_test_at_a_time();
+    let _alone = FAMILY_TESTS.lock().await;
     let (_dir, url) = url();
     let db = autoshard::open_async(&url).await.unwrap();
     let family = family(&db, "fam").await;
@@ -256,7 +254,11 @@ async fn family_task_drains_without_blocking(url: fn() -> (Option<tempfile::Temp
     let probe = Probe::start();
     let worker = family.worker().idle_timeout(Duration::MAX);
     let worker = family.spawn_worker(worker).await.unwrap();
-    assert_eq!(family_worker_threads(), 0, "the task runs on no thread of its own");
+    assert_eq!(
+        family_worker_threads(),
+        0,
+        "the task runs on no thread of its own"
+    );
     family_drained(&family).await;
     let worst = probe.finish().await;
     assert!(!worker.is_finished(), "the task waits for more");
@@ -265,12 +267,15 @@ async fn family_task_drains_without_blocking(url: fn() -> (Option<tempfile::Temp
     let board = family.board(Window::AllTime, Period::At(0), None).await;
     let board = board.unwrap().expect("submitted");
     assert_eq!(board.len().await.unwrap(), FAMILY_BACKLOG as u64);
-    assert!(!worst.blocked(), "the family task blocked the runtime: {worst:?}");
+    assert!(
+        !worst.blocked(),
+        "the family task blocked the runtime: {worst:?}"
+    );
 }
 
 /// Submissions in the family probe test's backlog: one family batch
 /// writes the players board and the member, so fewer than the board's.
-const FAMILY_BACKLOG: usize = 4_000;
+const FAMILY_BACKLOG: usize = 2_000;
 
 mod family_stores {
     #[tokio::test(flavor = "current_thread")]
@@ -289,13 +294,22 @@ mod family_stores {
 /// the runtime's only thread holds the probe back.
 #[tokio::test(flavor = "current_thread")]
 async fn family_controls_a_thread_and_a_drain_in_place_are_caught() {
-    let _alone = one_family_test_at_a_time();
+    let _alone = FAMILY_TESTS.lock().await;
     let (_dir, url) = urls::sqlite();
     let db = autoshard::open_async(&url).await.unwrap();
     let family = family(&db, "fc").await;
     let sync = family.sync_family().clone();
     let thread = sync.worker().spawn().unwrap();
-    assert_eq!(family_worker_threads(), 1, "the sync worker's thread is seen");
+    // The thread names itself once it runs: a bounded wait for that.
+    let mut seen = 0;
+    for _ in 0..1_000 {
+        seen = family_worker_threads();
+        if seen == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(seen, 1, "the sync worker's thread is seen");
     thread.stop().unwrap();
     tokio::task::spawn_blocking(move || produce_family(&sync, FAMILY_BACKLOG))
         .await

@@ -10,9 +10,9 @@
 //! write a row that compaction treats as surplus, never lose or repeat a
 //! delta.
 
-use crate::__private::{FieldSpec, FoldError};
-use crate::compaction::Plan;
-use crate::seam::StoredKey;
+use crate::entity::FieldSpec;
+use crate::fold::FoldError;
+use crate::seam::{Plan, StoredKey};
 use crate::value::Value;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -252,11 +252,11 @@ mod tests {
     /// with a typed error, which `Store` returns at a kind's first use.
     #[test]
     fn a_store_without_automatic_counts_refuses_them() {
-        use crate::compaction::{BatchPlan, Resume};
         use crate::entity::Key;
         use crate::error::{Error, Result};
-        use crate::mapper::{InsertPlan, SavePlan};
-        use crate::seam::{Census, EntityStore, Kind, Stored};
+        use crate::seam::{
+            BatchPlan, Census, EntityStore, InsertPlan, Kind, Resume, SavePlan, Stored,
+        };
         struct NoCounts;
         impl EntityStore for NoCounts {
             fn insert(&self, _: &Kind, _: Key<'_>, _: &InsertPlan) -> Result<()> {

@@ -11,12 +11,12 @@
 //! [`CompactionStats::skipped`]; the batch goes on with the other groups,
 //! so one broken entity never stops the compaction of its kind.
 
-use crate::__private::{FieldSpec, FoldError};
 use crate::auto_shards::{self, CountUpdate, StoredCount};
 use crate::counters;
+use crate::entity::FieldSpec;
 use crate::error::{Error, Result};
-use crate::seam::{Kind, StoredKey};
-use crate::store::{CompactionStats, Skipped};
+use crate::fold::FoldError;
+use crate::seam::{BatchPlan, CompactionStats, Kind, Plan, Resume, Skipped, StoredKey};
 use crate::trace;
 use crate::value::Value;
 use std::time::Instant;
@@ -24,23 +24,6 @@ use std::time::Instant;
 /// How many skipped groups a run lists in [`CompactionStats::skipped`]
 /// (all are counted).
 pub(crate) const SKIPPED_LISTED: usize = 16;
-
-/// The rewrite of one (entity, field) group.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Plan {
-    /// Shard row that receives the folded value (created if missing).
-    pub target: i64,
-    /// The folded value of the target and every removed row.
-    pub value: Value,
-    /// Shard numbers whose rows are deleted.
-    pub removed: Vec<i64>,
-    /// Rows numbered from here on are folded away; the kept ones are below.
-    pub keep_below: i64,
-    /// Whether the target row was among the rows read (a static field's
-    /// shard 0 may be missing). A store that cannot exclude concurrent
-    /// writers must then fold into the row rather than overwrite it.
-    pub target_read: bool,
-}
 
 /// Plans the rewrite of one group, given its rows in shard order; `None` when
 /// the group is already compact.
@@ -78,19 +61,6 @@ pub(crate) fn plan(
         keep_below,
         target_read,
     }))
-}
-
-/// Where the next compaction batch starts.
-#[derive(Debug, Clone)]
-pub(crate) enum Resume {
-    /// From the first entity (before the first batch), or nothing left
-    /// (after the last one).
-    Done,
-    /// After this entity: every row up to it was read.
-    After(StoredKey),
-    /// At this entity again: one of its groups was too large for one batch
-    /// and was folded only partly.
-    At(StoredKey),
 }
 
 /// The compaction job's driver, the same for every store: runs `batch` (one
@@ -201,22 +171,6 @@ pub(crate) struct BatchScan<'k> {
     auto_groups: Vec<(StoredKey, usize, Rows)>,
     resume: Resume,
     started: Instant,
-}
-
-/// What one batch rewrites.
-pub(crate) struct BatchPlan {
-    /// This batch's counts (`batches` left at 0 for the caller, and the
-    /// skipped groups in `skipped`).
-    pub stats: CompactionStats,
-    /// `(entity, field index, plan)` in scan order.
-    pub plans: Vec<(StoredKey, usize, Plan)>,
-    /// `(entity, field, why)` of the groups left as they were.
-    pub skipped: Vec<(StoredKey, &'static str, Error)>,
-    pub resume: Resume,
-    /// When the scan began: stores start it inside the write transaction,
-    /// so the time from here to the commit is how long the batch held the
-    /// writer (the compactor's cap is on that).
-    pub started: Instant,
 }
 
 impl<'k> BatchScan<'k> {

@@ -25,7 +25,7 @@ pub trait Shardable: Sized {
     /// Stores derive their table names from it.
     const KIND: &'static str;
     #[doc(hidden)]
-    const __FIELDS: &'static [crate::__private::FieldSpec];
+    const __FIELDS: &'static [FieldSpec];
     #[doc(hidden)]
     const __RANKED: crate::__private::Ranked = crate::__private::Ranked::NONE;
 
@@ -57,7 +57,7 @@ pub trait Shardable: Sized {
     fn __fold(
         field: usize,
         values: &mut dyn Iterator<Item = Value>,
-    ) -> std::result::Result<Value, crate::__private::FoldError>;
+    ) -> std::result::Result<Value, crate::fold::FoldError>;
     #[doc(hidden)]
     fn __from_parts(id: Self::Id, parts: &mut crate::__private::Parts) -> Result<Self>;
 }
@@ -418,5 +418,33 @@ impl<T> fmt::Debug for Pending<T> {
 impl<T> PartialEq for Pending<T> {
     fn eq(&self, _: &Self) -> bool {
         true
+    }
+}
+
+/// One sharded field as declared: its name and `shards = N` or
+/// `shards = LOW..=HIGH` (neither: dynamic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// The field's name, which is also its key in the shard table.
+    pub name: &'static str,
+    /// Static shard count (`N`, or `HIGH` of an automatic count), or `None`
+    /// for dynamic sharding. Code that does not know automatic counts
+    /// (compaction's surplus, Redis Cluster) sees an automatic field as
+    /// static with `HIGH` shards, which is never wrong, only wasteful.
+    pub shards: Option<u32>,
+    /// `LOW` of an automatic count, `None` for every other field.
+    pub min_shards: Option<u32>,
+}
+
+impl FieldSpec {
+    /// `LOW..=HIGH` of an automatic field.
+    pub(crate) fn auto_range(&self) -> Option<(u32, u32)> {
+        Some((self.min_shards?, self.shards?))
+    }
+
+    /// Rows an insert writes: `N` of a static field, `LOW` of an automatic
+    /// one, one of a dynamic one.
+    pub(crate) fn initial_shards(&self) -> u32 {
+        self.min_shards.or(self.shards).unwrap_or(1)
     }
 }

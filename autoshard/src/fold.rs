@@ -34,6 +34,8 @@
 //! }
 //! ```
 
+use crate::error::Error;
+use crate::value::{invalid_value, ValueError};
 use std::error::Error as StdError;
 use std::fmt;
 
@@ -132,6 +134,49 @@ pub fn checked_sum<N: CheckedInt>(a: N, b: N) -> Result<N, Overflow> {
 /// write it.
 pub fn max_f64(a: f64, b: f64) -> f64 {
     a.max(b)
+}
+
+/// Why a fold over stored values failed; stores add kind, id and field.
+/// Named by generated code (`__fold`), not part of the API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum FoldError {
+    /// A stored value did not decode into the field's type.
+    Decode(ValueError),
+    /// The user's fold returned an error.
+    Fold(Box<dyn std::error::Error + Send + Sync>),
+    /// The folded value could not be encoded.
+    Encode(ValueError),
+    /// Generated code was asked for a field index it does not have.
+    NoSuchField(usize),
+}
+
+impl FoldError {
+    pub(crate) fn into_error(self, kind: &'static str, id: &str, field: &'static str) -> Error {
+        match self {
+            FoldError::Decode(e) => Error::Corrupt {
+                kind,
+                id: id.to_owned(),
+                field: field.to_owned(),
+                reason: e.to_string(),
+            },
+            FoldError::Fold(source) => Error::Fold {
+                kind,
+                field,
+                source,
+            },
+            FoldError::Encode(e) => invalid_value(kind, field, e),
+            FoldError::NoSuchField(i) => no_such_field_error(kind, i),
+        }
+    }
+}
+
+/// A field index generated code does not have (a bug in it).
+pub(crate) fn no_such_field_error(kind: &'static str, field: usize) -> Error {
+    Error::SchemaMismatch {
+        kind: kind.to_owned(),
+        reason: format!("no sharded field #{field}"),
+    }
 }
 
 #[cfg(test)]

@@ -157,7 +157,6 @@ mod guide {
 #[path = "private/mod.rs"]
 pub mod __private;
 
-pub use crate::__private::ShardValue;
 pub use crate::any::{open, AnyStore};
 pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD};
 #[cfg(feature = "tokio")]
@@ -165,6 +164,7 @@ pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::mapper::Saved;
 pub use crate::metrics::{BoardMetrics, KindLag, ProcessCounters, StoreMetrics};
 #[cfg(feature = "tokio")]
 pub use crate::nonblocking::{
@@ -172,14 +172,16 @@ pub use crate::nonblocking::{
     BackgroundJob, DEFAULT_THREADS,
 };
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
+pub use crate::seam::{CompactionStats, Skipped};
 pub use crate::stats::{FieldStats, KindStats};
-pub use crate::store::{CompactionStats, Saved, Skipped, Store};
+pub use crate::store::Store;
 #[cfg(feature = "postgres")]
 pub use crate::stores::postgres::{Concurrency, Postgres, PostgresBuilder};
 #[cfg(feature = "redis")]
 pub use crate::stores::redis::{Durability, RedisCluster, RedisClusterBuilder};
 #[cfg(feature = "sqlite")]
 pub use crate::stores::sqlite::{Sqlite, SqliteBuilder, Synchronous};
+pub use crate::value::ShardValue;
 pub use crate::value::{Value, ValueError};
 
 /// Derives [`Shardable`] for a struct with named fields.

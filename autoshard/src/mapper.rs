@@ -2,26 +2,30 @@
 //! and a save read and write, computed from the entity. A store only runs
 //! the statements; it never decides what to write.
 
-use crate::__private::{Checked, FieldSpec, FoldError, Parts};
+use crate::__private::{Checked, Parts};
 use crate::entity::{EntityId, Key, Mode, Shardable};
 use crate::error::{Error, Result};
-use crate::seam::{BoardWrite, Kind, Stored};
-use crate::store::Saved;
+use crate::fold::FoldError;
+use crate::seam::{Delta, InsertPlan, Kind, SavePlan, Stored};
 use crate::value::{self, Value};
 use serde::Serialize;
 
-/// The rows a new entity is stored as.
-pub(crate) struct InsertPlan {
-    pub document: String,
-    /// `(field, shard, value)`: static fields get `shards` rows (the current
-    /// value in shard 0, the neutral element elsewhere), dynamic fields one.
-    pub rows: Vec<(&'static str, i64, Value)>,
-    /// The new incarnation of the id: a random number, never 0 (the
-    /// incarnation of entities stored before incarnations existed).
-    pub incarnation: i64,
-    /// The entity's initial totals, added to the boards of its ranked
-    /// fields in the insert's transaction (`seam/ranked.rs`).
-    pub boards: Vec<BoardWrite>,
+/// What one [`Store::save`](crate::Store::save) did: made here, by
+/// [`save`] and `outcome`, from the plan and the store's attempts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Saved {
+    /// Transactions tried: 0 when there was nothing to write, more than 1
+    /// when the store was busy and the transaction was retried.
+    pub attempts: u32,
+    /// Whether the unsharded document was written.
+    pub document_written: bool,
+    /// Shard rows written (updated or appended).
+    pub shard_writes: u32,
+    /// For a save that wrote a field with an automatic shard count
+    /// (`shards = LOW..=HIGH`; the first such field, if several): the
+    /// entity's count after the save and why it has it. `None` otherwise.
+    pub shard_count: Option<crate::auto_shards::ShardCount>,
 }
 
 pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {
@@ -73,33 +77,6 @@ pub(crate) fn inserted<T: Shardable>(entity: &T, plan: InsertPlan) {
             .collect();
         pending.inserted(plan.document, plan.incarnation, bases);
     }
-}
-
-/// What a save writes; `None` from [`plan_save`] means nothing.
-pub(crate) struct SavePlan {
-    pub document: String,
-    pub document_changed: bool,
-    pub deltas: Vec<Delta>,
-    /// The incarnation the save must find stored, or `None` to write into
-    /// whatever entity has the id (an entity without a `Pending` field,
-    /// which has nowhere to remember one).
-    pub incarnation: Option<i64>,
-    /// `(field, value)`: the new aggregate of each field with a delta,
-    /// encoded, for the object once the save commits.
-    bases: Vec<(usize, Value)>,
-    /// What the store did with the first automatic field's count, for
-    /// [`Saved::shard_count`]; the store sets it (`crate::auto_shards`).
-    pub counted: std::cell::Cell<Option<crate::auto_shards::ShardCount>>,
-    /// The deltas of ranked fields, added to their boards in the save's
-    /// transaction (`seam/ranked.rs`).
-    pub boards: Vec<BoardWrite>,
-}
-
-/// One non-neutral pending delta.
-pub(crate) struct Delta {
-    pub index: usize,
-    pub spec: &'static FieldSpec,
-    pub value: Value,
 }
 
 /// Runs one save: plans it, lets `write` run the transaction (it returns
@@ -369,13 +346,6 @@ pub(crate) fn outcome(plan: &SavePlan, attempts: u32) -> Saved {
         shard_writes: plan.deltas.len() as u32,
         shard_count: plan.counted.get(),
     }
-}
-
-/// The static shard a save folds its delta into: one of `0..shards`, at
-/// random, chosen anew by every attempt of a retried transaction so that
-/// two conflicting writers do not meet again.
-pub(crate) fn pick_shard(shards: u32) -> i64 {
-    i64::from(crate::random::range(..shards))
 }
 
 /// Builds a loaded entity from what the store read, remembering the

@@ -6,9 +6,9 @@ use crate::compactor::Compactor;
 use crate::counters;
 use crate::entity::{key_of, Shardable};
 use crate::error::{Error, Result};
-use crate::mapper;
+use crate::mapper::{self, Saved};
 use crate::query::{Query, Queryable};
-use crate::seam::{Backend, Kind};
+use crate::seam::{Backend, CompactionStats, Kind};
 use crate::stats::KindStats;
 use crate::trace;
 use serde::Serialize;
@@ -323,67 +323,6 @@ pub trait Store: Backend {
             .0
             .shard_count(&Kind::of::<T>(), key_of::<T>(id)?, field)
     }
-}
-
-/// What one [`Store::save`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Saved {
-    /// Transactions tried: 0 when there was nothing to write, more than 1
-    /// when the store was busy and the transaction was retried.
-    pub attempts: u32,
-    /// Whether the unsharded document was written.
-    pub document_written: bool,
-    /// Shard rows written (updated or appended).
-    pub shard_writes: u32,
-    /// For a save that wrote a field with an automatic shard count
-    /// (`shards = LOW..=HIGH`; the first such field, if several): the
-    /// entity's count after the save and why it has it. `None` otherwise.
-    pub shard_count: Option<crate::auto_shards::ShardCount>,
-}
-
-/// Totals of a compaction run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CompactionStats {
-    /// Entities whose shard rows were read.
-    pub entities_visited: u64,
-    /// Entities that had rows to fold.
-    pub entities_compacted: u64,
-    /// Shard rows read.
-    pub rows_scanned: u64,
-    /// Shard rows folded into another row and deleted.
-    pub rows_merged: u64,
-    /// Transactions committed.
-    pub batches: u64,
-    /// Batches the server cancelled for running past its
-    /// `statement_timeout` (PostgreSQL), each re-run with half as many
-    /// rows (down to one), a size the rest of the run keeps. Always 0 on
-    /// SQLite.
-    pub timeouts: u64,
-    /// Automatic shard counts halved because their entity was quiet (see
-    /// [`Compactor::quiet_period`]).
-    pub counts_lowered: u64,
-    /// Entities with a field whose rows could not be folded, left as they
-    /// were (their other fields are compacted).
-    pub entities_skipped: u64,
-    /// The first skipped fields (at most 16), in key order: what
-    /// compaction could not fold, and why.
-    pub skipped: Vec<Skipped>,
-}
-
-/// A field of one entity that compaction left as it was, because its rows
-/// cannot be folded: `load` of the entity fails with the same error. See
-/// [`Store::save_delta`] for repairing a total out of range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Skipped {
-    /// The entity's id, rendered as errors render it (`42`, `"alice"`).
-    pub id: String,
-    /// The sharded field.
-    pub field: &'static str,
-    /// Why its rows could not be folded: the error, rendered.
-    pub error: String,
 }
 
 impl<S: Backend + ?Sized> Store for S {}

@@ -364,6 +364,27 @@ impl<'de, D: de::Deserializer<'de, Error = ValueError>> de::Deserializer<'de> fo
     }
 }
 
+/// What a sharded field's type must be: stored (serde), compared with the
+/// neutral element (to skip empty writes), and kept in `Pending` across
+/// threads. Implemented for every such type; name it in the bounds of a
+/// generic entity's impl blocks: `impl<T: autoshard::ShardValue> Counter<T>`.
+pub trait ShardValue: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static> ShardValue for T {}
+
+/// The error of a value that does not encode or decode as its field's
+/// type.
+pub(crate) fn invalid_value(
+    kind: &'static str,
+    field: &'static str,
+    e: ValueError,
+) -> crate::error::Error {
+    crate::error::Error::InvalidValue {
+        kind,
+        field,
+        reason: e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

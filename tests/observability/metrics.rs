@@ -7,7 +7,7 @@ use crate::serial;
 use crate::stores::TestStore;
 use crate::{every_store_tests, redis_cluster_tests, store_tests};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
-use autoshard::{BoardMetrics, Store, StoreMetrics};
+use autoshard::{BoardMetrics, StoreMetrics};
 use std::time::{Duration, Instant};
 
 every_store_tests!(
@@ -134,7 +134,10 @@ fn metrics_age_each_boards_oldest_queued_update<S: TestStore>() {
     assert!(old_age <= elapsed + GRAIN, "{old_age:?} > {elapsed:?}");
     assert!(young_age + GRAIN >= WAIT, "{young_age:?}");
     let (later, older) = (young_age + WAIT, old_age + GRAIN + read);
-    assert!(later <= older, "{young_age:?} vs {old_age:?} read in {read:?}");
+    assert!(
+        later <= older,
+        "{young_age:?} vs {old_age:?} read in {read:?}"
+    );
     assert_eq!(age(&m, "m_idle"), None, "nothing queued, no age");
     old.worker().drain().unwrap();
     let m = StoreMetrics::snapshot(&*db).unwrap();
@@ -143,7 +146,10 @@ fn metrics_age_each_boards_oldest_queued_update<S: TestStore>() {
     // What an exporter sends: `{ "secs": .., "nanos": .. }`, or null.
     let json = serde_json::to_value(&m).unwrap();
     let young_json = json["boards"].as_array().unwrap().iter();
-    let young_json = young_json.clone().find(|b| b["board"] == "m_young").unwrap();
+    let young_json = young_json
+        .clone()
+        .find(|b| b["board"] == "m_young")
+        .unwrap();
     assert!(young_json["oldest_queued"]["secs"].is_u64());
 }
 
@@ -173,7 +179,10 @@ fn metrics_report_a_kinds_compaction_lag<S: TestStore>() {
     let pending = lag();
     assert!(pending.pending > 0);
     assert_eq!(pending.pending, stats.pending());
-    assert_eq!(pending.oldest_pending.is_some(), stats.oldest_pending().is_some());
+    assert_eq!(
+        pending.oldest_pending.is_some(),
+        stats.oldest_pending().is_some()
+    );
     db.compact::<Tally>().unwrap();
     let after = lag();
     assert_eq!(after.pending, db.stats::<Tally>().unwrap().pending());

@@ -9,10 +9,9 @@
 //! fn`s over an [`Env`]: a thread runs it ([`OnThread`]), and with the
 //! feature `tokio` so does a tokio task (`task.rs`).
 
-use crate::compaction::{self, BatchPlan, Resume};
+use crate::compaction;
 use crate::error::Result;
-use crate::seam::{Backend, Kind};
-use crate::store::CompactionStats;
+use crate::seam::{Backend, BatchPlan, CompactionStats, Kind, Resume};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;

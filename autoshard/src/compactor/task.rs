@@ -5,8 +5,8 @@
 //! timer, cut short by a stop as the thread's condition variable is.
 
 use super::{Compactor, CompactorStats, Env, Job, Shared};
-use crate::compaction::{BatchPlan, Resume};
 use crate::error::Result;
+use crate::seam::{BatchPlan, Resume};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;

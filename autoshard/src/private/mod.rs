@@ -3,13 +3,20 @@
 //! in any release.
 
 use crate::entity::{Mode, Pending, Shardable};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fold::FoldOutput;
-use crate::value::{self, Value, ValueError};
+use crate::value::{self, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use serde;
+
+// The derive's types, re-exported from where they live.
+pub use crate::entity::FieldSpec;
+use crate::fold::no_such_field_error;
+pub use crate::fold::FoldError;
+use crate::value::invalid_value;
+pub use crate::value::ShardValue;
 
 mod check;
 mod document;
@@ -151,44 +158,9 @@ pub mod trim_hooks {
     }
 }
 
-/// One sharded field as declared: its name and `shards = N` or
-/// `shards = LOW..=HIGH` (neither: dynamic).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FieldSpec {
-    /// The field's name, which is also its key in the shard table.
-    pub name: &'static str,
-    /// Static shard count (`N`, or `HIGH` of an automatic count), or `None`
-    /// for dynamic sharding. Code that does not know automatic counts
-    /// (compaction's surplus, Redis Cluster) sees an automatic field as
-    /// static with `HIGH` shards, which is never wrong, only wasteful.
-    pub shards: Option<u32>,
-    /// `LOW` of an automatic count, `None` for every other field.
-    pub min_shards: Option<u32>,
-}
-
-impl FieldSpec {
-    /// `LOW..=HIGH` of an automatic field.
-    pub(crate) fn auto_range(&self) -> Option<(u32, u32)> {
-        Some((self.min_shards?, self.shards?))
-    }
-
-    /// Rows an insert writes: `N` of a static field, `LOW` of an automatic
-    /// one, one of a dynamic one.
-    pub(crate) fn initial_shards(&self) -> u32 {
-        self.min_shards.or(self.shards).unwrap_or(1)
-    }
-}
-
 /// Bound on unsharded field types.
 pub trait Document: Serialize + DeserializeOwned {}
 impl<T: Serialize + DeserializeOwned> Document for T {}
-
-/// What a sharded field's type must be: stored (serde), compared with the
-/// neutral element (to skip empty writes), and kept in `Pending` across
-/// threads. Implemented for every such type; name it in the bounds of a
-/// generic entity's impl blocks: `impl<T: autoshard::ShardValue> Counter<T>`.
-pub trait ShardValue: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static {}
-impl<T: Serialize + DeserializeOwned + PartialEq + Send + Sync + 'static> ShardValue for T {}
 
 /// The id type of the stub impl emitted next to derive errors.
 #[derive(Debug, Clone)]
@@ -201,47 +173,6 @@ impl crate::EntityId for Never {
     }
     fn __from_key(_: crate::Key<'_>) -> Option<Self> {
         None
-    }
-}
-
-/// Why a fold over stored values failed; stores add kind, id and field.
-#[derive(Debug)]
-pub enum FoldError {
-    /// A stored value did not decode into the field's type.
-    Decode(ValueError),
-    /// The user's fold returned an error.
-    Fold(Box<dyn std::error::Error + Send + Sync>),
-    /// The folded value could not be encoded.
-    Encode(ValueError),
-    /// Generated code was asked for a field index it does not have.
-    NoSuchField(usize),
-}
-
-impl FoldError {
-    pub(crate) fn into_error(self, kind: &'static str, id: &str, field: &'static str) -> Error {
-        match self {
-            FoldError::Decode(e) => Error::Corrupt {
-                kind,
-                id: id.to_owned(),
-                field: field.to_owned(),
-                reason: e.to_string(),
-            },
-            FoldError::Fold(source) => Error::Fold {
-                kind,
-                field,
-                source,
-            },
-            FoldError::Encode(e) => invalid_value(kind, field, e),
-            FoldError::NoSuchField(i) => no_such_field_error(kind, i),
-        }
-    }
-}
-
-fn invalid_value(kind: &'static str, field: &'static str, e: ValueError) -> Error {
-    Error::InvalidValue {
-        kind,
-        field,
-        reason: e.to_string(),
     }
 }
 
@@ -295,13 +226,6 @@ pub fn encode_pending<T: ShardValue>(
 /// Error for an out-of-range field index (a bug in generated code).
 pub fn no_such_field<T>(kind: &'static str, field: usize) -> Result<T> {
     Err(no_such_field_error(kind, field))
-}
-
-fn no_such_field_error(kind: &'static str, field: usize) -> Error {
-    Error::SchemaMismatch {
-        kind: kind.to_owned(),
-        reason: format!("no sharded field #{field}"),
-    }
 }
 
 /// The typed pending deltas inside an entity's `Pending`.

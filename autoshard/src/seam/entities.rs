@@ -1,11 +1,10 @@
 //! The entity half of the seam: a kind described without generics, and the
 //! operations a store runs for it.
 
-use crate::__private::{FieldSpec, FoldError};
-use crate::compaction::{BatchPlan, Resume};
-use crate::entity::{EntityId, Key, KeyKind, Shardable};
+use super::plans::{BatchPlan, InsertPlan, Resume, SavePlan};
+use crate::entity::{EntityId, FieldSpec, Key, KeyKind, Shardable};
 use crate::error::{Error, Result};
-use crate::mapper::{InsertPlan, SavePlan};
+use crate::fold::FoldError;
 use crate::seam::query::{ScanPlan, Scanned};
 use crate::sum::{self, Probed, Sum};
 use crate::value::Value;
@@ -280,7 +279,7 @@ pub(crate) trait EntityStore: Send + Sync {
     fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>>;
 
     /// Writes the document if it changed, then each delta: folded into a
-    /// random shard in `0..shards` ([`crate::mapper::pick_shard`]) or
+    /// random shard in `0..shards` ([`pick_shard`](super::pick_shard)) or
     /// appended. [`Error::NotFound`] if the entity is gone, or if
     /// `plan.incarnation` is set and the stored entity is another
     /// incarnation: the check and the writes must see the same entity

@@ -6,7 +6,8 @@
 //! - [`EntityStore`]: insert, load, save, delete, one compaction batch, a
 //!   shard count and a census of the rows for a [`Kind`], with the rows the
 //!   mapper planned (`crate::mapper`) and the compaction batch scan decided
-//!   (`crate::compaction`). The store only runs statements.
+//!   (`crate::compaction`), both as the plan types of `plans.rs`. The
+//!   store only runs statements.
 //! - [`BoardStore`]: ranking boards: create and open a board, run one read
 //!   or write transaction on it through [`Storage`], and the queue's
 //!   primitives.
@@ -20,6 +21,7 @@ mod approx;
 mod boards;
 mod entities;
 mod native;
+mod plans;
 pub(crate) mod query;
 mod ranked;
 mod sums;
@@ -38,6 +40,8 @@ pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
 pub(crate) use self::native::{NativeBoard, NativeEntry, RankKind};
+pub(crate) use self::plans::{pick_shard, BatchPlan, Delta, InsertPlan, Plan, Resume, SavePlan};
+pub use self::plans::{CompactionStats, Skipped};
 pub(crate) use self::ranked::{BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;

@@ -4,8 +4,8 @@
 //! before it takes the total out of the field's type.
 
 use super::entities::Kind;
-use crate::__private::FoldError;
 use crate::error::Result;
+use crate::fold::FoldError;
 use crate::fold::OutOfRange;
 use crate::sum::{self, Sum, Total};
 use crate::value::{Value, ValueError};
@@ -345,7 +345,8 @@ fn extreme_shard<N: PartialOrd + Default>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::__private::{fold_values, FieldSpec};
+    use crate::__private::fold_values;
+    use crate::entity::FieldSpec;
     use crate::error::Error;
     use crate::fold::{checked_sum, Overflow};
 

@@ -3,7 +3,8 @@
 //! commutativity, associativity) checked on them.
 
 use super::{describe, report};
-use crate::__private::{FoldError, ShardValue};
+use crate::fold::FoldError;
+use crate::value::ShardValue;
 use crate::value::{self, Value};
 use proptest::strategy::{BoxedStrategy, Strategy};
 use proptest::test_runner::{TestCaseError, TestRunner};

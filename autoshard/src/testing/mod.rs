@@ -55,8 +55,9 @@
 //! stores: a plain `a + b` overflows (and panics in a debug build) near
 //! `i64::MAX`, which the checker reports like any other failure.
 
-use crate::__private::{FoldError, ShardValue};
 use crate::entity::Shardable;
+use crate::fold::FoldError;
+use crate::value::ShardValue;
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, TestError, TestRunner};
 use std::any::TypeId;

@@ -176,67 +176,61 @@ impl FamilyWorker {
         stop: &AtomicBool,
         exit_when_idle: bool,
     ) -> Result<FamilyWorkerStats> {
-        match self.work(env, state, stop, exit_when_idle).await {
+        let worked = async {
+            let queues = self.family.inner.players.queues().max(1);
+            let mut stats = FamilyWorkerStats::default();
+            let (mut first, mut sweep) = (0, true);
+            while !stop.load(Ordering::Acquire) {
+                let seen = state.enqueued();
+                // The batch's counts travel with it and back: one at a time.
+                let (family, max) = (self.family.clone(), self.batch_size);
+                let (done, back) = env
+                    .run(move || {
+                        let mut stats = stats;
+                        (family.traced_batch(max, first, sweep, &mut stats), stats)
+                    })
+                    .await?;
+                stats = back;
+                let done = match done {
+                    Err(e) if e.is_retryable() => {
+                        stats.retries += 1;
+                        {
+                            // Closed before the pause: an entered span cannot
+                            // cross an await.
+                            let _retry = trace::retry!(family = self.family.name(),
+                            attempt = stats.retries, error = %e);
+                        }
+                        env.pause(PAUSE).await;
+                        continue;
+                    }
+                    done => done?,
+                };
+                counters::WORKER_BATCHES.add(u64::from(done.applied > 0));
+                counters::UPDATES_APPLIED.add(done.applied as u64);
+                counters::DEAD_LETTERED.add(done.dead_letters as u64);
+                sweep = false;
+                first = (first + 1) % queues;
+                if done.taken > 0 {
+                    stats.batches += u64::from(done.applied > 0);
+                    stats.submissions += done.applied as u64;
+                    stats.dead_letters += done.dead_letters as u64;
+                    continue;
+                }
+                if done.contended {
+                    env.pause(PAUSE).await;
+                } else if exit_when_idle {
+                    break;
+                } else {
+                    env.wait_enqueued(state, stop, seen, self.idle_timeout)
+                        .await;
+                }
+            }
+            Ok::<_, Error>(stats)
+        };
+        match worked.await {
             Err(Error::RankingNotFound { .. }) => Err(self.family.not_found()),
             other => other,
         }
-    }
-
-    async fn work(
-        &self,
-        env: &impl Env,
-        state: &QueueState,
-        stop: &AtomicBool,
-        exit_when_idle: bool,
-    ) -> Result<FamilyWorkerStats> {
-        let queues = self.family.inner.players.queues().max(1);
-        let mut stats = FamilyWorkerStats::default();
-        let (mut first, mut sweep) = (0, true);
-        while !stop.load(Ordering::Acquire) {
-            let seen = state.enqueued();
-            // The batch's counts travel with it and back: one at a time.
-            let (family, max) = (self.family.clone(), self.batch_size);
-            let (done, back) = env
-                .run(move || {
-                    let mut stats = stats;
-                    (family.traced_batch(max, first, sweep, &mut stats), stats)
-                })
-                .await?;
-            stats = back;
-            let done = match done {
-                Err(e) if e.is_retryable() => {
-                    stats.retries += 1;
-                    {
-                        // Closed before the pause: an entered span cannot
-                        // cross an await.
-                        let _retry = trace::retry!(family = self.family.name(),
-                            attempt = stats.retries, error = %e);
-                    }
-                    env.pause(PAUSE).await;
-                    continue;
-                }
-                done => done?,
-            };
-            counters::WORKER_BATCHES.add(u64::from(done.applied > 0));
-            counters::UPDATES_APPLIED.add(done.applied as u64);
-            counters::DEAD_LETTERED.add(done.dead_letters as u64);
-            sweep = false;
-            first = (first + 1) % queues;
-            if done.taken > 0 {
-                stats.batches += u64::from(done.applied > 0);
-                stats.submissions += done.applied as u64;
-                stats.dead_letters += done.dead_letters as u64;
-                continue;
-            }
-            if done.contended {
-                env.pause(PAUSE).await;
-            } else if exit_when_idle {
-                break;
-            } else {
-                env.wait_enqueued(state, stop, seen, self.idle_timeout).await;
-            }
-        }
-        Ok(stats)
     }
 }
 

@@ -27,11 +27,10 @@
 use super::entities::sql_state;
 use super::schema::KindTables;
 use super::{Concurrency, Postgres, Tx};
-use crate::__private::FieldSpec;
 use crate::auto_shards::{self, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount};
+use crate::entity::FieldSpec;
 use crate::error::{Error, Result};
-use crate::mapper::{Delta, SavePlan};
-use crate::seam::{Kind, StoredKey};
+use crate::seam::{Delta, Kind, SavePlan, StoredKey};
 use std::cell::RefCell;
 
 pub(crate) struct CountSql {
@@ -184,7 +183,7 @@ pub(super) fn pick(
             raised: false,
         }));
     }
-    let shard = crate::mapper::pick_shard(count.shards);
+    let shard = crate::seam::pick_shard(count.shards);
     if tx.mode == Concurrency::Locking {
         let row = tx.query_opt(&sql.probe, &[key, &spec.name, &shard])?;
         let (got, exists): (bool, bool) = row.map_or((true, false), |r| (r.get(0), r.get(1)));
@@ -194,7 +193,7 @@ pub(super) fn pick(
                 .borrow_mut()
                 .push((delta.index, count.shards, CountChange::LockWait));
             let wider = auto_shards::raised(spec, count.shards);
-            return Ok((crate::mapper::pick_shard(wider), count.shards));
+            return Ok((crate::seam::pick_shard(wider), count.shards));
         }
     }
     Ok((shard, count.shards))

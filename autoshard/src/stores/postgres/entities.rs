@@ -6,12 +6,14 @@ use super::counts::{self, Observed};
 use super::schema::KindTables;
 use super::values::{columns, param, read_key, value_at};
 use super::{Concurrency, Postgres, Tx};
-use crate::compaction::{BatchPlan, BatchScan, Resume};
+use crate::compaction::BatchScan;
 use crate::entity::Key;
 use crate::error::{Error, Result};
-use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::seam::query::{ScanPlan, Scanned};
-use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored, StoredKey};
+use crate::seam::{
+    BatchPlan, Census, EntityStore, FieldCensus, InsertPlan, Kind, Resume, SavePlan, StaticRead,
+    Stored, StoredKey,
+};
 use crate::sum::{Sum, Total};
 use crate::value::Value;
 use postgres::types::ToSql;
@@ -123,7 +125,7 @@ impl EntityStore for Postgres {
                     Some(shards) => {
                         let (shard, seen) = match delta.spec.auto_range() {
                             Some(_) => counts::pick(tx, &tables, &key, delta, plan, &observed)?,
-                            None => (mapper::pick_shard(shards), shards),
+                            None => (crate::seam::pick_shard(shards), shards),
                         };
                         if kind.sum(delta.index) == Sum::Other {
                             fold_into(tx, kind, &tables, &key, delta.index, shard, &delta.value)

@@ -397,7 +397,9 @@ pub(super) fn dead_letters(db: &Postgres, sql: &QueueSql, board: i64) -> Result<
 
 pub(super) fn dead_letter_count(db: &Postgres, sql: &QueueSql, board: i64) -> Result<u64> {
     db.read(|tx| {
-        let n: i64 = tx.query_one(&sql.dead_letter_count, &[&board])?.try_get(0)?;
+        let n: i64 = tx
+            .query_one(&sql.dead_letter_count, &[&board])?
+            .try_get(0)?;
         Ok(n as u64)
     })
 }

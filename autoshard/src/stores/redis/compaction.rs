@@ -6,10 +6,9 @@
 use super::entities::{decode, decode_id, encode, index_page, Entity, KindInfo};
 use super::keys::{self, BUCKETS};
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
-use crate::compaction::{BatchPlan, Resume};
 use crate::error::{Error, Result};
+use crate::seam::{BatchPlan, CompactionStats, Resume};
 use crate::seam::{Kind, StoredKey};
-use crate::store::CompactionStats;
 use crate::trace;
 use redis::cluster::cluster_pipe;
 use std::collections::HashMap;

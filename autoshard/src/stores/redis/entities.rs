@@ -3,12 +3,12 @@
 
 use super::keys::{self, KindKeys, BUCKETS};
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
-use crate::compaction::{BatchPlan, Resume};
 use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
-use crate::mapper::{self, InsertPlan, SavePlan};
 use crate::naming::table_base;
-use crate::seam::{Census, EntityStore, Kind, Stored, StoredKey};
+use crate::seam::{
+    BatchPlan, Census, EntityStore, InsertPlan, Kind, Resume, SavePlan, Stored, StoredKey,
+};
 use crate::stores::registry::KindTables;
 use crate::trace;
 use crate::value::Value;
@@ -259,10 +259,10 @@ impl EntityStore for RedisCluster {
         // anything is written: a save then fails whole in all but a race
         // with a concurrent writer. The document, which only fails if the
         // entity is gone, goes last.
-        let statics: Vec<(&mapper::Delta, i64)> = plan
+        let statics: Vec<(&crate::seam::Delta, i64)> = plan
             .deltas
             .iter()
-            .filter_map(|d| Some((d, mapper::pick_shard(d.spec.shards?))))
+            .filter_map(|d| Some((d, crate::seam::pick_shard(d.spec.shards?))))
             .collect();
         if statics.len() > 1 {
             self.dry_run(&mut conn, kind, &entity, key, &statics)?;
@@ -433,7 +433,7 @@ impl RedisCluster {
         kind: &Kind,
         entity: &Entity,
         key: Key<'_>,
-        statics: &[(&mapper::Delta, i64)],
+        statics: &[(&crate::seam::Delta, i64)],
     ) -> Result<()> {
         let stored: Vec<Option<String>> = self.with_conn(conn, |c| {
             let mut pipe = cluster_pipe();
@@ -463,7 +463,7 @@ impl RedisCluster {
         kind: &Kind,
         info: &KindInfo,
         target: &Target<'_>,
-        delta: &mapper::Delta,
+        delta: &crate::seam::Delta,
         shard: i64,
     ) -> Result<u32> {
         let (entity, key) = (target.entity, target.key);

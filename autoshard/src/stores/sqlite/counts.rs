@@ -19,9 +19,8 @@ use super::Sqlite;
 use crate::auto_shards::{self, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount};
 use crate::entity::Key;
 use crate::error::Result;
-use crate::mapper::{Delta, SavePlan};
 use crate::naming::quote;
-use crate::seam::{Kind, StoredKey};
+use crate::seam::{Delta, Kind, SavePlan, StoredKey};
 use rusqlite::{OptionalExtension, Transaction};
 
 pub(crate) struct CountSql {
@@ -133,13 +132,13 @@ pub(super) fn pick(
             raised,
         }));
     }
-    Ok(crate::mapper::pick_shard(count.shards))
+    Ok(crate::seam::pick_shard(count.shards))
 }
 
 fn read(
     tx: &Transaction<'_>,
     sql: &CountSql,
-    spec: &crate::__private::FieldSpec,
+    spec: &crate::entity::FieldSpec,
     entity: &StoredKey,
 ) -> Result<StoredCount> {
     let stored = tx

@@ -3,12 +3,14 @@
 
 use super::schema::KindTables;
 use super::{counts, Sqlite};
-use crate::compaction::{BatchPlan, BatchScan, Resume};
+use crate::compaction::BatchScan;
 use crate::entity::Key;
 use crate::error::{Error, Result};
-use crate::mapper::{self, Delta, InsertPlan, SavePlan};
 use crate::seam::query::{ScanPlan, Scanned};
-use crate::seam::{Census, EntityStore, FieldCensus, Kind, StaticRead, Stored};
+use crate::seam::{
+    BatchPlan, Census, Delta, EntityStore, FieldCensus, InsertPlan, Kind, Resume, SavePlan,
+    StaticRead, Stored,
+};
 use crate::sum::{Sum, Total};
 use crate::value::Value;
 use rusqlite::types::ValueRef;
@@ -84,7 +86,7 @@ impl EntityStore for Sqlite {
             for delta in &plan.deltas {
                 let picked = match (delta.spec.auto_range(), delta.spec.shards) {
                     (Some(_), _) => Some(counts::pick(self, tx, &tables, key, delta, plan)?),
-                    (None, shards) => shards.map(mapper::pick_shard),
+                    (None, shards) => shards.map(crate::seam::pick_shard),
                 };
                 write_delta(tx, kind, &tables, key, delta, picked)?;
             }

@@ -17,9 +17,11 @@
 //!
 //! PostgreSQL: `AUTOSHARD_PG_URL` (default postgres://postgres@127.0.0.1:5432/test),
 //! a schema of its own per run, dropped after. Redis Cluster:
-//! `AUTOSHARD_REDIS_CLUSTER_URL` (scores only: entity boards are
-//! unsupported there). Bounded: each client stops after `--requests` or
-//! `--seconds`, whichever comes first.
+//! `AUTOSHARD_REDIS_CLUSTER_URL`, else a cluster of its own (3 masters + 3
+//! replicas on free loopback ports, `autoshard-test-servers`, stopped
+//! after the run), a key prefix per side; scores only (entity boards are
+//! unsupported there, so no votes). Bounded: each client stops after
+//! `--requests` or `--seconds`, whichever comes first.
 
 #[path = "../../../../examples/service/client.rs"]
 mod client;
@@ -107,7 +109,7 @@ struct Options {
 
 fn options() -> Result<Options, String> {
     let mut o = Options {
-        stores: vec!["sqlite".into(), "postgres".into()],
+        stores: vec!["sqlite".into(), "postgres".into(), "redis".into()],
         load: Load {
             clients: 8,
             requests: 1000,
@@ -148,8 +150,7 @@ fn url_of(store: &str, dir: &std::path::Path, tag: &str) -> Result<String, Strin
             Ok(format!("{base}{glue}schema=svcload_{unique}"))
         }
         "redis" => {
-            let base = std::env::var("AUTOSHARD_REDIS_CLUSTER_URL")
-                .map_err(|_| "--stores redis needs AUTOSHARD_REDIS_CLUSTER_URL")?;
+            let base = autoshard_test_servers::redis_cluster_url();
             let glue = if base.contains('?') { '&' } else { '?' };
             Ok(format!("{base}{glue}prefix=svcload{unique}"))
         }
