@@ -93,6 +93,15 @@ fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
+/// A percentile of `samples`, or "—" when the side made no such request
+/// (votes on Redis Cluster).
+fn us_of(samples: &mut [Duration], p: f64) -> String {
+    match samples.is_empty() {
+        true => "—".into(),
+        false => us(percentile(samples, p)),
+    }
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
@@ -266,10 +275,10 @@ fn row(store: &str, h: &mut Side, a: &mut Side, i: &mut Side, probe: &model::Pro
             "| {store} | {side} | {} | {:.0} | {} | {} | {} | {} | {ratio} | {probe} | {}{} |",
             s.requests(),
             s.per_sec(),
-            us(percentile(&mut s.votes, 0.5)),
-            us(percentile(&mut s.votes, 0.99)),
-            us(percentile(&mut s.scores, 0.5)),
-            us(percentile(&mut s.scores, 0.99)),
+            us_of(&mut s.votes, 0.5),
+            us_of(&mut s.votes, 0.99),
+            us_of(&mut s.scores, 0.5),
+            us_of(&mut s.scores, 0.99),
             if s.exact { "yes" } else { "**NO**" },
             if s.note.is_empty() {
                 String::new()
