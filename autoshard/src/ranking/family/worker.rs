@@ -187,7 +187,7 @@ impl FamilyWorker {
                 let (done, back) = env
                     .run(move || {
                         let mut stats = stats;
-                        (family.traced_batch(max, first, sweep, &mut stats), stats)
+                        (family.traced_batch((max, first, sweep), &mut stats), stats)
                     })
                     .await?;
                 stats = back;
@@ -443,9 +443,7 @@ impl Family {
     /// batch runs.
     fn traced_batch(
         &self,
-        max: usize,
-        first: u32,
-        sweep: bool,
+        (max, first, sweep): (usize, u32, bool),
         stats: &mut FamilyWorkerStats,
     ) -> Result<Batch> {
         let span = trace::span!(
