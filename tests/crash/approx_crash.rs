@@ -138,7 +138,12 @@ fn kill_refreshes(
     for kill in 0..kills {
         let mut command = Command::new(std::env::current_exe().expect("test binary"));
         command
-            .args(["--exact", "child_refresher", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "child_refresher").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env(ENV_URL, url)
             .env(ENV_BOARD, name)

@@ -133,7 +133,12 @@ fn sqlite_a_delete_killed_anywhere_is_finished_by_the_next() {
         fill(&db);
         let child = Child::spawn(
             Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", "delete_child", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    crate::child::test_path(module_path!(), "delete_child").as_str(),
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .arg("--test-threads=1")
                 .env(ENV_PATH, &path),
         );

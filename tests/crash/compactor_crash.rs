@@ -285,7 +285,12 @@ fn say(line: &str) {
 fn spawn_child<S: CrashStore>(location: &str, mode: &str, child: u64) -> Child {
     Child::spawn(
         Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "compactor_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "compactor_child").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env(ENV_STORE, S::NAME)
             .env(ENV_LOCATION, location)

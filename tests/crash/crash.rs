@@ -57,8 +57,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::child;
-use child::{kills, Child, Run};
 use crate::ledger;
+use child::{kills, Child, Run};
 use ledger::{op_id, seq_of, stream_of, Ledger};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -296,7 +296,12 @@ fn sync_for(mode: Mode, child: u64) -> &'static str {
 fn spawn(db: &Path, mode: Mode, child: u64) -> Child {
     Child::spawn(
         Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "child_saver", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "child_saver").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env(ENV_DB, db)
             .env(ENV_MODE, mode.name())

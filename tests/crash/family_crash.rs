@@ -214,7 +214,12 @@ fn kill_rounds(
     for round in 0..kills {
         let child = Child::spawn(
             Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", "family_child", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    crate::child::test_path(module_path!(), "family_child").as_str(),
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .arg("--test-threads=1")
                 .env(ENV_URL, child_url)
                 .env(ENV_MODE, mode),
@@ -262,7 +267,12 @@ fn sqlite_family_enqueues_killed_20_times_are_all_or_nothing() {
     for round in 0..kills(KILLS) {
         let child = Child::spawn(
             Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", "family_child", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    crate::child::test_path(module_path!(), "family_child").as_str(),
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .arg("--test-threads=1")
                 .env(ENV_URL, &url)
                 .env(ENV_MODE, "queue"),

@@ -235,7 +235,12 @@ fn kill_rounds(
         let before = check(&db, filtered, &queued)?;
         let child = Child::spawn(
             Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", "famq_child", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    crate::child::test_path(module_path!(), "famq_child").as_str(),
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .arg("--test-threads=1")
                 .env(ENV_URL, child_url)
                 .env(ENV_MODE, if filtered { "worker" } else { "split" }),

@@ -34,9 +34,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::child;
+use crate::ledger;
 use crate::stores;
 use child::{kills, Child};
-use crate::ledger;
 use ledger::{op_id, seq_of, stream_of, Ledger};
 use stores::pg;
 
@@ -182,7 +182,12 @@ fn child_tag(schema: &str) -> String {
 fn run_child(schema: &str, mode: Mode, child: u64, delay: Duration) -> Vec<String> {
     let run = Child::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "child").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .env(ENV_SCHEMA, schema)
             .env(ENV_MODE, mode.name())
             .env(ENV_CHILD, child.to_string()),

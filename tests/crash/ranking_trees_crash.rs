@@ -227,7 +227,12 @@ fn child_process() {
 fn spawn(location: &str, mode: &str) -> Child {
     Child::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_process", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "child_process").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env(ENV_DB, location)
             .env(ENV_MODE, mode),

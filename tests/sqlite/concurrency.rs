@@ -91,7 +91,7 @@ fn default_options_never_give_up_across_processes() {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "child_process_writer",
+                    crate::child::test_path(module_path!(), "child_process_writer").as_str(),
                     "--ignored",
                     "--nocapture",
                 ])

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::common;
-use common::{db, raw, Db};
 use crate::entities;
+use common::{db, raw, Db};
 use entities::{DynamicSwitch, Question, StaticSwitch};
 
 // --- helpers -------------------------------------------------------------

@@ -24,16 +24,16 @@
 //! One module per concern (`life_cycle`, `several_processes`, and one per
 //! crash test: `mid_drain`, `apply_delete`, `enqueue`); the child process,
 //! the queue reader and the settings the crash tests share are here
-//! (`child_process` at the crate root, where `--exact child_process` finds
-//! it), and `mid_drain` lends its fill and mid-state check to
+//! (`child_process` here, found by `--exact` under its full path, see
+//! `child::test_path`), and `mid_drain` lends its fill and mid-state check to
 //! `apply_delete`.
 #![cfg(unix)]
 
+use crate::child;
 use crate::common;
 use crate::queue_oracle as oracle;
-use oracle::RANGE;
-use crate::child;
 use child::Child;
+use oracle::RANGE;
 
 mod apply_delete;
 mod enqueue;
@@ -296,7 +296,12 @@ fn spawn_with(db: &Path, mode: Mode, child: u64, sync: &str, env: &[(&str, Strin
     Child::spawn(
         Command::new(std::env::current_exe().unwrap())
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .args(["--exact", "child_process", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "child_process").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env(ENV_DB, db)
             .env(ENV_MODE, mode.name())

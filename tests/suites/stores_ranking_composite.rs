@@ -31,11 +31,11 @@ use autoshard::Error;
 use proptest::prelude::*;
 
 use crate::boards;
-use boards::Boards;
-use crate::composite_oracle;
-use composite_oracle::Oracle;
 use crate::composite_cases;
+use crate::composite_oracle;
+use boards::Boards;
 use composite_cases::{dims, op, policy, run_case, Op};
+use composite_oracle::Oracle;
 
 store_tests!(
     composite_boards_agree_with_a_tuple_model,

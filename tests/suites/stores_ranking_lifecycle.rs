@@ -7,10 +7,10 @@ use autoshard::ranking::{Ranking, RankingConfig, Tie};
 use autoshard::Error;
 use std::time::{Duration, Instant};
 
-use crate::stores;
-use stores::Fresh;
 use crate::boards;
+use crate::stores;
 use boards::Boards;
+use stores::Fresh;
 
 store_tests!(
     list_shows_the_boards_and_delete_removes_one_and_only_its_rows,

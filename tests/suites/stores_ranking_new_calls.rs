@@ -17,8 +17,8 @@ use autoshard::Error;
 use proptest::prelude::*;
 
 use crate::boards;
-use boards::Boards;
 use crate::policy_oracle;
+use boards::Boards;
 use policy_oracle::{order, policy, verify, Oracle};
 
 every_store_tests!(

@@ -23,8 +23,8 @@ use autoshard::Error;
 use proptest::prelude::*;
 
 use crate::boards;
-use boards::Boards;
 use crate::policy_oracle;
+use boards::Boards;
 use policy_oracle::{order, policy, range, verify, Oracle, Report};
 
 store_tests!(

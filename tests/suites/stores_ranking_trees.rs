@@ -20,8 +20,8 @@ use autoshard::Error;
 use proptest::prelude::*;
 
 use crate::boards;
-use boards::Boards;
 use crate::policy_oracle;
+use boards::Boards;
 use policy_oracle::{order, policy, range, verify, Oracle, Report};
 
 every_store_tests!(

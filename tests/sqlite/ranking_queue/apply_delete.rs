@@ -3,13 +3,13 @@
 //! from applying the stranded rows twice; the control ignores the marks
 //! and is caught.
 
-use crate::child::kills;
 use super::mid_drain::{applied_marks, check_mid_state, fill, CRASH_PLAYERS};
 use super::oracle::{apply_as, assert_board, read_scores, Scores, RANGE};
 use super::{
     common, queue_rows, seed, serial, spawn, spawn_with, sync_for, Mode, QueueRow, BOARD,
     ENV_ABORT_AT,
 };
+use crate::child::kills;
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use autoshard::{Sqlite, Synchronous};
 use rand::rngs::SmallRng;

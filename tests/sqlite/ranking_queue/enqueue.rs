@@ -1,11 +1,11 @@
 //! Enqueuer children killed mid-commit: every acknowledged enqueue is
 //! stored; the control acknowledges before the commit and is caught.
 
-use crate::child::kills;
 use super::oracle::RANGE;
 use super::{
     common, queue_rows, seed, serial, spawn, sync_for, Mode, BOARD, ENQUEUE_THREADS, KILLS,
 };
+use crate::child::kills;
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::Sqlite;
 use rand::rngs::SmallRng;

@@ -2,8 +2,8 @@
 //! refuses or cannot read, a queue out of order, an in-memory board, and
 //! `Duration::MAX` options.
 
-use crate::common;
 use super::oracle::{read_scores, Scores};
+use crate::common;
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Sqlite};
 use std::thread;

@@ -5,9 +5,9 @@
 //! transaction and is caught. The fill and the mid-state check are shared
 //! with `apply_delete`.
 
-use crate::child::kills;
 use super::oracle::{apply_as, assert_board, read_scores, write, Scores, RANGE};
 use super::{common, queue_rows, seed, serial, spawn, sync_for, Mode, QueueRow, BOARD};
+use crate::child::kills;
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use autoshard::{Sqlite, Synchronous};
 use rand::rngs::SmallRng;

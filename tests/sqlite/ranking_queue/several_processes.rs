@@ -1,9 +1,9 @@
 //! Several workers, in this process and in child processes, drain one
 //! queue: every update applied once, in order.
 
-use crate::child::Child;
 use super::oracle::{assert_board, Scores, RANGE};
 use super::{serial, spawn, Mode, BOARD};
+use crate::child::Child;
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Sqlite, Synchronous};
 use std::thread;

@@ -1,8 +1,8 @@
 //! Contention: a locked database is a retryable busy error, then the same
 //! save succeeds; `Duration::MAX` as busy timeout waits without a limit.
 
-use crate::common::{db_with, raw};
 use super::{dump, Question};
+use crate::common::{db_with, raw};
 use autoshard::{Error, Store};
 use std::sync::mpsc;
 use std::time::Duration;

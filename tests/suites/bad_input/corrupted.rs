@@ -2,8 +2,8 @@
 //! not decode is a typed error naming where it is, and a save that meets
 //! one keeps its delta.
 
-use crate::common::{db, raw};
 use super::{dump, Question};
+use crate::common::{db, raw};
 use autoshard::{Error, Store};
 use std::path::Path;
 

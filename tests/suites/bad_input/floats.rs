@@ -1,7 +1,7 @@
 //! Non-finite floats: refused on insert and on save, and nothing written.
 
-use crate::common::db;
 use super::{dump, is_empty};
+use crate::common::db;
 use autoshard::fold::max_f64;
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Store};
 

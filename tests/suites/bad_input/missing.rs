@@ -1,8 +1,8 @@
 //! Missing entities, unknown field names and ids above `i64::MAX`: a
 //! defined answer from every call, and nothing written.
 
-use crate::common::db;
 use super::{dump, is_empty, Question};
+use crate::common::db;
 use autoshard::{Error, Store};
 
 #[test]

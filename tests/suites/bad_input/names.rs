@@ -1,8 +1,8 @@
 //! Names: kinds that differ only in case, and fields named like SQL
 //! keywords or the tables' own columns.
 
-use crate::common::{db, raw};
 use super::dump;
+use crate::common::{db, raw};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store};
 
 // A hostile `#[shard(kind = "...")]` is a compile error (tests/ui/bad_kind_name.rs);

@@ -3,8 +3,8 @@
 //! fold; a plain sum panics in debug and wraps in release, and a panicking
 //! fold leaves the store usable.
 
-use crate::common::{db, db_with, raw};
 use super::dump;
+use crate::common::{db, db_with, raw};
 use autoshard::fold::{checked_sum, OutOfRange, Overflow};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store};
 use std::panic::{catch_unwind, AssertUnwindSafe};

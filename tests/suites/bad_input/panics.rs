@@ -1,8 +1,8 @@
 //! Panicking shard methods: the object is poisoned (its saves and inserts
 //! are refused and write nothing) and a reload is the way out.
 
-use crate::common::db;
 use super::dump;
+use crate::common::db;
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Store};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -1,7 +1,7 @@
 //! Schema changes: a kind whose id type changed is a schema mismatch.
 
-use crate::common::db;
 use super::dump;
+use crate::common::db;
 use autoshard::{shard_fold, Error, Pending, Shardable, Sqlite, Store};
 
 #[derive(Shardable, Debug)]

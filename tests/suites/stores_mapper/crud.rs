@@ -1,9 +1,9 @@
 //! Insert, load, save and delete: the rows each one writes, what a save
 //! with nothing pending does, and saves of entities that do not exist.
 
+use super::{diff, int_sum, saved, NOTHING};
 use crate::entities::Question;
 use crate::stores::TestStore;
-use super::{diff, int_sum, saved, NOTHING};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,8 +2,8 @@
 //! checked before any SQL), integer ids of any width and sign, and two
 //! handles on one database.
 
-use crate::entities::Question;
 use super::stats;
+use crate::entities::Question;
 use crate::stores::TestStore;
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, MAX_ID_LEN};
 use std::collections::BTreeSet;

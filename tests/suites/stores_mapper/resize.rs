@@ -1,9 +1,9 @@
 //! Changing a field's shard count (lowering it, static to dynamic and
 //! back): nothing is lost, and compaction folds the surplus rows.
 
+use super::{diff, int_sum, stats};
 use crate::entities::{DynamicSwitch, StaticSwitch};
 use crate::stores::{Fresh, TestStore};
-use super::{diff, int_sum, stats};
 use autoshard::{shard_fold, shard_method, Pending, Shardable, Value};
 use std::collections::BTreeMap;
 

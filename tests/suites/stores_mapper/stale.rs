@@ -2,9 +2,9 @@
 //! sharing one pending delta, and sharded fields changed outside a shard
 //! method.
 
+use super::{saved, NOTHING};
 use crate::entities::Question;
 use crate::stores::TestStore;
-use super::{saved, NOTHING};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Store};
 
 store_tests!(

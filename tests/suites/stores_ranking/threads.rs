@@ -2,9 +2,9 @@
 //! threads (sharded, on the same players, big batches among small ones)
 //! against the oracle, and readers that never see half a batch.
 
+use super::{create, Boards};
 use crate::policy_oracle::Oracle;
 use crate::stores::Fresh;
-use super::{create, Boards};
 use autoshard::ranking::{Ranking, RankingConfig, Tie};
 use autoshard::Error;
 use rand::rngs::SmallRng;

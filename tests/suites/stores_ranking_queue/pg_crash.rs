@@ -3,11 +3,11 @@
 //! queued and the board is the board before plus exactly the drained
 //! prefix; the control's worker deletes in a second transaction and is
 //! caught. The child is this binary run again with `--exact
-//! pg_crash::pg_worker_child --ignored`.
+//! stores_ranking_queue::pg_crash::pg_worker_child --ignored`.
 
-use crate::child::Child;
 use super::oracle::{apply_as, assert_board, write, Scores, RANGE};
 use super::seed;
+use crate::child::Child;
 use crate::stores::{self, TestStore};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use rand::rngs::SmallRng;
@@ -171,7 +171,11 @@ fn spawn(schema: &str, split: bool) -> Child {
     }
     Child::spawn(
         command
-            .args(["--exact", "pg_crash::pg_worker_child", "--ignored"])
+            .args([
+                "--exact",
+                crate::child::test_path(module_path!(), "pg_worker_child").as_str(),
+                "--ignored",
+            ])
             .args(["--nocapture", "--test-threads=1"])
             .env(ENV_SCHEMA, schema),
     )
