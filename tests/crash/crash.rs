@@ -31,7 +31,7 @@
 //!   reported as "totals changed"; writing the folded row first double
 //!   counts, reported the same way;
 //! - resetting pending before the commit cannot show up here (the process
-//!   dies with its pending deltas); tests/concurrency.rs catches it through
+//!   dies with its pending deltas); tests/sqlite/concurrency.rs catches it through
 //!   a failed save that must be retried.
 //!
 //! A SIGKILL is a process crash, not a power loss, so both `Synchronous::Full`

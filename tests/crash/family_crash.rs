@@ -25,7 +25,7 @@
 //! a child enqueueing to a 3-member family (no worker) is killed 20 times;
 //! the family's queue (one row per submission) must hold at least the
 //! acknowledged submissions and at most one more. The worker that applies
-//! them is killed in `tests/family_queue_crash.rs`.
+//! them is killed in `tests/crash/family_queue_crash.rs`.
 #![cfg(unix)]
 
 use autoshard::ranking::{Family, FamilyConfig, Period, RankingConfig, Window};
@@ -243,7 +243,7 @@ fn kill_rounds(
 /// The family's queue holds between the acknowledged count and one more
 /// (the one in flight at the kill): one row per submission, which the
 /// family worker expands into every member's update
-/// (`tests/family_queue_crash.rs` kills that worker).
+/// (`tests/crash/family_queue_crash.rs` kills that worker).
 fn check_queued(db: &autoshard::AnyStore, acked: u64) -> Result<(), String> {
     let n = family_queued(db);
     if n < acked || n > acked + 1 {

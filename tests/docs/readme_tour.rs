@@ -6,7 +6,7 @@
 //!
 //! Seen failing: with the README's `board.set_score("alice", 30)?;` changed
 //! to `board.set_score("alice", 31)?;`, that test fails with
-//! `README tour block 4 is not in tests/readme_tour.rs: ...`.
+//! `README tour block 4 is not in tests/docs/readme_tour.rs: ...`.
 
 use autoshard::ranking::{Dim, Family, FamilyConfig, Period, Ranking, RankingConfig, Tie, Window};
 use autoshard::{AsyncRanking, Pending, Shardable, Sqlite, Store};
@@ -108,7 +108,7 @@ fn the_readme_tour_runs() -> autoshard::Result<()> {
 fn the_readme_tour_is_the_code_below() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
-    let here = fs::read_to_string(root.join("tests/readme_tour.rs")).expect("this file");
+    let here = fs::read_to_string(root.join("tests/docs/readme_tour.rs")).expect("this file");
     let here: Vec<&str> = here.lines().map(str::trim).collect();
     let tour = readme
         .split("\n## A tour\n")
@@ -135,7 +135,7 @@ fn the_readme_tour_is_the_code_below() {
     for (i, block) in blocks.iter().enumerate() {
         assert!(
             here.windows(block.len()).any(|w| w == block.as_slice()),
-            "README tour block {} is not in tests/readme_tour.rs: {block:?}",
+            "README tour block {} is not in tests/docs/readme_tour.rs: {block:?}",
             i + 1
         );
     }

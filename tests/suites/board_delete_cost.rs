@@ -4,7 +4,7 @@
 //! `a_delete_purges_its_own_board_however_many_were_deleted_before`):
 //!
 //! ```text
-//! cargo test --test board_delete_cost -- --ignored --nocapture --test-threads 1
+//! cargo test --test suites board_delete_cost:: -- --ignored --nocapture --test-threads 1
 //! ```
 //!
 //! Every earlier delete is a real one (create, three players, a queued

@@ -28,7 +28,7 @@ store_tests!(
     eight_threads_sharing_one_pooled_handle_count_exactly,
 );
 // After compaction a dynamic field keeps one row per bucket on Redis
-// Cluster, not one in all: tests/redis_cluster.rs has that test's variant.
+// Cluster, not one in all: tests/redis/redis_cluster.rs has that test's variant.
 redis_cluster_tests!(
     eight_handles_static_field_count_exactly,
     eight_threads_sharing_one_pooled_handle_count_exactly,

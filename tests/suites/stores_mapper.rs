@@ -20,9 +20,9 @@ use stores::Rows;
 // `store_tests!` lists, or absent:
 // Compaction folds per bucket on Redis Cluster (a cross-slot fold is not
 // atomic), so the tests that count merged rows or look at the compacted
-// layout are replaced by tests/redis_cluster.rs; the rest hold as they are.
+// layout are replaced by tests/redis/redis_cluster.rs; the rest hold as they are.
 // Nor the totals tests (issue 12, item 1): a static save there is checked
-// against its own row only, not the field's total (tests/redis_cluster.rs
+// against its own row only, not the field's total (tests/redis/redis_cluster.rs
 // checks what happens instead).
 mod compaction;
 mod crud;

@@ -84,8 +84,8 @@ fn control_a_row_written_twice_is_reported_as_counted_twice() {
 /// 200 kills of each kind (`AUTOSHARD_KILLS` for another count). Run it
 /// with `cargo test --test crash -- --ignored soak --nocapture` (set
 /// AUTOSHARD_CRASH_SEED to repeat a run's delays). The other crash tests
-/// soak with `AUTOSHARD_KILLS=200 cargo test --test ranking_queue --test
-/// pg_crash --test stores_ranking_queue -- killed`.
+/// soak with `AUTOSHARD_KILLS=200 cargo test --test crash --test sqlite
+/// --test suites -- killed`.
 #[test]
 #[ignore = "soak: 200 kills of each kind, minutes"]
 fn soak_200_kills_of_each_kind() {
