@@ -5,7 +5,7 @@ use super::dump;
 use crate::common::{db, raw};
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store};
 
-// A hostile `#[shard(kind = "...")]` is a compile error (tests/ui/bad_kind_name.rs);
+// A hostile `#[shard(kind = "...")]` is a compile error (ui-tests/tests/ui/bad_kind_name.rs);
 // what only the database can tell is two kinds that share tables because
 // SQL identifiers ignore case.
 #[derive(Shardable, Debug)]
