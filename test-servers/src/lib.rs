@@ -50,9 +50,32 @@ pub fn redis_cluster_url() -> String {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The `host:port` of each node of a Redis Cluster that only the tests
+/// naming `name` use (3 masters + 3 replicas, like the run's own), started
+/// on their first call and stopped with the run's servers, whatever
+/// `AUTOSHARD_REDIS_CLUSTER_URL` says. For tests that kill nodes
+/// ([`kill_redis_node`]): no other test sees their failovers, so they run
+/// beside the rest instead of alone.
+///
+/// # Panics
+///
+/// When the cluster cannot be started, with a message saying what to
+/// install.
+pub fn private_redis_cluster(name: &str) -> Vec<String> {
+    assert!(
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+        "a private cluster's name is letters, digits and '-': {name:?}"
+    );
+    let url = redis::cluster(&format!("redis-{name}")).unwrap_or_else(|e| panic!("{e}"));
+    nodes_of(&url)
+}
+
 /// The `host:port` of each node named by [`redis_cluster_url`].
 pub fn redis_cluster_nodes() -> Vec<String> {
-    let url = redis_cluster_url();
+    nodes_of(&redis_cluster_url())
+}
+
+fn nodes_of(url: &str) -> Vec<String> {
     let hosts = url.strip_prefix("redis-cluster://").unwrap_or_else(|| {
         panic!("AUTOSHARD_REDIS_CLUSTER_URL={url:?} does not start with redis-cluster://")
     });

@@ -18,8 +18,14 @@ const MASTERS: usize = 3;
 
 /// The run's cluster URL, starting the cluster if this run has none yet.
 pub(crate) fn shared_cluster() -> Result<String, String> {
+    cluster("redis")
+}
+
+/// The URL of the run's cluster in directory `name` (`redis`, the shared
+/// one, or `redis-<name>`, a private one), starting it if it is not there.
+pub(crate) fn cluster(name: &str) -> Result<String, String> {
     let run = Run::join()?;
-    let dir = run.dir.join("redis");
+    let dir = run.dir.join(name);
     if let Ok(url) = fs::read_to_string(dir.join("url")) {
         return Ok(url);
     }
@@ -196,7 +202,7 @@ fn kill_node(dir: &Path, port: u16) -> bool {
 /// When the cluster is not this crate's (`AUTOSHARD_REDIS_CLUSTER_URL` is
 /// set) or `port` is none of its nodes.
 pub fn kill_redis_node(port: u16) {
-    let dir = our_cluster();
+    let dir = cluster_of(port);
     assert!(
         kill_node(&dir, port),
         "node {port} is not a running node of the tests' cluster in {}",
@@ -212,7 +218,7 @@ pub fn kill_redis_node(port: u16) {
 /// As [`kill_redis_node`], or when the node does not come back within a
 /// minute.
 pub fn revive_redis_node(port: u16) {
-    let dir = our_cluster();
+    let dir = cluster_of(port);
     let conf = dir.join(port.to_string()).join("redis.conf");
     assert!(conf.exists(), "node {port} is none of {}", dir.display());
     launch(&conf)
@@ -227,16 +233,27 @@ pub fn revive_redis_node(port: u16) {
         .unwrap_or_else(|e| panic!("revive node {port}: {e}"));
 }
 
-fn our_cluster() -> std::path::PathBuf {
-    assert!(
-        crate::redis_cluster_is_ours(),
-        "AUTOSHARD_REDIS_CLUSTER_URL names a cluster these tests did not start"
-    );
-    crate::redis_cluster_url();
-    Run::join()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .dir
-        .join("redis")
+/// The directory of the run's cluster (shared or private) that has node
+/// `port`.
+fn cluster_of(port: u16) -> std::path::PathBuf {
+    let run = Run::join().unwrap_or_else(|e| panic!("{e}"));
+    let found = fs::read_dir(&run.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|d| {
+            d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("redis"))
+        })
+        .find(|d| d.join(port.to_string()).is_dir());
+    found.unwrap_or_else(|| {
+        assert!(
+            crate::redis_cluster_is_ours(),
+            "AUTOSHARD_REDIS_CLUSTER_URL names a cluster these tests did not start"
+        );
+        run.dir.join("redis")
+    })
 }
 
 /// One command on node `port` (plain RESP over loopback, no client

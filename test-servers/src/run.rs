@@ -6,6 +6,7 @@
 //!   `users/<pid>-<start>`  one empty file per test process using a server
 //!   `watchdog.sh`, `watchdog.pid`
 //!   `redis/`, `pg/`        the servers' data, pid files and logs
+//!   `redis-<name>/`        a cluster of its own (`private_redis_cluster`)
 //!
 //! The owner is the nearest `cargo` ancestor (so the test binaries of one
 //! `cargo test`, which run one after another, share the servers), or the
@@ -42,7 +43,7 @@ busy() {
 while busy; do sleep 1; done
 # No new user can join a run whose owner is gone (see run.rs), so from
 # here on nothing starts a server in this directory.
-for pidfile in "$dir"/redis/*/redis.pid; do
+for pidfile in "$dir"/redis*/*/redis.pid; do
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")
   case $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) in

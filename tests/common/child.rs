@@ -157,3 +157,14 @@ impl Drop for Child {
         let _ = self.process.wait();
     }
 }
+
+/// The name libtest knows a test by, for `--exact`: `module` is the
+/// caller's `module_path!()`, less its first segment (the test binary's own
+/// name, which libtest leaves out). A child named this way is found however
+/// deep its module sits in a grouped test binary.
+pub fn test_path(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_string(),
+    }
+}

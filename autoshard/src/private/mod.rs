@@ -51,7 +51,7 @@ impl RankedScore for u8 {}
 impl RankedScore for u16 {}
 impl RankedScore for u32 {}
 
-/// Hooks of the ranking queue's crash tests (`tests/ranking_queue/`),
+/// Hooks of the ranking queue's crash tests (`tests/sqlite/ranking_queue/`),
 /// process-wide: a child process sets them before it starts a worker.
 /// This and the other `*_hooks` exist only with the `failpoints` feature
 /// (the workspace's tests turn it on): a build without it has no abort, no
@@ -76,7 +76,7 @@ pub mod queue_hooks {
 }
 
 /// Hooks of the approximate boards' refresh tests
-/// (`tests/approx_crash.rs`), process-wide.
+/// (`tests/crash/approx_crash.rs`), process-wide.
 #[cfg(feature = "failpoints")]
 pub mod approx_hooks {
     use crate::ranking::approx_hooks as hooks;
@@ -97,7 +97,7 @@ pub mod approx_hooks {
     }
 }
 
-/// Hooks of the family tests (`tests/stores_ranking_family_queue.rs`).
+/// Hooks of the family tests (`tests/suites/stores_ranking_family_queue.rs`).
 #[cfg(feature = "failpoints")]
 pub mod family_hooks {
     /// On this thread, `hook` runs in every family submission between its
@@ -111,7 +111,7 @@ pub mod family_hooks {
 }
 
 /// What the PostgreSQL statement-count tests read
-/// (`tests/stores_ranking/pg_round_trips.rs`).
+/// (`tests/suites/stores_ranking/pg_round_trips.rs`).
 #[cfg(all(feature = "postgres", feature = "failpoints"))]
 pub mod pg_hooks {
     /// Round trips (statements, prepares, `BEGIN`/`ROLLBACK` batches) this
@@ -121,7 +121,7 @@ pub mod pg_hooks {
     }
 }
 
-/// Hooks of the split boards' oracle tests (`tests/stores_ranking_trees.rs`).
+/// Hooks of the split boards' oracle tests (`tests/suites/stores_ranking_trees.rs`).
 #[cfg(feature = "failpoints")]
 pub mod tree_hooks {
     /// On this thread, queries of split boards order tied players tree
@@ -140,7 +140,7 @@ pub mod tree_hooks {
     }
 }
 
-/// Hooks of the trims' tests (`tests/stores_ranking_new_calls.rs`).
+/// Hooks of the trims' tests (`tests/suites/stores_ranking_new_calls.rs`).
 #[cfg(feature = "failpoints")]
 pub mod trim_hooks {
     /// On this thread, trims remove at most `players` per batch (write

@@ -62,7 +62,7 @@ pub(in crate::ranking) fn rank_set(found: &mut [Found]) -> Vec<(Entry, usize)> {
 
 #[cfg(feature = "failpoints")]
 thread_local! {
-    /// The control of the oracle tests (`tests/stores_ranking_trees.rs`):
+    /// The control of the oracle tests (`tests/suites/stores_ranking_trees.rs`):
     /// ties ordered tree after tree, the merge that ignores who reached the
     /// score first. Per thread, so only the control's queries break.
     pub(crate) static CONCATENATE_TIES: std::cell::Cell<bool> =

@@ -230,7 +230,7 @@ impl Ranking {
     /// instead of merging the trees would answer "empty" without an error
     /// (`among` did, issue 21). Such a read is refused here, loudly: every
     /// read of a split board goes through `trees/`, and the every-read test
-    /// (`tests/stores_ranking_trees.rs`, `EVERY_READ`) finds one that does
+    /// (`tests/suites/stores_ranking_trees.rs`, `EVERY_READ`) finds one that does
     /// not.
     pub(super) fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
         if !self.inner.trees.is_empty() {

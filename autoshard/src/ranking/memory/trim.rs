@@ -2,7 +2,7 @@
 //! oracle: `remove_between` and `keep_top` batch by batch, as `Ranking`
 //! runs them, after random batches of updates. The stores run the same
 //! calls against `tests/common/policy_oracle.rs`
-//! (`tests/stores_ranking_new_calls.rs`).
+//! (`tests/suites/stores_ranking_new_calls.rs`).
 //!
 //! A batch finds its players and then locks them in one write transaction
 //! (it cannot know whom to lock before it looks), which the memory

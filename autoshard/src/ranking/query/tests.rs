@@ -83,7 +83,7 @@ fn code_jam_example() {
 }
 
 // The Redis article's tie example runs on every store in
-// `tests/stores_ranking/cases.rs`.
+// `tests/suites/stores_ranking/cases.rs`.
 
 #[test]
 fn full_i64_range_ranks_the_extremes() {

@@ -361,7 +361,7 @@ fn fold_into(
 /// it since (a row above a lowered automatic count, a saver holding the old
 /// count), which fails the `UPDATE` with a serialization failure, where the
 /// upsert would write the row again with the folded value in it and count
-/// that twice (`tests/auto_shards.rs` caught it so). Without that failure
+/// that twice (`tests/suites/auto_shards.rs` caught it so). Without that failure
 /// no row updated means the entity is gone.
 #[allow(clippy::too_many_arguments)]
 fn write_read_row(

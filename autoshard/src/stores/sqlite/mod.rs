@@ -439,7 +439,7 @@ impl Sqlite {
         // after the file is writable again. One that failed a write is
         // closed below, but with board writes on their own connection
         // (`writer.rs`) a pooled connection may have only read so far: a
-        // write must not be its first failure (`tests/read_only.rs`,
+        // write must not be its first failure (`tests/sqlite/read_only.rs`,
         // `recovers_once_the_file_is_writable`: the first save after the
         // chmod failed once). Reopening costs one more open, and only
         // while the file was read-only.

@@ -1,0 +1,28 @@
+//! What only the SQLite store has, and what needs no server at all (the
+//! derive, the fold laws, the model-based property test): raw-SQL checks of
+//! the rows, the ranking tree's damage handling, several writer processes on
+//! one file, the job-aggregation queue on SQLite, a read-only file.
+//! `cargo test --test sqlite ranking_queue::`.
+
+#[path = "../common/child.rs"]
+mod child;
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/entities.rs"]
+mod entities;
+#[path = "../common/hammer.rs"]
+mod hammer;
+#[path = "../common/ledger.rs"]
+mod ledger;
+#[path = "../common/queue_oracle.rs"]
+mod queue_oracle;
+
+mod concurrency;
+mod derive;
+mod fold_laws;
+mod mapper;
+mod model;
+mod ranking;
+mod ranking_queue;
+mod ranking_reads;
+mod read_only;
