@@ -127,9 +127,10 @@ impl Ranking {
     /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
     /// shard for two seconds.
     pub fn reset(&self) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.reset();
-        }
+        self.shape().reset(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_reset(&self) -> Result<()> {
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was
         // queued before it, and is dropped.

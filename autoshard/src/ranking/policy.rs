@@ -306,9 +306,16 @@ impl Ranking {
     ) -> Result<Submission> {
         self.exact_only("submit")?;
         self.check_input(player, Some(score))?;
-        if let Some(split) = self.split() {
-            return split.submission(player, score, data);
-        }
+        self.shape().submission(self, player, score, data)
+    }
+
+    /// [`submit`](Ranking::submit) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_submission(
+        &self,
+        player: &str,
+        score: i64,
+        data: Option<&[u8]>,
+    ) -> Result<Submission> {
         let shard = self.random_shard();
         self.write_with(|st| self.submit_in(st, shard, player, score, data))
     }

@@ -57,9 +57,11 @@ impl Ranking {
     /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
-        if let Some(split) = self.split() {
-            return split.set_score(player, score);
-        }
+        self.shape().set_score(self, player, score)
+    }
+
+    /// [`set_score`](Ranking::set_score) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_set_score(&self, player: &str, score: i64) -> Result<()> {
         if self.write_native(&[(player, Some(score))])? {
             return Ok(());
         }
@@ -75,9 +77,11 @@ impl Ranking {
     /// error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        if let Some(split) = self.split() {
-            return split.remove(player);
-        }
+        self.shape().remove(self, player)
+    }
+
+    /// [`remove`](Ranking::remove) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_remove(&self, player: &str) -> Result<bool> {
         Ok(self.write(&[(player, None)])?[0].before.is_some())
     }
 
@@ -99,15 +103,18 @@ impl Ranking {
     /// [`Error::InvalidName`](crate::Error::InvalidName) for any entry
     /// (nothing is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.set_scores(scores);
-        }
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
         }
         if scores.is_empty() {
             return Ok(());
         }
+        self.shape().set_scores(self, scores)
+    }
+
+    /// [`set_scores`](Ranking::set_scores) on a board of one tree, checked,
+    /// not empty.
+    pub(in crate::ranking) fn one_tree_set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
         if self.write_native(&updates)? {
             return Ok(());

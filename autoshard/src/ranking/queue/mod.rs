@@ -234,10 +234,17 @@ impl Ranking {
         score: Option<i64>,
         data: Option<Vec<u8>>,
     ) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.enqueue(player, score, data);
-        }
         self.check_update(player, score)?;
+        self.shape().enqueue(self, player, score, data)
+    }
+
+    /// [`enqueue`](Ranking::enqueue) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_enqueue(
+        &self,
+        player: &str,
+        score: Option<i64>,
+        data: Option<Vec<u8>>,
+    ) -> Result<()> {
         let item = QueuedUpdate {
             queue: queue_of(player, self.queues()),
             player: player.to_owned(),
@@ -253,9 +260,10 @@ impl Ranking {
     ///
     /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
-        if let Some(split) = self.split() {
-            return split.queued();
-        }
+        self.shape().queued(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_queued(&self) -> Result<u64> {
         self.queue_state()?;
         self.inner.boards.queued(self.inner.id)
     }
@@ -268,9 +276,10 @@ impl Ranking {
     /// The heads are read before the marks: an update enqueued after the
     /// heads is not counted, nor one enqueued and applied between the reads.
     pub(crate) fn backlog(&self) -> Result<u64> {
-        if let Some(split) = self.split() {
-            return split.backlog();
-        }
+        self.shape().backlog(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_backlog(&self) -> Result<u64> {
         self.queue_state()?;
         if !self.inner.boards.backlog_from_marks() {
             return self.inner.boards.queued(self.inner.id);
@@ -316,9 +325,10 @@ impl Ranking {
     /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.flush_within(timeout);
-        }
+        self.shape().flush_within(self, timeout)
+    }
+
+    pub(in crate::ranking) fn one_tree_flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         // A deleted board's handle fails here.
         self.read(|_, _| Ok(()))?;
@@ -372,9 +382,10 @@ impl Ranking {
     ///
     /// A store error (also when a stored dead letter cannot be read).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        if let Some(split) = self.split() {
-            return split.dead_letters();
-        }
+        self.shape().dead_letters(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_dead_letters(&self) -> Result<Vec<DeadLetter>> {
         self.queue_state()?;
         self.inner.boards.dead_letters(self.inner.id)
     }
@@ -385,9 +396,10 @@ impl Ranking {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        if let Some(split) = self.split() {
-            return split.delete_dead_letter(id);
-        }
+        self.shape().delete_dead_letter(self, id)
+    }
+
+    pub(in crate::ranking) fn one_tree_delete_dead_letter(&self, id: i64) -> Result<bool> {
         self.queue_state()?;
         self.inner.boards.delete_dead_letter(self.inner.id, id)
     }

@@ -17,9 +17,12 @@
 //! every shape.
 
 mod one;
+mod one_writes;
 pub(super) mod ranges;
+mod writes;
 
 pub(super) use self::one::ONE_TREE;
+pub(in crate::ranking) use self::writes::Writes;
 #[cfg(test)]
 pub(super) use self::one::{player_place, tree_rank, CountTree};
 
@@ -41,8 +44,9 @@ pub(in crate::ranking) struct Span {
 /// (user) scores, except `Span`s; every read runs in one read
 /// transaction (a split board: one snapshot per tree, all open at once,
 /// as `trees/merge.rs` reads them). Inputs are checked by the caller
-/// (`read.rs`) before a shape sees them.
-pub(in crate::ranking) trait Shape: Sync {
+/// (`read.rs`) before a shape sees them. Its writes are [`Writes`]
+/// (`writes.rs`), so every shape answers both.
+pub(in crate::ranking) trait Shape: Writes + Sync {
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64>;
     fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>>;
     fn score(&self, b: &Ranking, player: &str) -> Result<Option<i64>>;
@@ -110,7 +114,7 @@ pub(in crate::ranking) trait View {
 }
 
 impl Ranking {
-    /// The board's shape: the one dispatch point of the reads.
+    /// The board's shape: the one dispatch point of the reads and writes.
     pub(super) fn shape(&self) -> &'static dyn Shape {
         if self.rules().approx {
             super::approx::SHAPE

@@ -17,7 +17,7 @@ pub(in crate::ranking) struct Trees;
 
 pub(in crate::ranking) static SHAPE: &Trees = &Trees;
 
-fn split(b: &Ranking) -> Split<'_> {
+pub(super) fn split(b: &Ranking) -> Split<'_> {
     b.split().expect("the shape of a split board")
 }
 
