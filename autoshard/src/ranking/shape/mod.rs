@@ -16,11 +16,13 @@
 //! and the split board's merge in `trees/`; they are written once, for
 //! every shape.
 
+mod build;
 mod one;
 mod one_writes;
 pub(super) mod ranges;
 mod writes;
 
+pub(in crate::ranking) use self::build::{check_name_free, delete, is_user_board, ApproxCache};
 pub(super) use self::one::ONE_TREE;
 pub(in crate::ranking) use self::writes::Writes;
 #[cfg(test)]

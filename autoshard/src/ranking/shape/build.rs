@@ -1,0 +1,65 @@
+//! Where a board's shape is made: creating, opening, listing and deleting a
+//! board are the engine's (`handle.rs`, `lifecycle.rs`), and what a shape
+//! keeps beside the board's row (a split board's trees, an approximate
+//! board's snapshot cache) or reserves in the catalog (a family's hidden
+//! registry, a tree's name) is asked here, the one place outside the
+//! shapes' own folders that names them. The engine then imports none of
+//! its extensions.
+
+use crate::error::{Error, Result};
+use crate::ranking::{approx, family, trees, Ranking};
+use crate::seam::BoardStore;
+use std::sync::Arc;
+
+/// What an approximate board keeps in its handle (`approx/`): its
+/// published snapshot, cached.
+pub(in crate::ranking) type ApproxCache = approx::Cache;
+
+/// Refuses `name` for a new board if an extension holds it: a family lives
+/// under a hidden name (one name, one leaderboard).
+pub(in crate::ranking) fn check_name_free(boards: &Arc<dyn BoardStore>, name: &str) -> Result<()> {
+    if boards.open_board(&family::registry_name(name))?.is_some() {
+        return Err(Error::RankingExists { name: name.into() });
+    }
+    Ok(())
+}
+
+/// Whether a stored board name is a user's board, not an extension's
+/// (a family's hidden boards, a split board's trees).
+pub(in crate::ranking) fn is_user_board(name: &str) -> bool {
+    !name.starts_with(family::HIDDEN) && !trees::is_tree_name(name)
+}
+
+/// Deletes what board `name`'s shape keeps beside its row; `delete` runs
+/// `row` (deleting the row) first, so that a crash in between leaves
+/// trees nobody opens, which the next `create` of that name deletes.
+pub(in crate::ranking) fn delete(
+    boards: &Arc<dyn BoardStore>,
+    name: &str,
+    row: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
+    let k = trees::trees_of(boards, name)?;
+    let deleted = row()?;
+    if k > 1 {
+        trees::delete(boards, name, k)?;
+    }
+    Ok(deleted)
+}
+
+impl Ranking {
+    /// Adds what the board's configuration asks beside its row, made
+    /// (`created`) or opened: a split board's trees.
+    pub(in crate::ranking) fn with_shape(mut self, created: bool) -> Result<Self> {
+        if self.config().tree_count() > 1 {
+            let (boards, name, config) = (&self.inner.boards, self.name(), self.config());
+            let made = match created {
+                true => trees::create(boards, name, config)?,
+                false => trees::open(boards, name, config)?,
+            };
+            Arc::get_mut(&mut self.inner)
+                .expect("not shared yet")
+                .trees = made;
+        }
+        Ok(self)
+    }
+}
