@@ -11,6 +11,17 @@ use crate::ranking::{approx, family, trees, Ranking};
 use crate::seam::BoardStore;
 use std::sync::Arc;
 
+/// The catalog's encoding of a split board (the `+trees=` suffix of the
+/// stored policy) and the extensions' configuration checks, for
+/// `config.rs`.
+pub(in crate::ranking) use crate::ranking::approx::check_config as check_approx_config;
+pub(in crate::ranking) use crate::ranking::trees::{check_trees, store_trees, stored_trees};
+
+/// An approximate board's apply, its score index instead of a count tree,
+/// for `apply/` (which picks it by the board's rules inside the write's
+/// transaction, as it picks the store's native board).
+pub(in crate::ranking) use crate::ranking::approx::apply_updates as approx_apply;
+
 /// What an approximate board keeps in its handle (`approx/`): its
 /// published snapshot, cached.
 pub(in crate::ranking) type ApproxCache = approx::Cache;

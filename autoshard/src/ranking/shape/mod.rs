@@ -22,7 +22,10 @@ mod one_writes;
 pub(super) mod ranges;
 mod writes;
 
-pub(in crate::ranking) use self::build::{check_name_free, delete, is_user_board, ApproxCache};
+pub(in crate::ranking) use self::build::{
+    approx_apply, check_approx_config, check_name_free, check_trees, delete, is_user_board,
+    store_trees, stored_trees, ApproxCache,
+};
 pub(super) use self::one::ONE_TREE;
 pub(in crate::ranking) use self::writes::Writes;
 #[cfg(test)]
