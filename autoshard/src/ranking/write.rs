@@ -12,11 +12,11 @@ impl Ranking {
     /// Applies `updates` (validated) in one write transaction under the
     /// board's policy, inner-node deltas going to one random shard; each
     /// update's tree scores before and after it.
-    pub(super) fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
+    pub(super) fn write_steps(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
         self.write_at(updates, None)
     }
 
-    /// [`write`](Ranking::write); `at`, on a tree of a split board, is a
+    /// [`write_steps`](Ranking::write_steps); `at`, on a tree of a split board, is a
     /// block of arrival numbers reserved for a batch of the whole board and
     /// each update's index in that batch, so that players arriving in
     /// different trees are ordered as the batch orders them.
@@ -65,7 +65,7 @@ impl Ranking {
         if self.write_native(&[(player, Some(score))])? {
             return Ok(());
         }
-        self.write(&[(player, Some(score))]).map(drop)
+        self.write_steps(&[(player, Some(score))]).map(drop)
     }
 
     /// Removes `player`; returns whether they were on the board.
@@ -82,7 +82,7 @@ impl Ranking {
 
     /// [`remove`](Ranking::remove) on a board of one tree, checked.
     pub(in crate::ranking) fn one_tree_remove(&self, player: &str) -> Result<bool> {
-        Ok(self.write(&[(player, None)])?[0].before.is_some())
+        Ok(self.write_steps(&[(player, None)])?[0].before.is_some())
     }
 
     /// Submits many scores in one transaction, all or nothing: one bad
@@ -119,7 +119,7 @@ impl Ranking {
         if self.write_native(&updates)? {
             return Ok(());
         }
-        self.write(&updates).map(drop)
+        self.write_steps(&updates).map(drop)
     }
 
     /// Applies validated updates in one step where the store orders this

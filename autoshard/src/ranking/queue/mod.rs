@@ -38,7 +38,7 @@ pub use self::worker::{
 use self::drain::drain_in;
 pub(in crate::ranking) use self::drain::{deletable, Bound, Drained};
 pub(crate) use self::group::QueueState;
-use super::Ranking;
+use super::{Ranking, Update};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedUpdate};
@@ -154,7 +154,7 @@ impl Ranking {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn enqueue(&self, player: &str, score: i64) -> Result<()> {
-        self.enqueue_update(player, Some(score))
+        self.enqueue_update(Update::score(player, score))
     }
 
     /// Queues the removal of `player`, in order with its queued scores.
@@ -163,7 +163,7 @@ impl Ranking {
     ///
     /// As [`enqueue`](Ranking::enqueue).
     pub fn enqueue_remove(&self, player: &str) -> Result<()> {
-        self.enqueue_update(player, None)
+        self.enqueue_item(player, None, None)
     }
 
     /// [`enqueue`](Ranking::enqueue) with entry data, which the worker
@@ -196,16 +196,7 @@ impl Ranking {
     /// board that keeps none, any data); otherwise as
     /// [`enqueue`](Ranking::enqueue). Nothing is queued on error.
     pub fn enqueue_with(&self, player: &str, score: i64, data: &[u8]) -> Result<()> {
-        let max = self.config().entry_data_limit() as usize;
-        if data.len() > max {
-            return Err(Error::EntryDataTooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        // As `submit_with`: a board that keeps no data gets none.
-        let data = (max > 0).then(|| data.to_vec());
-        self.enqueue_item(player, Some(score), data)
+        self.enqueue_update(Update::score(player, score).with_data(data))
     }
 
     /// The queue row of one update of this board: its shard is the
@@ -222,10 +213,6 @@ impl Ranking {
             score,
             data: None,
         }
-    }
-
-    fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
-        self.enqueue_item(player, score, None)
     }
 
     pub(in crate::ranking) fn enqueue_item(

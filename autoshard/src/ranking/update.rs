@@ -1,0 +1,149 @@
+//! One update value for every write: [`Update`] (a player, a score or a
+//! composite tuple, optional entry data), taken by [`Ranking::write`],
+//! [`Ranking::submit_update`] and [`Ranking::enqueue_update`] (issue 18,
+//! item 1). Before, each combination of {set, submit, enqueue} ×
+//! {score, dims} × {with data or not} was its own method; those stay as the
+//! short forms and forward here, so there is one path per kind of write.
+
+use super::{Ranking, Submission};
+use crate::error::{Error, Result};
+
+/// One update of a player: a score ([`Update::score`]) or a composite
+/// tuple ([`Update::dims`]), with entry data if the board keeps it
+/// ([`Update::with_data`]).
+///
+/// ```
+/// use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, Update};
+/// # fn main() -> autoshard::Result<()> {
+/// let db = autoshard::Sqlite::memory()?;
+/// let board = Ranking::create(&db, "b", RankingConfig::new(0..100).entry_data(8))?;
+/// board.write(Update::score("ann", 40))?;
+/// let run = board.submit_update(Update::score("bo", 50).with_data(b"run-7"))?;
+/// assert_eq!(run.new_rank, 1);
+/// assert_eq!(board.top(1)?[0].data.as_deref(), Some(&b"run-7"[..]));
+///
+/// let dims = RankingConfig::dimensions([Dim::higher(0..10), Dim::lower(0..10)]);
+/// let levels = Ranking::create(&db, "levels", dims.policy(Policy::Best))?;
+/// levels.write(Update::dims("ann", &[7, 3]))?;
+/// assert_eq!(levels.dims("ann")?, Some(vec![7, 3]));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an update is written by `write`, `submit_update` or `enqueue_update`"]
+pub struct Update<'a> {
+    player: &'a str,
+    value: Value<'a>,
+    data: Option<&'a [u8]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Value<'a> {
+    Score(i64),
+    Dims(&'a [i64]),
+}
+
+impl<'a> Update<'a> {
+    /// `score` for `player`.
+    pub fn score(player: &'a str, score: i64) -> Self {
+        Update {
+            player,
+            value: Value::Score(score),
+            data: None,
+        }
+    }
+
+    /// The tuple `values` for `player`, on a board of
+    /// [`RankingConfig::dimensions`](super::RankingConfig::dimensions)
+    /// (encoded as [`Ranking::encode`] does when it is written).
+    pub fn dims(player: &'a str, values: &'a [i64]) -> Self {
+        Update {
+            player,
+            value: Value::Dims(values),
+            data: None,
+        }
+    }
+
+    /// The same update with entry data (at most
+    /// [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
+    /// bytes), stored by the rule [`Ranking::submit_with`] states.
+    pub fn with_data(self, data: &'a [u8]) -> Self {
+        Update {
+            data: Some(data),
+            ..self
+        }
+    }
+
+    /// The player updated.
+    pub fn player(&self) -> &'a str {
+        self.player
+    }
+}
+
+impl Ranking {
+    /// Writes `update` in one write transaction under the board's policy,
+    /// as [`set_score`](Ranking::set_score) (a score),
+    /// [`set_dims`](Ranking::set_dims) (a tuple) or, with entry data,
+    /// [`submit_with`](Ranking::submit_with) do.
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Ranking::encode) for a tuple,
+    /// [`Error::EntryDataTooLarge`] for data over the board's limit, and
+    /// as [`set_score`](Ranking::set_score); nothing is written on error.
+    pub fn write(&self, update: Update<'_>) -> Result<()> {
+        let (score, data) = self.resolve(&update)?;
+        match data {
+            Some(data) => self.submission(update.player, score, data).map(drop),
+            None => self.set_score(update.player, score),
+        }
+    }
+
+    /// Submits `update` and reports what changed, as
+    /// [`submit`](Ranking::submit) (a score) or
+    /// [`submit_with`](Ranking::submit_with) (with data) do; a tuple's
+    /// scores in the report are encoded ([`decode`](Ranking::decode)).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Ranking::write).
+    pub fn submit_update(&self, update: Update<'_>) -> Result<Submission> {
+        let (score, data) = self.resolve(&update)?;
+        self.submission(update.player, score, data.flatten())
+    }
+
+    /// Queues `update` for a [`Worker`](super::Worker), as
+    /// [`enqueue`](Ranking::enqueue) (a score) or
+    /// [`enqueue_with`](Ranking::enqueue_with) (with data) do.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Ranking::write), and as
+    /// [`enqueue`](Ranking::enqueue); nothing is queued on error.
+    pub fn enqueue_update(&self, update: Update<'_>) -> Result<()> {
+        let (score, data) = self.resolve(&update)?;
+        let data = data.flatten().map(<[u8]>::to_vec);
+        self.enqueue_item(update.player, Some(score), data)
+    }
+
+    /// The update's score (a tuple encoded) and data: `None` without data,
+    /// `Some(None)` for data a board that keeps none drops (it has no
+    /// column for it) once its length is checked. The tuple is checked
+    /// before the data, as the per-combination methods did.
+    fn resolve<'u>(&self, update: &Update<'u>) -> Result<(i64, Option<Option<&'u [u8]>>)> {
+        let score = match update.value {
+            Value::Score(score) => score,
+            Value::Dims(values) => self.encode(values)?,
+        };
+        let Some(data) = update.data else {
+            return Ok((score, None));
+        };
+        let max = self.config().entry_data_limit() as usize;
+        if data.len() > max {
+            return Err(Error::EntryDataTooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        Ok((score, Some(Some(data).filter(|_| max > 0))))
+    }
+}
