@@ -89,6 +89,7 @@ pub use self::queue::{
 };
 pub use self::trim::TRIM_BATCH;
 pub use self::update::Update;
+pub(crate) use self::update::OwnedUpdate;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;

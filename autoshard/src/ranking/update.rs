@@ -77,6 +77,65 @@ impl<'a> Update<'a> {
     pub fn player(&self) -> &'a str {
         self.player
     }
+
+    /// The update's score, a tuple encoded by `encode` (a board's codec,
+    /// or a family's).
+    pub(crate) fn score_by(
+        &self,
+        encode: impl FnOnce(&[i64]) -> Result<i64>,
+    ) -> Result<i64> {
+        match self.value {
+            Value::Score(score) => Ok(score),
+            Value::Dims(values) => encode(values),
+        }
+    }
+
+    /// The update's entry data, if it has any.
+    pub(crate) fn data(&self) -> Option<&'a [u8]> {
+        self.data
+    }
+}
+
+/// An [`Update`] that owns its parts, for a call that runs on another
+/// thread (`nonblocking/`).
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedUpdate {
+    player: String,
+    value: OwnedValue,
+    data: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+enum OwnedValue {
+    Score(i64),
+    Dims(Vec<i64>),
+}
+
+impl Update<'_> {
+    pub(crate) fn to_owned_update(self) -> OwnedUpdate {
+        OwnedUpdate {
+            player: self.player.to_owned(),
+            value: match self.value {
+                Value::Score(score) => OwnedValue::Score(score),
+                Value::Dims(values) => OwnedValue::Dims(values.to_vec()),
+            },
+            data: self.data.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+impl OwnedUpdate {
+    pub(crate) fn as_update(&self) -> Update<'_> {
+        let value = match &self.value {
+            OwnedValue::Score(score) => Value::Score(*score),
+            OwnedValue::Dims(values) => Value::Dims(values),
+        };
+        Update {
+            player: &self.player,
+            value,
+            data: self.data.as_deref(),
+        }
+    }
 }
 
 impl Ranking {
@@ -130,10 +189,7 @@ impl Ranking {
     /// column for it) once its length is checked. The tuple is checked
     /// before the data, as the per-combination methods did.
     fn resolve<'u>(&self, update: &Update<'u>) -> Result<(i64, Option<Option<&'u [u8]>>)> {
-        let score = match update.value {
-            Value::Score(score) => score,
-            Value::Dims(values) => self.encode(values)?,
-        };
+        let score = update.score_by(|values| self.encode(values))?;
         let Some(data) = update.data else {
             return Ok((score, None));
         };
