@@ -88,8 +88,8 @@ pub use self::queue::{
     DEFAULT_FLUSH_TIMEOUT,
 };
 pub use self::trim::TRIM_BATCH;
-pub use self::update::Update;
 pub(crate) use self::update::OwnedUpdate;
+pub use self::update::Update;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;

@@ -80,10 +80,7 @@ impl<'a> Update<'a> {
 
     /// The update's score, a tuple encoded by `encode` (a board's codec,
     /// or a family's).
-    pub(crate) fn score_by(
-        &self,
-        encode: impl FnOnce(&[i64]) -> Result<i64>,
-    ) -> Result<i64> {
+    pub(crate) fn score_by(&self, encode: impl FnOnce(&[i64]) -> Result<i64>) -> Result<i64> {
         match self.value {
             Value::Score(score) => Ok(score),
             Value::Dims(values) => encode(values),
@@ -201,5 +198,94 @@ impl Ranking {
             });
         }
         Ok((score, Some(Some(data).filter(|_| max > 0))))
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::Update;
+    use crate::ranking::{Dim, Policy, Ranking, RankingConfig};
+    use crate::Error;
+
+    fn board(config: RankingConfig) -> (crate::Sqlite, Ranking) {
+        let db = crate::Sqlite::memory().unwrap();
+        let board = Ranking::create(&db, "b", config).unwrap();
+        (db, board)
+    }
+
+    /// The update value and the short forms it replaces write the same
+    /// board: a score, a tuple, with and without data, direct and queued.
+    #[test]
+    fn every_kind_of_update_writes_what_its_short_form_writes() {
+        let config = || {
+            RankingConfig::new(0..100)
+                .policy(Policy::Best)
+                .entry_data(8)
+        };
+        let (_a, long) = board(config());
+        let (_b, short) = board(config());
+        long.write(Update::score("ann", 40)).unwrap();
+        short.set_score("ann", 40).unwrap();
+        let l = long
+            .submit_update(Update::score("bo", 50).with_data(b"r1"))
+            .unwrap();
+        let s = short.submit_with("bo", 50, b"r1").unwrap();
+        assert_eq!(l, s);
+        long.write(Update::score("cy", 30).with_data(b"r2"))
+            .unwrap();
+        short.submit_with("cy", 30, b"r2").unwrap();
+        long.enqueue_update(Update::score("di", 20).with_data(b"r3"))
+            .unwrap();
+        short.enqueue_with("di", 20, b"r3").unwrap();
+        long.worker().drain().unwrap();
+        short.worker().drain().unwrap();
+        assert_eq!(long.top(10).unwrap(), short.top(10).unwrap());
+        assert_eq!(long.top(10).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_tuple_is_encoded_and_a_wrong_one_refused_before_anything_is_written() {
+        let dims = RankingConfig::dimensions([Dim::higher(0..10), Dim::lower(0..10)]);
+        let (_db, b) = board(dims.entry_data(4));
+        b.write(Update::dims("ann", &[7, 3])).unwrap();
+        let run = b
+            .submit_update(Update::dims("bo", &[7, 1]).with_data(b"x"))
+            .unwrap();
+        assert_eq!(b.decode(run.new_score).unwrap(), [7, 1]);
+        let short = Update::dims("cy", &[7]);
+        assert!(matches!(
+            b.write(short),
+            Err(Error::DimensionCount {
+                expected: 2,
+                got: 1
+            })
+        ));
+        assert!(matches!(
+            b.enqueue_update(Update::dims("cy", &[7, 99])),
+            Err(Error::DimensionOutOfRange { .. })
+        ));
+        assert_eq!(b.len().unwrap(), 2);
+        assert_eq!(b.queued().unwrap(), 0);
+    }
+
+    #[test]
+    fn data_over_the_limit_is_refused_by_every_write_and_nothing_is_written() {
+        let (_db, keeps) = board(RankingConfig::new(0..100).entry_data(2));
+        let (_db2, none) = board(RankingConfig::new(0..100));
+        for b in [&keeps, &none] {
+            let big = Update::score("ann", 5).with_data(b"abc");
+            let too_large =
+                |r: crate::Result<()>| matches!(r, Err(Error::EntryDataTooLarge { .. }));
+            assert!(too_large(b.write(big)));
+            assert!(too_large(b.submit_update(big).map(drop)));
+            assert!(too_large(b.enqueue_update(big)));
+            assert_eq!(b.len().unwrap(), 0);
+            assert_eq!(b.queued().unwrap(), 0);
+        }
+        // Control: within the limit the same update is written.
+        keeps
+            .write(Update::score("ann", 5).with_data(b"ab"))
+            .unwrap();
+        assert_eq!(keeps.top(1).unwrap()[0].data.as_deref(), Some(&b"ab"[..]));
     }
 }

@@ -67,9 +67,7 @@ impl Ranking {
                 true => trees::create(boards, name, config)?,
                 false => trees::open(boards, name, config)?,
             };
-            Arc::get_mut(&mut self.inner)
-                .expect("not shared yet")
-                .trees = made;
+            Arc::get_mut(&mut self.inner).expect("not shared yet").trees = made;
         }
         Ok(self)
     }

@@ -27,9 +27,9 @@ pub(in crate::ranking) use self::build::{
     store_trees, stored_trees, ApproxCache,
 };
 pub(super) use self::one::ONE_TREE;
-pub(in crate::ranking) use self::writes::Writes;
 #[cfg(test)]
 pub(super) use self::one::{player_place, tree_rank, CountTree};
+pub(in crate::ranking) use self::writes::Writes;
 
 use super::policy::Rules;
 use super::storage::Storage;
