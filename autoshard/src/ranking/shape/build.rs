@@ -72,3 +72,85 @@ impl Ranking {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    const EXTENSIONS: [&str; 3] = ["trees", "approx", "family"];
+
+    /// The engine's files: `ranking/` but its `mod.rs` (which declares the
+    /// extensions), the extensions' folders, `shape/` (which names them)
+    /// and the oracle (`memory/`).
+    fn engine_files() -> Vec<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ranking");
+        let skip = ["mod.rs", "trees", "approx", "family", "shape", "memory"];
+        let mut files = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_str().unwrap();
+                if dir == root && skip.contains(&name) {
+                    continue;
+                }
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if name.ends_with(".rs") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    }
+
+    fn is_ident(c: char) -> bool {
+        c.is_alphanumeric() || c == '_'
+    }
+
+    /// What the engine may not say: a path through an extension (`trees::`,
+    /// also inside a grouped `use super::{trees, ..}`), or a split board's
+    /// hand-written branch.
+    fn reaches_an_extension(source: &str) -> Option<String> {
+        if source.contains(".split()") {
+            return Some(".split()".into());
+        }
+        let mut in_use = false;
+        for (i, line) in source.lines().enumerate() {
+            let line = line.trim_start();
+            in_use |= line.starts_with("use ") || line.starts_with("pub(crate) use ");
+            for ext in EXTENSIONS {
+                let path = format!("{ext}::");
+                let at_path = line
+                    .match_indices(&path)
+                    .any(|(at, _)| !line[..at].ends_with(is_ident));
+                let named = in_use && line.split(|c: char| !is_ident(c)).any(|w| w == ext);
+                if at_path || named {
+                    return Some(format!("line {}: {line}", i + 1));
+                }
+            }
+            in_use &= !line.contains(';');
+        }
+        None
+    }
+
+    #[test]
+    fn the_engine_imports_none_of_its_extensions_and_branches_on_no_split() {
+        let files = engine_files();
+        assert!(files.len() > 20, "found the engine's files: {files:?}");
+        for file in files {
+            let source = std::fs::read_to_string(&file).unwrap();
+            let found = reaches_an_extension(&source);
+            assert_eq!(found, None, "{} reaches an extension", file.display());
+        }
+        // Controls: the check finds what the engine said before.
+        let handle = "use super::{\n    approx, family, trees, RankingConfig,\n};";
+        assert!(reaches_an_extension(handle).is_some());
+        assert!(reaches_an_extension("let t = super::trees::create(b)?;").is_some());
+        assert!(reaches_an_extension("if let Some(s) = self.split() {").is_some());
+        assert_eq!(
+            reaches_an_extension("if rules.approx { a_family_trees() }"),
+            None
+        );
+    }
+}
