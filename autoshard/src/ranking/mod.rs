@@ -88,6 +88,7 @@ pub use self::queue::{
     DEFAULT_FLUSH_TIMEOUT,
 };
 pub use self::trim::TRIM_BATCH;
+#[cfg(feature = "tokio")]
 pub(crate) use self::update::OwnedUpdate;
 pub use self::update::Update;
 pub use crate::seam::DeadLetter;

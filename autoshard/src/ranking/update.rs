@@ -95,6 +95,7 @@ impl<'a> Update<'a> {
 
 /// An [`Update`] that owns its parts, for a call that runs on another
 /// thread (`nonblocking/`).
+#[cfg(feature = "tokio")]
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedUpdate {
     player: String,
@@ -102,12 +103,14 @@ pub(crate) struct OwnedUpdate {
     data: Option<Vec<u8>>,
 }
 
+#[cfg(feature = "tokio")]
 #[derive(Debug, Clone)]
 enum OwnedValue {
     Score(i64),
     Dims(Vec<i64>),
 }
 
+#[cfg(feature = "tokio")]
 impl Update<'_> {
     pub(crate) fn to_owned_update(self) -> OwnedUpdate {
         OwnedUpdate {
@@ -121,6 +124,7 @@ impl Update<'_> {
     }
 }
 
+#[cfg(feature = "tokio")]
 impl OwnedUpdate {
     pub(crate) fn as_update(&self) -> Update<'_> {
         let value = match &self.value {
