@@ -121,7 +121,7 @@ impl Ranking {
     /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
     /// shard for two seconds.
     pub fn reset(&self) -> Result<()> {
-        self.shape().reset(self)
+        self.shape().writes().reset(self)
     }
 
     pub(in crate::ranking) fn one_tree_reset(&self) -> Result<()> {

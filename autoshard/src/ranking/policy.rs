@@ -297,7 +297,7 @@ impl Ranking {
     ) -> Result<Submission> {
         self.exact_only("submit")?;
         self.check_input(player, Some(score))?;
-        self.shape().submission(self, player, score, data)
+        self.shape().writes().submission(self, player, score, data)
     }
 
     /// [`submit`](Ranking::submit) on a board of one tree, checked.

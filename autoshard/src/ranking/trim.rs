@@ -102,7 +102,7 @@ impl Ranking {
     /// [`set_score`](Ranking::set_score) would refuse, or a store error.
     pub fn remove_data(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        self.shape().remove_data(self, player)
+        self.shape().writes().remove_data(self, player)
     }
 
     pub(in crate::ranking) fn one_tree_remove_data(&self, player: &str) -> Result<bool> {
@@ -155,7 +155,7 @@ impl Ranking {
             });
         }
         self.exact_only("remove_between")?;
-        self.shape().remove_between(self, lo, hi)
+        self.shape().writes().remove_between(self, lo, hi)
     }
 
     /// [`remove_between`](Ranking::remove_between) on a board of one tree,
@@ -212,7 +212,7 @@ impl Ranking {
         self.exact_only("keep_top")?;
         // No board holds more than `i64::MAX` players.
         let n = n.min(i64::MAX as u64);
-        self.shape().keep_top(self, n)
+        self.shape().writes().keep_top(self, n)
     }
 
     pub(in crate::ranking) fn one_tree_keep_top(&self, n: u64) -> Result<u64> {

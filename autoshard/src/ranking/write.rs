@@ -57,7 +57,7 @@ impl Ranking {
     /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
-        self.shape().set_score(self, player, score)
+        self.shape().writes().set_score(self, player, score)
     }
 
     /// [`set_score`](Ranking::set_score) on a board of one tree, checked.
@@ -77,7 +77,7 @@ impl Ranking {
     /// error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        self.shape().remove(self, player)
+        self.shape().writes().remove(self, player)
     }
 
     /// [`remove`](Ranking::remove) on a board of one tree, checked.
@@ -109,7 +109,7 @@ impl Ranking {
         if scores.is_empty() {
             return Ok(());
         }
-        self.shape().set_scores(self, scores)
+        self.shape().writes().set_scores(self, scores)
     }
 
     /// [`set_scores`](Ranking::set_scores) on a board of one tree, checked,

@@ -6,9 +6,7 @@
 
 use crate::error::Result;
 use crate::ranking::shape::{Shape, Span, Writes, ONE_TREE};
-use crate::ranking::{Entry, Ranking, Submission, Tie};
-use crate::seam::DeadLetter;
-use std::time::Duration;
+use crate::ranking::{Entry, Ranking, Tie};
 
 /// The shape of an approximate board.
 pub(in crate::ranking) struct Approx;
@@ -16,6 +14,13 @@ pub(in crate::ranking) struct Approx;
 pub(in crate::ranking) static SHAPE: &Approx = &Approx;
 
 impl Shape for Approx {
+    /// A board of one tree's: the apply (`apply/`) keeps its score index
+    /// instead of a count tree, and what needs the exact tree (`submit`'s
+    /// ranks, trims) is refused before the shape is asked.
+    fn writes(&self) -> &'static dyn Writes {
+        ONE_TREE
+    }
+
     fn rank_of_score(&self, b: &Ranking, _: i64) -> Result<u64> {
         Err(b.exact_refused("rank_of_score"))
     }
@@ -72,79 +77,5 @@ impl Shape for Approx {
 
     fn score_at_percentile(&self, b: &Ranking, _: f64) -> Result<Option<i64>> {
         Err(b.exact_refused("score_at_percentile"))
-    }
-}
-
-/// An approximate board's writes are a board of one tree's: the apply
-/// (`apply/`) keeps its score index instead of a count tree, and what
-/// needs the exact tree (`submit`'s ranks, trims) is refused before the
-/// shape is asked.
-impl Writes for Approx {
-    fn set_score(&self, b: &Ranking, player: &str, score: i64) -> Result<()> {
-        ONE_TREE.set_score(b, player, score)
-    }
-
-    fn set_scores(&self, b: &Ranking, scores: &[(&str, i64)]) -> Result<()> {
-        ONE_TREE.set_scores(b, scores)
-    }
-
-    fn remove(&self, b: &Ranking, player: &str) -> Result<bool> {
-        ONE_TREE.remove(b, player)
-    }
-
-    fn submission(
-        &self,
-        b: &Ranking,
-        player: &str,
-        score: i64,
-        data: Option<&[u8]>,
-    ) -> Result<Submission> {
-        ONE_TREE.submission(b, player, score, data)
-    }
-
-    fn enqueue(
-        &self,
-        b: &Ranking,
-        player: &str,
-        score: Option<i64>,
-        data: Option<Vec<u8>>,
-    ) -> Result<()> {
-        ONE_TREE.enqueue(b, player, score, data)
-    }
-
-    fn queued(&self, b: &Ranking) -> Result<u64> {
-        ONE_TREE.queued(b)
-    }
-
-    fn backlog(&self, b: &Ranking) -> Result<u64> {
-        ONE_TREE.backlog(b)
-    }
-
-    fn flush_within(&self, b: &Ranking, timeout: Duration) -> Result<()> {
-        ONE_TREE.flush_within(b, timeout)
-    }
-
-    fn dead_letters(&self, b: &Ranking) -> Result<Vec<DeadLetter>> {
-        ONE_TREE.dead_letters(b)
-    }
-
-    fn delete_dead_letter(&self, b: &Ranking, id: i64) -> Result<bool> {
-        ONE_TREE.delete_dead_letter(b, id)
-    }
-
-    fn reset(&self, b: &Ranking) -> Result<()> {
-        ONE_TREE.reset(b)
-    }
-
-    fn remove_data(&self, b: &Ranking, player: &str) -> Result<bool> {
-        ONE_TREE.remove_data(b, player)
-    }
-
-    fn remove_between(&self, b: &Ranking, lo: i64, hi: i64) -> Result<u64> {
-        ONE_TREE.remove_between(b, lo, hi)
-    }
-
-    fn keep_top(&self, b: &Ranking, n: u64) -> Result<u64> {
-        ONE_TREE.keep_top(b, n)
     }
 }

@@ -222,7 +222,7 @@ impl Ranking {
         data: Option<Vec<u8>>,
     ) -> Result<()> {
         self.check_update(player, score)?;
-        self.shape().enqueue(self, player, score, data)
+        self.shape().writes().enqueue(self, player, score, data)
     }
 
     /// [`enqueue`](Ranking::enqueue) on a board of one tree, checked.
@@ -247,7 +247,7 @@ impl Ranking {
     ///
     /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
-        self.shape().queued(self)
+        self.shape().writes().queued(self)
     }
 
     pub(in crate::ranking) fn one_tree_queued(&self) -> Result<u64> {
@@ -263,7 +263,7 @@ impl Ranking {
     /// The heads are read before the marks: an update enqueued after the
     /// heads is not counted, nor one enqueued and applied between the reads.
     pub(crate) fn backlog(&self) -> Result<u64> {
-        self.shape().backlog(self)
+        self.shape().writes().backlog(self)
     }
 
     pub(in crate::ranking) fn one_tree_backlog(&self) -> Result<u64> {
@@ -312,7 +312,7 @@ impl Ranking {
     /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
-        self.shape().flush_within(self, timeout)
+        self.shape().writes().flush_within(self, timeout)
     }
 
     pub(in crate::ranking) fn one_tree_flush_within(&self, timeout: Duration) -> Result<()> {
@@ -369,7 +369,7 @@ impl Ranking {
     ///
     /// A store error (also when a stored dead letter cannot be read).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        self.shape().dead_letters(self)
+        self.shape().writes().dead_letters(self)
     }
 
     pub(in crate::ranking) fn one_tree_dead_letters(&self) -> Result<Vec<DeadLetter>> {
@@ -383,7 +383,7 @@ impl Ranking {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        self.shape().delete_dead_letter(self, id)
+        self.shape().writes().delete_dead_letter(self, id)
     }
 
     pub(in crate::ranking) fn one_tree_delete_dead_letter(&self, id: i64) -> Result<bool> {

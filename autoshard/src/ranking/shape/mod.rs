@@ -49,9 +49,9 @@ pub(in crate::ranking) struct Span {
 /// (user) scores, except `Span`s; every read runs in one read
 /// transaction (a split board: one snapshot per tree, all open at once,
 /// as `trees/merge.rs` reads them). Inputs are checked by the caller
-/// (`read.rs`) before a shape sees them. Its writes are [`Writes`]
-/// (`writes.rs`), so every shape answers both.
-pub(in crate::ranking) trait Shape: Writes + Sync {
+/// (`read.rs`) before a shape sees them. Its writes are
+/// [`writes`](Shape::writes), so every shape answers both.
+pub(in crate::ranking) trait Shape: Sync {
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64>;
     fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>>;
     fn score(&self, b: &Ranking, player: &str) -> Result<Option<i64>>;
@@ -70,6 +70,9 @@ pub(in crate::ranking) trait Shape: Writes + Sync {
     fn percentile(&self, b: &Ranking, player: &str) -> Result<Option<f64>>;
     /// `p` in `0..=100`.
     fn score_at_percentile(&self, b: &Ranking, p: f64) -> Result<Option<i64>>;
+    /// The shape's writes (`writes.rs`): an approximate board's are a board
+    /// of one tree's.
+    fn writes(&self) -> &'static dyn Writes;
 
     /// Page `n` (1-based) of `size` entries: a `page`, one read.
     fn page_number(&self, b: &Ranking, n: u64, size: u64) -> Result<Vec<Entry>> {

@@ -1,10 +1,11 @@
 //! The writes of one board shape, the counterpart of [`Shape`](super::Shape)'s
 //! reads: every public write (`write.rs`, `policy.rs`, `queue/`, `trim.rs`,
 //! `lifecycle.rs`) checks its input and then calls
-//! [`Ranking::shape`]`().<write>(..)`.
+//! [`Ranking::shape`]`().writes().<write>(..)`.
 //!
-//! [`Writes`] has no provided methods, so a new write does not compile until
-//! every shape (one tree, split trees, approximate) answers it: before, each
+//! [`Writes`] has no provided methods, and `Shape::writes` no default, so a
+//! new write does not compile until every shape (one tree, split trees;
+//! an approximate board's are one tree's) answers it: before, each
 //! write branched on `self.split()` by hand, 15 times in 5 files, the way
 //! `among` once forgot the split board among the reads (issue 21).
 //!
