@@ -720,6 +720,10 @@ const NOT_READS: &[&str] = &[
     "submit_dims_with",
     "enqueue_dims",
     "enqueue_dims_with",
+    // The update value's writes: every form above forwards to one of them.
+    "write",
+    "submit_update",
+    "enqueue_update",
     "remove_data",
     "remove_between",
     "keep_top",

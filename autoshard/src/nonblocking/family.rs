@@ -6,7 +6,9 @@ use super::ranking::AsyncRanking;
 use super::store::AsyncStore;
 use super::threads::OnThreads;
 use crate::error::Result;
-use crate::ranking::{DeadLetter, Family, FamilyConfig, FamilySubmission, Period, Span, Window};
+use crate::ranking::{
+    DeadLetter, Family, FamilyConfig, FamilySubmission, Period, Span, Update, Window,
+};
 use std::sync::Arc;
 
 /// A family of leaderboards for async code (feature `tokio`): the calls of
@@ -184,6 +186,19 @@ impl AsyncFamily {
             at: None,
             data: None,
         }
+    }
+
+    /// Starts a submission of one [`Update`], as [`Family::update`] (a
+    /// tuple is encoded here: the family's configuration needs no store).
+    ///
+    /// # Errors
+    ///
+    /// As [`Family::update`].
+    pub fn update(&self, update: Update<'_>) -> Result<AsyncFamilyEntry> {
+        let score = update.score_by(|values| self.family.get().encode(values))?;
+        let mut entry = self.entry(update.player(), score);
+        entry.data = update.data().map(<[u8]>::to_vec);
+        Ok(entry)
     }
 
     /// [`Family::queued`], on the store's threads.

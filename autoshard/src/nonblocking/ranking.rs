@@ -5,7 +5,8 @@ use super::store::AsyncStore;
 use super::threads::{run_apart, OnThreads};
 use crate::error::Result;
 use crate::ranking::{
-    ApproxSnapshot, DeadLetter, Entry, Ranking, RankingConfig, Refresh, Submission, Tie,
+    ApproxSnapshot, DeadLetter, Entry, OwnedUpdate, Ranking, RankingConfig, Refresh, Submission,
+    Tie, Update,
 };
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -115,6 +116,20 @@ macro_rules! by_value {
     )*};
 }
 by_value!(i64, u64, f64, Tie, Duration);
+
+impl Ship for Update<'_> {
+    type Owned = OwnedUpdate;
+    fn ship(self) -> OwnedUpdate {
+        self.to_owned_update()
+    }
+}
+
+impl Lend for OwnedUpdate {
+    type Out<'a> = Update<'a>;
+    fn lend(&self) -> Update<'_> {
+        self.as_update()
+    }
+}
 
 impl Ship for RangeInclusive<i64> {
     type Owned = RangeInclusive<i64>;
@@ -228,6 +243,9 @@ impl AsyncRanking {
 
     calls! {
         submit(player: &str, score: i64) -> Submission;
+        write(update: Update<'_>) -> ();
+        submit_update(update: Update<'_>) -> Submission;
+        enqueue_update(update: Update<'_>) -> ();
         submit_with(player: &str, score: i64, data: &[u8]) -> Submission;
         set_score(player: &str, score: i64) -> ();
         remove(player: &str) -> bool;

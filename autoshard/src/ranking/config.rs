@@ -293,7 +293,7 @@ impl RankingConfig {
 
     pub(super) fn spec(&self) -> BoardSpec {
         let mut policy: String = self.policy.stored().into();
-        super::trees::store_trees(&mut policy, self.trees);
+        super::shape::store_trees(&mut policy, self.trees);
         BoardSpec {
             min: self.min,
             max: self.max,
@@ -313,7 +313,7 @@ impl RankingConfig {
     /// order is not one this version knows (the shape is checked by
     /// [`geometry`](RankingConfig::geometry)).
     pub(super) fn from_spec(mut spec: BoardSpec) -> Result<Self, String> {
-        let trees = super::trees::stored_trees(&mut spec.policy)?;
+        let trees = super::shape::stored_trees(&mut spec.policy)?;
         let policy = Policy::from_stored(&spec.policy)
             .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
         let order = ScoreOrder::from_stored(&spec.order)
@@ -420,11 +420,11 @@ impl RankingConfig {
             ));
         }
         if let Some(reason) =
-            super::approx::check_config(self.buckets, self.exact_top, self.entry_data)
+            super::shape::check_approx_config(self.buckets, self.exact_top, self.entry_data)
         {
             return invalid(reason);
         }
-        super::trees::check_trees(self.trees)?;
+        super::shape::check_trees(self.trees)?;
         if self.trees > 1 && self.buckets.is_some() {
             // A refresh reads one score index; a split board has k.
             return invalid("an approximate board is one tree (no `trees`)".into());

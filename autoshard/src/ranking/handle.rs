@@ -1,15 +1,15 @@
 //! The [`Ranking`] handle: what it holds, how `create` and `open` make it
-//! (a split board's trees included), the name rules every call checks,
+//! (what its shape keeps beside its row is made in `shape/build.rs`), the
+//! name rules every call checks,
 //! and the read and write transactions the calls in `read.rs`, `write.rs`
 //! and the other modules run in.
 
 use super::policy::Rules;
 use super::queue::QueueState;
+use super::shape::{self, ApproxCache};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{
-    approx, family, trees, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN,
-};
+use super::{RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN};
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardStore};
 use std::sync::{Arc, OnceLock};
@@ -34,7 +34,7 @@ pub(super) struct Inner {
     /// worker wake-ups), made on the first queue call: see `queue.rs`.
     pub(super) queue: OnceLock<Arc<QueueState>>,
     /// This process's copy of an approximate board's published snapshot.
-    pub(super) approx: approx::Cache,
+    pub(super) approx: ApproxCache,
     /// A split board's trees (`trees/mod.rs`); empty for a board of one.
     pub(super) trees: Vec<Ranking>,
     /// Whether this board is a tree of a split board: its arrival numbers
@@ -97,19 +97,9 @@ impl Ranking {
         check_board_name(name)?;
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
-        // A family lives under a hidden name: one name, one leaderboard.
-        if boards.open_board(&family::registry_name(name))?.is_some() {
-            return Err(Error::RankingExists { name: name.into() });
-        }
+        shape::check_name_free(&boards, name)?;
         let id = boards.create_board(name, &config.spec())?;
-        let mut board = Self::with(boards, name, id, config, geometry);
-        if board.config().tree_count() > 1 {
-            let trees = trees::create(&board.inner.boards, name, board.config())?;
-            Arc::get_mut(&mut board.inner)
-                .expect("not shared yet")
-                .trees = trees;
-        }
-        Ok(board)
+        Self::with(boards, name, id, config, geometry).with_shape(true)
     }
 
     /// Creates a tree of a split board (`trees/mod.rs`) under its stored
@@ -146,14 +136,7 @@ impl Ranking {
     /// configuration that makes no tree.
     pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
         check_board_name(name)?;
-        let mut board = Self::open_in(db.__boards().0, name)?;
-        if board.config().tree_count() > 1 {
-            let trees = trees::open(&board.inner.boards, name, board.config())?;
-            Arc::get_mut(&mut board.inner)
-                .expect("not shared yet")
-                .trees = trees;
-        }
-        Ok(board)
+        Self::open_in(db.__boards().0, name)?.with_shape(false)
     }
 
     fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
@@ -186,7 +169,7 @@ impl Ranking {
                 config,
                 geometry,
                 queue: OnceLock::new(),
-                approx: approx::Cache::default(),
+                approx: ApproxCache::default(),
                 trees: Vec::new(),
                 tree_member: false,
             }),

@@ -41,8 +41,7 @@ impl Ranking {
     /// A store error.
     pub fn list(db: &impl RankingStore) -> Result<Vec<String>> {
         let mut names = db.__boards().0.list_boards()?;
-        names.retain(|name| !name.starts_with(super::family::HIDDEN));
-        names.retain(|name| !super::trees::is_tree_name(name));
+        names.retain(|name| super::shape::is_user_board(name));
         Ok(names)
     }
 
@@ -88,12 +87,7 @@ impl Ranking {
     pub fn delete(db: &impl RankingStore, name: &str) -> Result<bool> {
         check_board_name(name)?;
         let boards = db.__boards().0;
-        let trees = super::trees::trees_of(&boards, name)?;
-        let deleted = boards.delete_board(name)?;
-        if trees > 1 {
-            super::trees::delete(&boards, name, trees)?;
-        }
-        Ok(deleted)
+        super::shape::delete(&boards, name, || boards.delete_board(name))
     }
 
     /// Empties the board and keeps its configuration. Updates queued
@@ -127,9 +121,10 @@ impl Ranking {
     /// as any write; [`Error::InvalidRanking`] if queue workers kept a queue
     /// shard for two seconds.
     pub fn reset(&self) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.reset();
-        }
+        self.shape().writes().reset(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_reset(&self) -> Result<()> {
         let boards = &self.inner.boards;
         // Queue shards' heads before the reset: everything below them was
         // queued before it, and is dropped.

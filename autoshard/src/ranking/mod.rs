@@ -69,6 +69,7 @@ mod storage;
 mod tree;
 mod trees;
 mod trim;
+mod update;
 mod write;
 
 pub use self::among::MAX_AMONG;
@@ -87,6 +88,9 @@ pub use self::queue::{
     DEFAULT_FLUSH_TIMEOUT,
 };
 pub use self::trim::TRIM_BATCH;
+#[cfg(feature = "tokio")]
+pub(crate) use self::update::OwnedUpdate;
+pub use self::update::Update;
 pub use crate::seam::DeadLetter;
 
 pub(crate) use self::apply::apply_updates;

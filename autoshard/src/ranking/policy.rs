@@ -14,7 +14,7 @@ use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::Ranking;
+use super::{Ranking, Update};
 use crate::error::{Error, Result};
 
 /// What a submitted score does to the player's stored one, set per board
@@ -249,7 +249,7 @@ impl Ranking {
     ///
     /// As [`set_score`](Ranking::set_score); nothing is written on error.
     pub fn submit(&self, player: &str, score: i64) -> Result<Submission> {
-        self.submission(player, score, None)
+        self.submit_update(Update::score(player, score))
     }
 
     /// [`submit`](Ranking::submit) with entry data (an effort id, a display
@@ -286,16 +286,7 @@ impl Ranking {
     /// board that keeps none, any data); otherwise as
     /// [`set_score`](Ranking::set_score). Nothing is written on error.
     pub fn submit_with(&self, player: &str, score: i64, data: &[u8]) -> Result<Submission> {
-        let max = self.config().entry_data_limit() as usize;
-        if data.len() > max {
-            return Err(Error::EntryDataTooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        // A board that keeps no data has no data to write (its players'
-        // table may not even have the column).
-        self.submission(player, score, Some(data).filter(|_| max > 0))
+        self.submit_update(Update::score(player, score).with_data(data))
     }
 
     pub(super) fn submission(
@@ -306,9 +297,16 @@ impl Ranking {
     ) -> Result<Submission> {
         self.exact_only("submit")?;
         self.check_input(player, Some(score))?;
-        if let Some(split) = self.split() {
-            return split.submission(player, score, data);
-        }
+        self.shape().writes().submission(self, player, score, data)
+    }
+
+    /// [`submit`](Ranking::submit) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_submission(
+        &self,
+        player: &str,
+        score: i64,
+        data: Option<&[u8]>,
+    ) -> Result<Submission> {
         let shard = self.random_shard();
         self.write_with(|st| self.submit_in(st, shard, player, score, data))
     }

@@ -18,7 +18,6 @@ use super::policy::Rules;
 use super::query::{self, Want};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::trees::tree_of;
 use super::Ranking;
 use crate::error::{Error, Result};
 use crate::seam::NativeTrim;
@@ -44,13 +43,13 @@ pub(crate) mod hooks {
 
 /// This thread's trim batch.
 #[cfg(feature = "failpoints")]
-fn batch() -> u64 {
+pub(in crate::ranking) fn batch() -> u64 {
     hooks::BATCH.get()
 }
 
 /// Without `failpoints`, always [`TRIM_BATCH`].
 #[cfg(not(feature = "failpoints"))]
-fn batch() -> u64 {
+pub(in crate::ranking) fn batch() -> u64 {
     TRIM_BATCH
 }
 
@@ -103,10 +102,10 @@ impl Ranking {
     /// [`set_score`](Ranking::set_score) would refuse, or a store error.
     pub fn remove_data(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        if let Some(split) = self.split() {
-            let k = split.trees.len();
-            return split.trees[tree_of(player, k)].remove_data(player);
-        }
+        self.shape().writes().remove_data(self, player)
+    }
+
+    pub(in crate::ranking) fn one_tree_remove_data(&self, player: &str) -> Result<bool> {
         let keeps = self.config().entry_data_limit() > 0;
         self.write_with(|st| {
             st.lock_players(&[player])?;
@@ -156,11 +155,12 @@ impl Ranking {
             });
         }
         self.exact_only("remove_between")?;
-        if let Some(split) = self.split() {
-            // A player's tree is fixed by their name, so each tree's
-            // players in the range are the board's.
-            return split.trees.iter().map(|t| t.remove_between(lo..=hi)).sum();
-        }
+        self.shape().writes().remove_between(self, lo, hi)
+    }
+
+    /// [`remove_between`](Ranking::remove_between) on a board of one tree,
+    /// `lo <= hi`.
+    pub(in crate::ranking) fn one_tree_remove_between(&self, lo: i64, hi: i64) -> Result<u64> {
         let g = self.geometry();
         let last = g.max().wrapping_sub(1);
         let (lo, hi) = (lo.max(g.min()), hi.min(last));
@@ -212,9 +212,10 @@ impl Ranking {
         self.exact_only("keep_top")?;
         // No board holds more than `i64::MAX` players.
         let n = n.min(i64::MAX as u64);
-        if self.split().is_some() {
-            return self.keep_top_split(n);
-        }
+        self.shape().writes().keep_top(self, n)
+    }
+
+    pub(in crate::ranking) fn one_tree_keep_top(&self, n: u64) -> Result<u64> {
         self.trim(Pick::Below(n))
     }
 
@@ -261,36 +262,9 @@ impl Ranking {
         self.write_with(|st| batch_in(st, self.geometry(), rules, shard, pick))
     }
 
-    /// `keep_top` on a split board: a batch reads the players below `n`
-    /// in the merged order (one snapshot per tree), then removes them tree
-    /// by tree, each only if still at the score it was read at.
-    fn keep_top_split(&self, n: u64) -> Result<u64> {
-        let split = self.split().expect("a split board");
-        let (rules, g) = (self.rules(), self.geometry());
-        let mut removed = 0;
-        loop {
-            let below = self.page(n + 1, n + batch())?;
-            let mut per_tree = vec![Vec::new(); split.trees.len()];
-            for e in &below {
-                let tree = rules.tree_score(g, e.score)?;
-                per_tree[tree_of(&e.player, split.trees.len())].push((e.player.clone(), tree));
-            }
-            let mut batch = 0;
-            for (tree, found) in split.trees.iter().zip(&per_tree) {
-                if !found.is_empty() {
-                    batch += tree.remove_if_at(found)?;
-                }
-            }
-            removed += batch;
-            if (below.len() as u64) < self::batch() && batch == below.len() as u64 {
-                return Ok(removed);
-            }
-        }
-    }
-
     /// Removes each of `found` (player, tree score) still at that score,
     /// in one write transaction; how many.
-    fn remove_if_at(&self, found: &[(String, i64)]) -> Result<u64> {
+    pub(in crate::ranking) fn remove_if_at(&self, found: &[(String, i64)]) -> Result<u64> {
         let (rules, shard) = (self.rules(), self.random_shard());
         self.write_with(|st| {
             let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();

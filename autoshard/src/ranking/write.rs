@@ -12,11 +12,11 @@ impl Ranking {
     /// Applies `updates` (validated) in one write transaction under the
     /// board's policy, inner-node deltas going to one random shard; each
     /// update's tree scores before and after it.
-    pub(super) fn write(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
+    pub(super) fn write_steps(&self, updates: &[(&str, Option<i64>)]) -> Result<Vec<Step>> {
         self.write_at(updates, None)
     }
 
-    /// [`write`](Ranking::write); `at`, on a tree of a split board, is a
+    /// [`write_steps`](Ranking::write_steps); `at`, on a tree of a split board, is a
     /// block of arrival numbers reserved for a batch of the whole board and
     /// each update's index in that batch, so that players arriving in
     /// different trees are ordered as the batch orders them.
@@ -57,13 +57,15 @@ impl Ranking {
     /// store error; nothing is written on error.
     pub fn set_score(&self, player: &str, score: i64) -> Result<()> {
         self.check_input(player, Some(score))?;
-        if let Some(split) = self.split() {
-            return split.set_score(player, score);
-        }
+        self.shape().writes().set_score(self, player, score)
+    }
+
+    /// [`set_score`](Ranking::set_score) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_set_score(&self, player: &str, score: i64) -> Result<()> {
         if self.write_native(&[(player, Some(score))])? {
             return Ok(());
         }
-        self.write(&[(player, Some(score))]).map(drop)
+        self.write_steps(&[(player, Some(score))]).map(drop)
     }
 
     /// Removes `player`; returns whether they were on the board.
@@ -75,10 +77,12 @@ impl Ranking {
     /// error.
     pub fn remove(&self, player: &str) -> Result<bool> {
         check_player(player)?;
-        if let Some(split) = self.split() {
-            return split.remove(player);
-        }
-        Ok(self.write(&[(player, None)])?[0].before.is_some())
+        self.shape().writes().remove(self, player)
+    }
+
+    /// [`remove`](Ranking::remove) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_remove(&self, player: &str) -> Result<bool> {
+        Ok(self.write_steps(&[(player, None)])?[0].before.is_some())
     }
 
     /// Submits many scores in one transaction, all or nothing: one bad
@@ -99,20 +103,23 @@ impl Ranking {
     /// [`Error::InvalidName`](crate::Error::InvalidName) for any entry
     /// (nothing is written then), or a store error.
     pub fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.set_scores(scores);
-        }
         for &(player, score) in scores {
             self.check_input(player, Some(score))?;
         }
         if scores.is_empty() {
             return Ok(());
         }
+        self.shape().writes().set_scores(self, scores)
+    }
+
+    /// [`set_scores`](Ranking::set_scores) on a board of one tree, checked,
+    /// not empty.
+    pub(in crate::ranking) fn one_tree_set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
         if self.write_native(&updates)? {
             return Ok(());
         }
-        self.write(&updates).map(drop)
+        self.write_steps(&updates).map(drop)
     }
 
     /// Applies validated updates in one step where the store orders this

@@ -120,7 +120,7 @@ pub(crate) fn apply_updates_from(
     floor: &dyn Fn(usize) -> u64,
 ) -> Result<Vec<Step>> {
     if rules.approx {
-        return super::approx::apply_updates(st, g, rules, updates, refused);
+        return super::shape::approx_apply(st, g, rules, updates, refused);
     }
     // A board the store orders natively has no tree to write (and, on a
     // board of one tree, no floor: arrivals are the store's).

@@ -5,7 +5,7 @@
 //! call ([`Ranking::approx_rank`] estimates ranks instead).
 
 use crate::error::Result;
-use crate::ranking::shape::{Shape, Span, ONE_TREE};
+use crate::ranking::shape::{Shape, Span, Writes, ONE_TREE};
 use crate::ranking::{Entry, Ranking, Tie};
 
 /// The shape of an approximate board.
@@ -14,6 +14,13 @@ pub(in crate::ranking) struct Approx;
 pub(in crate::ranking) static SHAPE: &Approx = &Approx;
 
 impl Shape for Approx {
+    /// A board of one tree's: the apply (`apply/`) keeps its score index
+    /// instead of a count tree, and what needs the exact tree (`submit`'s
+    /// ranks, trims) is refused before the shape is asked.
+    fn writes(&self) -> &'static dyn Writes {
+        ONE_TREE
+    }
+
     fn rank_of_score(&self, b: &Ranking, _: i64) -> Result<u64> {
         Err(b.exact_refused("rank_of_score"))
     }

@@ -23,7 +23,7 @@ mod codec;
 pub(crate) use self::codec::{check_config, from_stored, stored, Codec};
 pub use self::codec::{Dim, MAX_DIMENSIONS};
 use super::policy::Submission;
-use super::Ranking;
+use super::{Ranking, Update};
 use crate::error::{Error, Result};
 
 impl Ranking {
@@ -103,7 +103,7 @@ impl Ranking {
     /// As [`encode`](Ranking::encode) and [`set_score`](Ranking::set_score);
     /// nothing is written on error.
     pub fn set_dims(&self, player: &str, values: &[i64]) -> Result<()> {
-        self.set_score(player, self.encode(values)?)
+        self.write(Update::dims(player, values))
     }
 
     /// [`set_scores`](Ranking::set_scores) of tuples: one transaction, all
@@ -161,7 +161,7 @@ impl Ranking {
     ///
     /// As [`set_dims`](Ranking::set_dims).
     pub fn submit_dims(&self, player: &str, values: &[i64]) -> Result<Submission> {
-        self.submit(player, self.encode(values)?)
+        self.submit_update(Update::dims(player, values))
     }
 
     /// [`submit_with`](Ranking::submit_with) of a tuple: entry data (the
@@ -193,7 +193,7 @@ impl Ranking {
         values: &[i64],
         data: &[u8],
     ) -> Result<Submission> {
-        self.submit_with(player, self.encode(values)?, data)
+        self.submit_update(Update::dims(player, values).with_data(data))
     }
 
     /// [`enqueue`](Ranking::enqueue) of a tuple: checked here, applied by a
@@ -219,7 +219,7 @@ impl Ranking {
     /// As [`encode`](Ranking::encode) and [`enqueue`](Ranking::enqueue);
     /// nothing is queued on error.
     pub fn enqueue_dims(&self, player: &str, values: &[i64]) -> Result<()> {
-        self.enqueue(player, self.encode(values)?)
+        self.enqueue_update(Update::dims(player, values))
     }
 
     /// [`enqueue_dims`](Ranking::enqueue_dims) with entry data, stored by
@@ -230,6 +230,6 @@ impl Ranking {
     /// As [`encode`](Ranking::encode) and
     /// [`enqueue_with`](Ranking::enqueue_with); nothing is queued on error.
     pub fn enqueue_dims_with(&self, player: &str, values: &[i64], data: &[u8]) -> Result<()> {
-        self.enqueue_with(player, self.encode(values)?, data)
+        self.enqueue_update(Update::dims(player, values).with_data(data))
     }
 }

@@ -6,7 +6,7 @@ use super::window::{check_timestamp, now, Span, Window};
 use super::Family;
 use crate::error::{Error, Result};
 use crate::ranking::handle::check_player;
-use crate::ranking::{apply_updates, Ranking, Submission};
+use crate::ranking::{apply_updates, Ranking, Submission, Update};
 use crate::seam::{Board, Storage};
 
 /// How often a submission looks again: when the values read in its
@@ -82,6 +82,36 @@ impl Family {
             at: None,
             data: None,
         }
+    }
+
+    /// Starts a submission of one [`Update`]: its score (a tuple encoded
+    /// as [`encode`](Family::encode) does) and its entry data; add filter
+    /// values and a timestamp, then [`submit`](FamilyEntry::submit) or
+    /// [`enqueue`](FamilyEntry::enqueue).
+    ///
+    /// ```
+    /// use autoshard::ranking::{Dim, Family, FamilyConfig, Period, RankingConfig, Update, Window};
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let levels = RankingConfig::dimensions([Dim::higher(0..100), Dim::lower(0..10)]);
+    /// let daily = Family::create(&db, "levels", FamilyConfig::new(levels).window(Window::Day))?;
+    /// daily.update(Update::dims("ann", &[12, 3]))?.submit()?;
+    /// let today = daily.board(Window::Day, Period::Current, None)?.unwrap();
+    /// assert_eq!(today.dims("ann")?, Some(vec![12, 3]));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`encode`](Family::encode) for a tuple; the rest is checked by
+    /// `submit` or `enqueue`.
+    pub fn update<'a>(&'a self, update: Update<'a>) -> Result<FamilyEntry<'a>> {
+        let score = update.score_by(|values| self.encode(values))?;
+        let entry = self.entry(update.player(), score);
+        Ok(match update.data() {
+            Some(data) => entry.data(data),
+            None => entry,
+        })
     }
 }
 

@@ -41,7 +41,7 @@ pub(in crate::ranking) use self::env::{Env, OnThread};
 pub(crate) use self::group::QueueState;
 #[cfg(feature = "tokio")]
 pub(in crate::ranking) use self::task::InTask;
-use super::Ranking;
+use super::{Ranking, Update};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{DeadLetter, QueuedUpdate};
@@ -157,7 +157,7 @@ impl Ranking {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn enqueue(&self, player: &str, score: i64) -> Result<()> {
-        self.enqueue_update(player, Some(score))
+        self.enqueue_update(Update::score(player, score))
     }
 
     /// Queues the removal of `player`, in order with its queued scores.
@@ -166,7 +166,7 @@ impl Ranking {
     ///
     /// As [`enqueue`](Ranking::enqueue).
     pub fn enqueue_remove(&self, player: &str) -> Result<()> {
-        self.enqueue_update(player, None)
+        self.enqueue_item(player, None, None)
     }
 
     /// [`enqueue`](Ranking::enqueue) with entry data, which the worker
@@ -199,16 +199,7 @@ impl Ranking {
     /// board that keeps none, any data); otherwise as
     /// [`enqueue`](Ranking::enqueue). Nothing is queued on error.
     pub fn enqueue_with(&self, player: &str, score: i64, data: &[u8]) -> Result<()> {
-        let max = self.config().entry_data_limit() as usize;
-        if data.len() > max {
-            return Err(Error::EntryDataTooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        // As `submit_with`: a board that keeps no data gets none.
-        let data = (max > 0).then(|| data.to_vec());
-        self.enqueue_item(player, Some(score), data)
+        self.enqueue_update(Update::score(player, score).with_data(data))
     }
 
     /// The queue row of one update of this board: its shard is the
@@ -227,20 +218,23 @@ impl Ranking {
         }
     }
 
-    fn enqueue_update(&self, player: &str, score: Option<i64>) -> Result<()> {
-        self.enqueue_item(player, score, None)
-    }
-
     pub(in crate::ranking) fn enqueue_item(
         &self,
         player: &str,
         score: Option<i64>,
         data: Option<Vec<u8>>,
     ) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.enqueue(player, score, data);
-        }
         self.check_update(player, score)?;
+        self.shape().writes().enqueue(self, player, score, data)
+    }
+
+    /// [`enqueue`](Ranking::enqueue) on a board of one tree, checked.
+    pub(in crate::ranking) fn one_tree_enqueue(
+        &self,
+        player: &str,
+        score: Option<i64>,
+        data: Option<Vec<u8>>,
+    ) -> Result<()> {
         let item = QueuedUpdate {
             queue: queue_of(player, self.queues()),
             player: player.to_owned(),
@@ -256,9 +250,10 @@ impl Ranking {
     ///
     /// A store error (creating the queue tables on first use, or the count).
     pub fn queued(&self) -> Result<u64> {
-        if let Some(split) = self.split() {
-            return split.queued();
-        }
+        self.shape().writes().queued(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_queued(&self) -> Result<u64> {
         self.queue_state()?;
         self.inner.boards.queued(self.inner.id)
     }
@@ -271,9 +266,10 @@ impl Ranking {
     /// The heads are read before the marks: an update enqueued after the
     /// heads is not counted, nor one enqueued and applied between the reads.
     pub(crate) fn backlog(&self) -> Result<u64> {
-        if let Some(split) = self.split() {
-            return split.backlog();
-        }
+        self.shape().writes().backlog(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_backlog(&self) -> Result<u64> {
         self.queue_state()?;
         if !self.inner.boards.backlog_from_marks() {
             return self.inner.boards.queued(self.inner.id);
@@ -319,9 +315,10 @@ impl Ranking {
     /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
     /// still queued; or a store error.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
-        if let Some(split) = self.split() {
-            return split.flush_within(timeout);
-        }
+        self.shape().writes().flush_within(self, timeout)
+    }
+
+    pub(in crate::ranking) fn one_tree_flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         // A deleted board's handle fails here.
         self.read(|_, _| Ok(()))?;
@@ -375,9 +372,10 @@ impl Ranking {
     ///
     /// A store error (also when a stored dead letter cannot be read).
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        if let Some(split) = self.split() {
-            return split.dead_letters();
-        }
+        self.shape().writes().dead_letters(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_dead_letters(&self) -> Result<Vec<DeadLetter>> {
         self.queue_state()?;
         self.inner.boards.dead_letters(self.inner.id)
     }
@@ -409,9 +407,10 @@ impl Ranking {
     ///
     /// A store error; nothing is deleted then.
     pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        if let Some(split) = self.split() {
-            return split.delete_dead_letter(id);
-        }
+        self.shape().writes().delete_dead_letter(self, id)
+    }
+
+    pub(in crate::ranking) fn one_tree_delete_dead_letter(&self, id: i64) -> Result<bool> {
         self.queue_state()?;
         self.inner.boards.delete_dead_letter(self.inner.id, id)
     }

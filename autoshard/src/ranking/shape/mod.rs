@@ -16,12 +16,20 @@
 //! and the split board's merge in `trees/`; they are written once, for
 //! every shape.
 
+mod build;
 mod one;
+mod one_writes;
 pub(super) mod ranges;
+mod writes;
 
+pub(in crate::ranking) use self::build::{
+    approx_apply, check_approx_config, check_name_free, check_trees, delete, is_user_board,
+    store_trees, stored_trees, ApproxCache,
+};
 pub(super) use self::one::ONE_TREE;
 #[cfg(test)]
 pub(super) use self::one::{player_place, tree_rank, CountTree};
+pub(in crate::ranking) use self::writes::Writes;
 
 use super::policy::Rules;
 use super::storage::Storage;
@@ -41,7 +49,8 @@ pub(in crate::ranking) struct Span {
 /// (user) scores, except `Span`s; every read runs in one read
 /// transaction (a split board: one snapshot per tree, all open at once,
 /// as `trees/merge.rs` reads them). Inputs are checked by the caller
-/// (`read.rs`) before a shape sees them.
+/// (`read.rs`) before a shape sees them. Its writes are
+/// [`writes`](Shape::writes), so every shape answers both.
 pub(in crate::ranking) trait Shape: Sync {
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64>;
     fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>>;
@@ -61,6 +70,9 @@ pub(in crate::ranking) trait Shape: Sync {
     fn percentile(&self, b: &Ranking, player: &str) -> Result<Option<f64>>;
     /// `p` in `0..=100`.
     fn score_at_percentile(&self, b: &Ranking, p: f64) -> Result<Option<i64>>;
+    /// The shape's writes (`writes.rs`): an approximate board's are a board
+    /// of one tree's.
+    fn writes(&self) -> &'static dyn Writes;
 
     /// Page `n` (1-based) of `size` entries: a `page`, one read.
     fn page_number(&self, b: &Ranking, n: u64, size: u64) -> Result<Vec<Entry>> {
@@ -110,7 +122,7 @@ pub(in crate::ranking) trait View {
 }
 
 impl Ranking {
-    /// The board's shape: the one dispatch point of the reads.
+    /// The board's shape: the one dispatch point of the reads and writes.
     pub(super) fn shape(&self) -> &'static dyn Shape {
         if self.rules().approx {
             super::approx::SHAPE

@@ -5,7 +5,7 @@
 //! [`view`] is this shape's one place that asks.
 
 use super::ranges;
-use super::{finish, Shape, Span, View};
+use super::{finish, Shape, Span, View, Writes};
 use crate::error::Result;
 use crate::ranking::among;
 use crate::ranking::policy::Rules;
@@ -21,6 +21,10 @@ pub(in crate::ranking) struct OneTree;
 pub(in crate::ranking) static ONE_TREE: &OneTree = &OneTree;
 
 impl Shape for OneTree {
+    fn writes(&self) -> &'static dyn Writes {
+        ONE_TREE
+    }
+
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64> {
         let tree = b.rules().tree_score(b.geometry(), score)?;
         b.geometry().checked_offset(tree)?;

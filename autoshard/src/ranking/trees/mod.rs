@@ -22,6 +22,7 @@ mod arrival;
 mod dense;
 pub(crate) mod merge;
 mod queries;
+mod writes;
 
 pub(crate) use self::arrival::reserve as reserve_arrivals;
 pub(crate) use self::merge as hooks;

@@ -7,7 +7,7 @@ use super::merge::{self, read_all};
 use super::{dense, tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
-use crate::ranking::shape::{ranges, Shape, Span, View};
+use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
 use crate::ranking::storage::Storage;
 use crate::ranking::tree::Geometry;
 use crate::ranking::{among, Entry, Ranking, Tie};
@@ -17,11 +17,15 @@ pub(in crate::ranking) struct Trees;
 
 pub(in crate::ranking) static SHAPE: &Trees = &Trees;
 
-fn split(b: &Ranking) -> Split<'_> {
+pub(super) fn split(b: &Ranking) -> Split<'_> {
     b.split().expect("the shape of a split board")
 }
 
 impl Shape for Trees {
+    fn writes(&self) -> &'static dyn Writes {
+        SHAPE
+    }
+
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64> {
         let tree = b.rules().tree_score(b.geometry(), score)?;
         let offset = b.geometry().checked_offset(tree)?;
