@@ -12,6 +12,7 @@
 //! cargo run --release -p autoshard-benches -- approx [--quick]        # AUTOSHARD_BENCH_APPROX_10M=1 for 10M
 //! cargo run --release -p autoshard-benches -- ranking-trees [--quick] # k trees; see ranking_trees.rs
 //! cargo run --release -p autoshard-benches -- ranking-ranges [--quick] # between vs rank_of_score; ranking/ranges.rs
+//! cargo run --release -p autoshard-benches -- redis-trees [--quick]  # trees(1) vs trees(3), CPU-capped masters; root
 //! cargo run --release -p autoshard-benches -- family [--quick]     # PostgreSQL if AUTOSHARD_PG_URL, Redis on 6379 if up
 //! cargo run --release -p autoshard-benches -- sqlite-keepup [--quick] # issue 18 item 6; see sqlite_keepup.rs
 //! cargo run --release -p autoshard-benches -- async-calls [--quick]  # issue 19; needs PostgreSQL
@@ -44,6 +45,7 @@ mod ranking_queue;
 mod ranking_trees;
 mod redis_boards;
 mod redis_cluster;
+mod redis_trees;
 mod sqlite_keepup;
 mod stats;
 mod sweep;
@@ -53,7 +55,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|ranking-ranges|policies|composite|family|redis|redis-boards|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|ranking-ranges|policies|composite|family|redis|redis-boards|redis-trees|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -63,8 +65,8 @@ fn main() {
             "--quick" => quick = true,
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "ranking-ranges"
-            | "policies" | "redis" | "redis-boards" | "composite" | "family" | "approx"
-            | "entity-board" | "sqlite-keepup" | "async-calls" | "tracing-overhead" => {
+            | "policies" | "redis" | "redis-boards" | "redis-trees" | "composite" | "family"
+            | "approx" | "entity-board" | "sqlite-keepup" | "async-calls" | "tracing-overhead" => {
                 which.push(arg)
             }
             "all" => which.extend(
@@ -111,6 +113,7 @@ fn main() {
             "auto" => auto_contention::run(quick).map_err(|e| e as _),
             "redis" => redis_cluster::run(dir.path(), quick),
             "redis-boards" => redis_boards::run(dir.path(), quick),
+            "redis-trees" => redis_trees::run(dir.path(), quick),
             "compactor" => compactor::run(dir.path(), quick).map_err(|e| e as _),
             "query" => query::run(dir.path(), quick).map_err(|e| e as _),
             "approx" => approx::run(dir.path(), quick).map_err(|e| e as _),

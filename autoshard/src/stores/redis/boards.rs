@@ -229,8 +229,9 @@ impl BoardStore for RedisCluster {
         }
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
-        // old one's keys.
-        let id = crate::random::range(1..i64::MAX);
+        // old one's keys. A tree of a split board's id puts it on its own
+        // master (`placement.rs`).
+        let id = self.new_board_id(name)?;
         let native = stored_natively(name, spec);
         let registry = registry(self.prefix());
         let piece = Piece {

@@ -106,7 +106,16 @@ pub(crate) fn home_slot(base: &str, key: Key<'_>) -> u16 {
 
 /// The slot of bucket `bucket` of the entity whose home slot is `home`.
 pub(crate) fn bucket_slot(home: u16, bucket: usize) -> u16 {
-    let offset = (ORDER[bucket] * u32::from(SLOTS) + 6) / BUCKETS as u32;
+    spaced_slot(home, ORDER[bucket], BUCKETS as u32)
+}
+
+/// The `i`-th of `n` slots spaced evenly over the ring from `home`
+/// (`i / n` of the ring after it, rounded): with `m` masters owning equal
+/// ranges and `n` a multiple of `m`, every master gets `n / m` of them up
+/// to a slot of rounding at a range boundary. Entities' buckets and a
+/// split board's trees (`placement.rs`) are placed by it.
+pub(crate) fn spaced_slot(home: u16, i: u32, n: u32) -> u16 {
+    let offset = (i * u32::from(SLOTS) + n / 2) / n;
     ((u32::from(home) + offset) % u32::from(SLOTS)) as u16
 }
 

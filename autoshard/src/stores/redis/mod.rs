@@ -30,6 +30,7 @@ mod keys;
 mod lifecycle;
 mod native_scripts;
 mod native_trim;
+mod placement;
 mod scripts;
 
 use crate::error::{Error, Result};

@@ -1,0 +1,223 @@
+//! Where a split board's trees live (`RankingConfig::trees(k)`): tree `t`
+//! of `k` on the `t`-th of `k` slots spaced evenly over the ring from the
+//! board's home slot ([`spaced_slot`], which places entities' buckets too),
+//! so with `k` masters owning equal ranges (what `redis-cli --cluster
+//! create` makes) the trees sit on `k` different masters and their writers
+//! do not share a master's core. Before, a tree's slot was its random id's
+//! hash, so all `k` trees shared a master with probability `1/m^(k-1)`
+//! and two of three trees on three masters did 7 times in 9.
+//!
+//! A board's keys are named after its id (`BoardKeys::new`), and ids are
+//! random and never reused (`lifecycle.rs`); a tree's id is drawn the same
+//! way, again until its keys fall on the tree's slot (16,384 draws on
+//! average, a few milliseconds once per tree created), so nothing that
+//! reads a board by id learns anything new and boards stored before keep
+//! their keys.
+
+use super::board_codec::parse_record;
+use super::boards::{registry, BoardKeys};
+use super::keys::{home_slot, spaced_slot};
+use super::RedisCluster;
+use crate::entity::Key;
+use crate::error::Result;
+
+/// The separator of a tree's stored name, `<board>\u{1f}<t>`
+/// (`ranking/trees/`).
+const TREE_SEPARATOR: char = '\u{1f}';
+
+/// The suffix of a split board's stored policy, `replace+trees=<k>`
+/// (`ranking/trees/`): how many trees the board has.
+const TREES_TAG: &str = "+trees=";
+
+/// The slot tree `t` of the `k` trees of board `board` lives on.
+pub(super) fn tree_slot(board: &str, t: u32, k: u32) -> u16 {
+    let home = home_slot("\u{1f}board", Key::Text(board));
+    spaced_slot(home, t % k.max(1), k.max(1))
+}
+
+/// A fresh random board id whose keys fall on `slot`.
+pub(super) fn id_on_slot(prefix: &str, slot: u16) -> i64 {
+    loop {
+        let id = crate::random::range(1..i64::MAX);
+        if BoardKeys::new(prefix, id).slot == slot {
+            return id;
+        }
+    }
+}
+
+impl RedisCluster {
+    /// The id of the new board `name`: random; for a tree of a split
+    /// board, random among those on the tree's slot. A tree whose board's
+    /// record is gone (a crash in a delete, which the next `create`
+    /// cleans up) is not placed.
+    pub(super) fn new_board_id(&self, name: &str) -> Result<i64> {
+        let Some((board, t)) = name.split_once(TREE_SEPARATOR) else {
+            return Ok(crate::random::range(1..i64::MAX));
+        };
+        let Ok(t) = t.parse::<u32>() else {
+            return Ok(crate::random::range(1..i64::MAX));
+        };
+        let mut conn = self.checkout()?;
+        let stored: Option<String> = self.with_conn(&mut conn, |c| {
+            redis::cmd("HGET")
+                .arg(registry(self.prefix()))
+                .arg(board)
+                .query(c)
+        })?;
+        let k = match stored {
+            Some(stored) => trees_of(&parse_record(board, &stored)?.1.policy),
+            None => None,
+        };
+        Ok(match k {
+            Some(k) => id_on_slot(self.prefix(), tree_slot(board, t, k)),
+            None => crate::random::range(1..i64::MAX),
+        })
+    }
+}
+
+/// The tree count a split board's stored policy names.
+fn trees_of(policy: &str) -> Option<u32> {
+    let (_, k) = policy.split_once(TREES_TAG)?;
+    k.parse().ok().filter(|&k| k > 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seam::{BoardSpec, BoardStore};
+    use std::collections::BTreeSet;
+
+    fn nodes() -> Vec<String> {
+        super::super::parse_url(&autoshard_test_servers::redis_cluster_url())
+            .expect("a redis-cluster:// URL")
+            .0
+    }
+
+    /// The master (its address) owning each slot, asked of the cluster
+    /// (`CLUSTER SLOTS`).
+    fn master_of(nodes: &[String], slot: u16) -> String {
+        let mut conn = redis::Client::open(format!("redis://{}", nodes[0]))
+            .and_then(|c| c.get_connection())
+            .expect("a node");
+        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut conn)
+            .expect("CLUSTER SLOTS")
+            .into_iter()
+            .map(|range| {
+                let redis::Value::Array(parts) = range else {
+                    panic!("a slot range")
+                };
+                let start: u16 = redis::from_redis_value(parts[0].clone()).unwrap();
+                let end: u16 = redis::from_redis_value(parts[1].clone()).unwrap();
+                let redis::Value::Array(master) = &parts[2] else {
+                    panic!("a master")
+                };
+                let host: String = redis::from_redis_value(master[0].clone()).unwrap();
+                let port: u16 = redis::from_redis_value(master[1].clone()).unwrap();
+                (start, end, (host, port))
+            })
+            .collect();
+        let (_, _, (host, port)) = ranges
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .expect("every slot is served");
+        format!("{host}:{port}")
+    }
+
+    /// The slot the cluster itself computes for `key` (`CLUSTER KEYSLOT`).
+    fn keyslot(nodes: &[String], key: &str) -> u16 {
+        let mut conn = redis::Client::open(format!("redis://{}", nodes[0]))
+            .and_then(|c| c.get_connection())
+            .expect("a node");
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    fn spec(policy: &str) -> BoardSpec {
+        BoardSpec {
+            min: 0,
+            max: 1_000,
+            branching: 16,
+            shards: 1,
+            queues: 1,
+            policy: policy.into(),
+            order: "higher_is_better".into(),
+            entry_data: 0,
+            dims: String::new(),
+            buckets: 0,
+            exact_top: 0,
+        }
+    }
+
+    /// The masters the trees of a `trees(3)` board's keys are on, as the
+    /// cluster places them; `place: false` creates the trees as plain
+    /// boards (random ids), the control.
+    fn masters_of_trees(nodes: &[String], prefix: &str, board: &str, place: bool) -> Vec<String> {
+        let db = RedisCluster::builder(nodes)
+            .prefix(prefix.to_owned())
+            .open()
+            .expect("the test cluster");
+        db.create_board(board, &spec("replace+trees=3"))
+            .expect("the board's record");
+        (0..3)
+            .map(|t| {
+                let name = match place {
+                    true => format!("{board}\u{1f}{t}"),
+                    false => format!("{board}-{t}"),
+                };
+                let id = db.create_board(&name, &spec("replace")).expect("a tree");
+                let version = BoardKeys::new(prefix, id).version();
+                master_of(nodes, keyslot(nodes, &version))
+            })
+            .collect()
+    }
+
+    /// The three trees of each of several boards land on three different
+    /// masters of the 3-master test cluster. Control: the same boards'
+    /// trees created as plain boards (random ids, as before placement)
+    /// share a master for most boards (three random slots miss one of 3
+    /// masters with probability 7/9; the control asserts it of 1 in 12).
+    #[test]
+    fn the_trees_of_a_board_land_on_distinct_masters() {
+        let nodes = nodes();
+        let prefix = format!(
+            "placement_{}_{}",
+            std::process::id(),
+            crate::random::range(0..u32::MAX)
+        );
+        let masters: BTreeSet<String> = (0..16u16).map(|s| master_of(&nodes, s * 1024)).collect();
+        assert_eq!(masters.len(), 3, "the test cluster has 3 masters");
+        let mut shared = 0;
+        for b in 0..12 {
+            let placed = masters_of_trees(&nodes, &prefix, &format!("b{b}"), true);
+            let distinct: BTreeSet<_> = placed.iter().collect();
+            assert_eq!(distinct.len(), 3, "board b{b}: trees on {placed:?}");
+            let random = masters_of_trees(&nodes, &prefix, &format!("c{b}"), false);
+            shared += usize::from(random.iter().collect::<BTreeSet<_>>().len() < 3);
+        }
+        // (2/9)^12 < 10^-7 that no board of the control shares a master.
+        assert!(shared > 0, "control: random trees shared no master");
+        let db = RedisCluster::builder(&nodes).prefix(prefix).open().unwrap();
+        for name in db.list().unwrap() {
+            db.delete(&name).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_tree_id_falls_on_its_slot_and_trees_are_spaced() {
+        for slot in [0, 1, 5_461, 16_383] {
+            assert_eq!(BoardKeys::new("app", id_on_slot("app", slot)).slot, slot);
+        }
+        let slots: Vec<u16> = (0..3).map(|t| tree_slot("b", t, 3)).collect();
+        let gaps: Vec<u32> = (0..3)
+            .map(|t| (u32::from(slots[(t + 1) % 3]) + 16_384 - u32::from(slots[t])) % 16_384)
+            .collect();
+        assert!(gaps.iter().all(|g| g.abs_diff(5_461) <= 1), "{gaps:?}");
+        assert_eq!(trees_of("best+trees=3"), Some(3));
+        assert_eq!(trees_of("best"), None);
+    }
+}
