@@ -60,7 +60,7 @@ impl Ranking {
         if let Some(split) = self.split() {
             return split.set_score(player, score);
         }
-        if self.write_native(&[(player, Some(score))])? {
+        if self.write_native(&[(player, Some(score))])?.is_some() {
             return Ok(());
         }
         self.write(&[(player, Some(score))]).map(drop)
@@ -77,6 +77,9 @@ impl Ranking {
         check_player(player)?;
         if let Some(split) = self.split() {
             return split.remove(player);
+        }
+        if let Some(found) = self.write_native(&[(player, None)])? {
+            return Ok(found > 0);
         }
         Ok(self.write(&[(player, None)])?[0].before.is_some())
     }
@@ -109,7 +112,7 @@ impl Ranking {
             return Ok(());
         }
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
-        if self.write_native(&updates)? {
+        if self.write_native(&updates)?.is_some() {
             return Ok(());
         }
         self.write(&updates).map(drop)
@@ -117,13 +120,20 @@ impl Ranking {
 
     /// Applies validated updates in one step where the store orders this
     /// board natively and can apply the board's policy itself
-    /// ([`BoardStore::write_native`](crate::seam::BoardStore)): `false`
-    /// if it cannot, and nothing was written. Only where the caller needs
-    /// no step back: a resent step that was applied answers only that.
-    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<bool> {
+    /// ([`BoardStore::write_native`](crate::seam::BoardStore)): how many
+    /// of the batch's players were on the board before it, `None` if it
+    /// cannot, and nothing was written. Only where the caller needs no
+    /// step back beyond that count.
+    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<Option<u64>> {
         let rules = self.rules();
-        if self.inner.tree_member || rules.approx || rules.policy == super::Policy::Increment {
-            return Ok(false);
+        // Removals take no policy: a batch of them is one step whatever
+        // the board's.
+        let removals = updates.iter().all(|&(_, value)| value.is_none());
+        if self.inner.tree_member
+            || rules.approx
+            || (rules.policy == super::Policy::Increment && !removals)
+        {
+            return Ok(None);
         }
         let mut tree = Vec::with_capacity(updates.len());
         for &(player, value) in updates {
@@ -132,7 +142,10 @@ impl Ranking {
                 .transpose()?;
             tree.push((player, score, None));
         }
-        let policy = rules.policy.stored();
+        let policy = match removals {
+            true => super::Policy::Replace.stored(),
+            false => rules.policy.stored(),
+        };
         self.inner.boards.write_native(self.board(), policy, &tree)
     }
 
