@@ -236,7 +236,7 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
         assert_eq!(trips(&mut || found = Some(board.remove("a").unwrap())), 1);
         assert_eq!(found, Some(false), "{policy:?}");
         assert_eq!(board.score("a").unwrap(), None);
-        let submit = trips(&mut || drop(board.submit("d", 9).unwrap()));
+        let submit = trips(&mut || assert!(board.submit("d", 9).unwrap().changed()));
         assert!(submit > 1, "{policy:?}: a submit counted {submit}");
         board.check_integrity().unwrap();
     }
