@@ -80,17 +80,19 @@ fn proxied(faults: &Arc<Faults>) -> (Vec<Proxy>, Vec<(String, u16)>) {
     (proxies, names)
 }
 
-struct Run {
-    counter: Counter,
-    calls: u64,
-    dropped_before: u64,
-    dropped_after: u64,
+/// A store whose every node is behind a faulting proxy: about every other
+/// script call fails, before it reaches the node or after the node
+/// answered, in a fixed pseudo-random pattern (a strict alternation would
+/// fall into step with the three pieces of a save).
+struct Faulted {
+    faults: Arc<Faults>,
+    db: RedisCluster,
+    prefix: String,
+    _proxies: Vec<Proxy>,
+    _cleanup: rc::DropPrefix,
 }
 
-fn run(exactly_once: bool) -> Run {
-    // About every other script call fails, before it reaches the node or
-    // after the node answered, in a fixed pseudo-random pattern (a strict
-    // alternation would fall into step with the three pieces of a save).
+fn faulted(exactly_once: bool) -> Faulted {
     let faults = Faults::new(|n| match n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 {
         1 => Fault::DropBefore,
         3 => Fault::DropAfter,
@@ -98,7 +100,7 @@ fn run(exactly_once: bool) -> Run {
     });
     let (proxies, names) = proxied(&faults);
     let prefix = rc::new_prefix();
-    let _cleanup = rc::DropPrefix(prefix.clone());
+    let cleanup = rc::DropPrefix(prefix.clone());
     let mut builder = RedisCluster::builder(proxies.iter().map(|p| p.addr.to_string()))
         .prefix(&prefix)
         .pool_size(1)
@@ -109,6 +111,30 @@ fn run(exactly_once: bool) -> Run {
         builder = builder.map_address((host, *port), ("127.0.0.1", proxy.addr.port()));
     }
     let db = builder.open().expect("open through the proxies");
+    Faulted {
+        faults,
+        db,
+        prefix,
+        _proxies: proxies,
+        _cleanup: cleanup,
+    }
+}
+
+struct Run {
+    counter: Counter,
+    calls: u64,
+    dropped_before: u64,
+    dropped_after: u64,
+}
+
+fn run(exactly_once: bool) -> Run {
+    let Faulted {
+        faults,
+        db,
+        prefix: _,
+        _proxies,
+        _cleanup,
+    } = faulted(exactly_once);
     // The insert's pieces are faulted too.
     db.insert(&Counter {
         id: 1,
@@ -213,24 +239,13 @@ const BOARD_WRITES: i64 = 60;
 
 fn board_run(exactly_once: bool) -> (Option<i64>, Option<i64>, u64) {
     use autoshard::ranking::{Policy, Ranking, RankingConfig};
-    let faults = Faults::new(|n| match n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 {
-        1 => Fault::DropBefore,
-        3 => Fault::DropAfter,
-        _ => Fault::None,
-    });
-    let (proxies, names) = proxied(&faults);
-    let prefix = rc::new_prefix();
-    let _cleanup = rc::DropPrefix(prefix.clone());
-    let mut builder = RedisCluster::builder(proxies.iter().map(|p| p.addr.to_string()))
-        .prefix(&prefix)
-        .pool_size(1)
-        .max_attempts(20)
-        .in_doubt_timeout(Duration::from_secs(20))
-        .exactly_once(exactly_once);
-    for (proxy, (host, port)) in proxies.iter().zip(&names) {
-        builder = builder.map_address((host, *port), ("127.0.0.1", proxy.addr.port()));
-    }
-    let db = builder.open().expect("open through the proxies");
+    let Faulted {
+        faults,
+        db,
+        prefix,
+        _proxies,
+        _cleanup,
+    } = faulted(exactly_once);
     let config = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
     let board = Ranking::create(&db, "board", config).unwrap();
     let before = faults.dropped_after();
@@ -277,4 +292,61 @@ fn control_a_native_board_without_operation_ids_counts_twice() {
     eprintln!("control: {swallowed} replies swallowed; ann {ann:?}, bo {bo:?}");
     assert!(swallowed >= 20, "too few faults: {swallowed}");
     assert!(ann > Some(BOARD_WRITES), "{ann:?}");
+}
+
+/// Removes `REMOVES` players of a native `Replace` board, each right after
+/// its `set_score`, through the faulting proxies, and removes each once
+/// more: `(removals answered wrong, replies swallowed)`. A removal is one
+/// script whose answer (was the player there) a resend must repeat,
+/// though the first send already took the player off.
+const REMOVES: usize = 60;
+
+fn remove_run(exactly_once: bool) -> (usize, u64) {
+    use autoshard::ranking::{Ranking, RankingConfig};
+    let Faulted {
+        faults,
+        db,
+        prefix,
+        _proxies,
+        _cleanup,
+    } = faulted(exactly_once);
+    let board = Ranking::create(&db, "removals", RankingConfig::new(0..1_000)).unwrap();
+    let before = faults.dropped_after();
+    let mut wrong = 0;
+    for i in 0..REMOVES {
+        let player = format!("p{i}");
+        board.set_score(&player, i as i64).unwrap();
+        wrong += usize::from(!board.remove(&player).unwrap());
+        wrong += usize::from(board.remove(&player).unwrap());
+    }
+    let swallowed = faults.dropped_after() - before;
+    let direct = RedisCluster::builder(rc::nodes())
+        .prefix(&prefix)
+        .open()
+        .unwrap();
+    let board = Ranking::open(&direct, "removals").unwrap();
+    board.check_integrity().unwrap();
+    assert_eq!(board.len().unwrap(), 0);
+    (wrong, swallowed)
+}
+
+/// A native board's `remove` answers right through cut connections: a
+/// resend of an applied removal repeats the first send's answer, which
+/// its script kept in the writer's mark (`scripts.rs`, the prelude).
+#[test]
+fn a_native_remove_answers_right_through_cut_connections() {
+    let (wrong, swallowed) = remove_run(true);
+    eprintln!("native removals: {swallowed} replies swallowed, {wrong} answered wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert_eq!(wrong, 0);
+}
+
+/// Control: without operation ids the resend of a removal whose reply was
+/// swallowed finds the player gone and answers `false`.
+#[test]
+fn control_a_native_remove_without_operation_ids_answers_wrong() {
+    let (wrong, swallowed) = remove_run(false);
+    eprintln!("control: {swallowed} replies swallowed, {wrong} answered wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert!(wrong > 0, "{wrong}");
 }

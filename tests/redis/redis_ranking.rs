@@ -186,6 +186,61 @@ fn a_trim_beside_a_writer_is_one_script_per_batch() {
     board.check_integrity().unwrap();
 }
 
+/// Every direct write to a native board is one request, one script
+/// (docs/design/store-redis.md, "Boards stored natively"): `set_score`
+/// and `set_scores` under `Replace`, `Best` and `Worst`, and `remove` of a
+/// player who is there or not under every policy (its answer from the
+/// script's count of players found). Control:
+/// the counter sees every request: a `submit` (still a transaction: the
+/// reads, then the commit) counts more than one, and so did `remove`
+/// before it was a script (a read of the player's row, then the commit).
+#[test]
+fn every_direct_write_to_a_native_board_is_one_round_trip() {
+    use autoshard::__private::redis_hooks::round_trips;
+    use autoshard::ranking::Policy;
+    let store = RedisCluster::fresh();
+    let trips = |f: &mut dyn FnMut()| {
+        let before = round_trips();
+        f();
+        round_trips() - before
+    };
+    for (i, policy) in [
+        Policy::Replace,
+        Policy::Best,
+        Policy::Worst,
+        Policy::Increment,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = RankingConfig::new(0..1_000).policy(policy).entry_data(8);
+        let board = Ranking::create(&*store, &format!("trips{i}"), config).unwrap();
+        // The board's record cached, the scripts loaded.
+        board.submit_with("warm", 1, b"w").unwrap();
+        board.remove("warm").unwrap();
+        if policy != Policy::Increment {
+            assert_eq!(trips(&mut || board.set_score("a", 5).unwrap()), 1);
+            assert_eq!(trips(&mut || board.set_score("a", 7).unwrap()), 1);
+            let batch = [("b", 3), ("c", 4), ("a", 2)];
+            assert_eq!(trips(&mut || board.set_scores(&batch).unwrap()), 1);
+            let want = if policy == Policy::Best { 7 } else { 2 };
+            assert_eq!(board.score("a").unwrap(), Some(want), "{policy:?}");
+            assert_eq!(board.score("c").unwrap(), Some(4));
+        } else {
+            board.set_scores(&[("a", 5), ("b", 3)]).unwrap();
+        }
+        let mut found = None;
+        assert_eq!(trips(&mut || found = Some(board.remove("a").unwrap())), 1);
+        assert_eq!(found, Some(true), "{policy:?}");
+        assert_eq!(trips(&mut || found = Some(board.remove("a").unwrap())), 1);
+        assert_eq!(found, Some(false), "{policy:?}");
+        assert_eq!(board.score("a").unwrap(), None);
+        let submit = trips(&mut || assert!(board.submit("d", 9).unwrap().changed()));
+        assert!(submit > 1, "{policy:?}: a submit counted {submit}");
+        board.check_integrity().unwrap();
+    }
+}
+
 #[test]
 fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     let store = RedisCluster::fresh();

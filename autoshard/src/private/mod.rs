@@ -121,6 +121,18 @@ pub mod pg_hooks {
     }
 }
 
+/// What the Redis round-trip tests read (`tests/redis/redis_ranking.rs`,
+/// `every_write_to_a_native_board_is_one_round_trip`).
+#[cfg(all(feature = "redis", feature = "failpoints"))]
+pub mod redis_hooks {
+    /// Requests (commands, scripts, pipelines, `WAIT`s, resends) this
+    /// thread's Redis Cluster store calls have sent so far; compare two
+    /// reads.
+    pub fn round_trips() -> u64 {
+        crate::stores::redis::exec::round_trips()
+    }
+}
+
 /// Hooks of the split boards' oracle tests (`tests/suites/stores_ranking_trees.rs`).
 #[cfg(feature = "failpoints")]
 pub mod tree_hooks {

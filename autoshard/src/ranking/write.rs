@@ -62,7 +62,7 @@ impl Ranking {
 
     /// [`set_score`](Ranking::set_score) on a board of one tree, checked.
     pub(in crate::ranking) fn one_tree_set_score(&self, player: &str, score: i64) -> Result<()> {
-        if self.write_native(&[(player, Some(score))])? {
+        if self.write_native(&[(player, Some(score))])?.is_some() {
             return Ok(());
         }
         self.write_steps(&[(player, Some(score))]).map(drop)
@@ -82,6 +82,9 @@ impl Ranking {
 
     /// [`remove`](Ranking::remove) on a board of one tree, checked.
     pub(in crate::ranking) fn one_tree_remove(&self, player: &str) -> Result<bool> {
+        if let Some(found) = self.write_native(&[(player, None)])? {
+            return Ok(found > 0);
+        }
         Ok(self.write_steps(&[(player, None)])?[0].before.is_some())
     }
 
@@ -116,7 +119,7 @@ impl Ranking {
     /// not empty.
     pub(in crate::ranking) fn one_tree_set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
-        if self.write_native(&updates)? {
+        if self.write_native(&updates)?.is_some() {
             return Ok(());
         }
         self.write_steps(&updates).map(drop)
@@ -124,13 +127,20 @@ impl Ranking {
 
     /// Applies validated updates in one step where the store orders this
     /// board natively and can apply the board's policy itself
-    /// ([`BoardStore::write_native`](crate::seam::BoardStore)): `false`
-    /// if it cannot, and nothing was written. Only where the caller needs
-    /// no step back: a resent step that was applied answers only that.
-    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<bool> {
+    /// ([`BoardStore::write_native`](crate::seam::BoardStore)): how many
+    /// of the batch's players were on the board before it, `None` if it
+    /// cannot, and nothing was written. Only where the caller needs no
+    /// step back beyond that count.
+    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<Option<u64>> {
         let rules = self.rules();
-        if self.inner.tree_member || rules.approx || rules.policy == super::Policy::Increment {
-            return Ok(false);
+        // Removals take no policy: a batch of them is one step whatever
+        // the board's.
+        let removals = updates.iter().all(|&(_, value)| value.is_none());
+        if self.inner.tree_member
+            || rules.approx
+            || (rules.policy == super::Policy::Increment && !removals)
+        {
+            return Ok(None);
         }
         let mut tree = Vec::with_capacity(updates.len());
         for &(player, value) in updates {
@@ -139,7 +149,10 @@ impl Ranking {
                 .transpose()?;
             tree.push((player, score, None));
         }
-        let policy = rules.policy.stored();
+        let policy = match removals {
+            true => super::Policy::Replace.stored(),
+            false => rules.policy.stored(),
+        };
         self.inner.boards.write_native(self.board(), policy, &tree)
     }
 

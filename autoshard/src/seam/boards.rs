@@ -327,16 +327,18 @@ pub(crate) trait BoardStore: Send + Sync {
     /// removal) to a board the store orders natively in one step, under
     /// the policy whose stored name is `policy`, by their net effect as
     /// `ranking/apply/` applies a batch, with each update's entry data
-    /// (`None`: none) under the same rules as `apply::store_entry_data`.
-    /// `Ok(false)`: the store does not do this for this board or policy
-    /// (the default), and the caller takes a write transaction instead.
+    /// (`None`: none) under the same rules as `apply::store_entry_data`;
+    /// `Some(n)`, `n` how many of the batch's players were on the board
+    /// before it (a removal's answer). `Ok(None)`: the store does not do
+    /// this for this board or policy (the default), and the caller takes a
+    /// write transaction instead.
     fn write_native(
         &self,
         _board: Board<'_>,
         _policy: &str,
         _updates: &[NativeUpdate<'_>],
-    ) -> Result<bool> {
-        Ok(false)
+    ) -> Result<Option<u64>> {
+        Ok(None)
     }
 
     /// One trim batch (`ranking/trim.rs`) on a board the store orders

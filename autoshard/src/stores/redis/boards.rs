@@ -305,10 +305,10 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         policy: &str,
         updates: &[crate::seam::NativeUpdate<'_>],
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
         let (_, native) = self.board_spec(board.id)?;
         if !native || !matches!(policy, "replace" | "best" | "worst") {
-            return Ok(false);
+            return Ok(None);
         }
         let keys = BoardKeys::new(self.prefix(), board.id);
         let data = keys.data();
@@ -340,7 +340,10 @@ impl BoardStore for RedisCluster {
         };
         match self.run(&mut conn, &piece, id)? {
             Reply::Gone => Err(super::lifecycle::not_found(board.name)),
-            reply if reply.applied() => Ok(true),
+            Reply::Applied(found) => Ok(Some(found)),
+            // Applied, by a send whose mark kept no reply (a script from
+            // before `mark(reply)`): how many were found is not known.
+            Reply::Dup => Ok(Some(0)),
             other => Err(Error::SchemaMismatch {
                 kind: "redis script".into(),
                 reason: format!("unexpected reply {other:?} to a native write"),

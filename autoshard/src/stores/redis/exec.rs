@@ -37,6 +37,9 @@ pub(crate) enum Reply {
     Conflict,
     /// A trim batch removed this many players (`native_scripts::native_trim`).
     Trimmed(u64),
+    /// A native write applied, this many of its players found on the board
+    /// (`native_scripts::native_write`; also a resend's answer).
+    Applied(u64),
 }
 
 impl Reply {
@@ -49,28 +52,47 @@ impl Reply {
             "NOTINT" => Reply::NotInt,
             "OVERFLOW" => Reply::Overflow,
             "CONFLICT" => Reply::Conflict,
-            other if other.starts_with("TRIMMED ") => match other[8..].parse() {
-                Ok(n) => Reply::Trimmed(n),
-                Err(_) => {
-                    return Err(Error::SchemaMismatch {
-                        kind: "redis script".into(),
-                        reason: format!("unexpected reply {other:?}"),
-                    })
-                }
-            },
             other => {
-                return Err(Error::SchemaMismatch {
+                let counted = match other.split_once(' ') {
+                    Some(("TRIMMED", n)) => n.parse().ok().map(Reply::Trimmed),
+                    Some(("APPLIED", n)) => n.parse().ok().map(Reply::Applied),
+                    _ => None,
+                };
+                counted.ok_or_else(|| Error::SchemaMismatch {
                     kind: "redis script".into(),
                     reason: format!("unexpected reply {other:?}"),
-                })
+                })?
             }
         })
     }
 
     /// Applied, by this send or an earlier one.
     pub fn applied(self) -> bool {
-        matches!(self, Reply::Ok | Reply::Dup | Reply::Trimmed(_))
+        matches!(
+            self,
+            Reply::Ok | Reply::Dup | Reply::Trimmed(_) | Reply::Applied(_)
+        )
     }
+}
+
+#[cfg(feature = "failpoints")]
+thread_local! {
+    /// Requests this thread's store calls sent (a command, a script, a
+    /// pipeline, a `WAIT`; every resend again): what the round-trip tests
+    /// bound (`__private::redis_hooks`). Only with the `failpoints`
+    /// feature; a build without it counts nothing.
+    static ROUND_TRIPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+pub(crate) fn count_round_trip() {
+    #[cfg(feature = "failpoints")]
+    ROUND_TRIPS.set(ROUND_TRIPS.get() + 1);
+}
+
+/// See `ROUND_TRIPS`.
+#[cfg(feature = "failpoints")]
+pub(crate) fn round_trips() -> u64 {
+    ROUND_TRIPS.get()
 }
 
 /// Retention of writer marks, in seconds: far longer than any in-doubt
@@ -121,6 +143,7 @@ impl RedisCluster {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            count_round_trip();
             let outcome = conn
                 .cluster(&self.inner.client)
                 .and_then(|c| invocation.invoke::<String>(c));
@@ -177,6 +200,7 @@ impl RedisCluster {
         )));
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas).arg(timeout.as_millis() as u64);
+        count_round_trip();
         let acked = conn
             .cluster(&self.inner.client)
             .and_then(|c| c.route_command(&wait, route))

@@ -25,7 +25,7 @@ mod census;
 mod compaction;
 mod entities;
 mod error;
-mod exec;
+pub(crate) mod exec;
 mod keys;
 mod lifecycle;
 mod native_scripts;
@@ -371,6 +371,7 @@ impl RedisCluster {
     ) -> Result<R> {
         let max = self.options().max_attempts;
         for attempt in 1..=max {
+            exec::count_round_trip();
             let outcome = conn.cluster(&self.inner.client).and_then(&mut f);
             match outcome {
                 Ok(r) => return Ok(r),

@@ -107,17 +107,28 @@ return {'OK', v, r}
 /// batch is applied by its net effect as `ranking/apply/` applies one:
 /// values in order under the policy, each player moved once to where their
 /// last change left them, in the order of those changes, and not at all
-/// if that is where they were. `GONE` if the board was deleted.
+/// if that is where they were. Answers `APPLIED n`, `n` the batch's
+/// players that were on the board before it (a resend of an applied
+/// piece answers the same, from the writer's mark); `GONE` if the board
+/// was deleted.
+///
+/// Every server call counts here (this is `set_score`): no `TYPE` check
+/// of the keys (only a write behind the store's back gives one a wrong
+/// type, and then Redis refuses the first call on it, `WRONGTYPE`), the
+/// version set and the tombstone read in one `SET ... GET`, the distinct
+/// scores touched only when a score's count crosses zero. A move of a
+/// player on the board is 7 calls, the exactly-once prelude 3.
 pub(crate) fn native_write() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
-        &format!(
-            "{BOARD_TYPES}{}",
-            r#"
-if redis.call('GET', KEYS[1]) == 'deleted' then return 'GONE' end
-local bad = check_types({[3] = 'zset', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
-if bad then return bad end
+        r#"
+-- One call both checks for a deleted board and sets the new version;
+-- the tombstone goes back before anything else is written.
+if redis.call('SET', KEYS[1], ARGV[4], 'GET') == 'deleted' then
+  redis.call('SET', KEYS[1], 'deleted')
+  return 'GONE'
+end
 local o, p, e, s, m, c = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local policy = ARGV[5]
 local function less(a, b)
@@ -132,12 +143,13 @@ local function be8(n)
   for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
   return string.char(unpack(b))
 end
-local stored, cur, last, data, final, n = {}, {}, {}, {}, {}, 0
+local stored, cur, last, data, final, n, found = {}, {}, {}, {}, {}, 0, 0
 for i = 6, #ARGV, 3 do
   n = n + 1
   local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if stored[player] == nil then
     stored[player] = redis.call('HGET', p, player) or false
+    if stored[player] then found = found + 1 end
     cur[player] = stored[player] and string.sub(stored[player], 1, 8) or false
   end
   local before, after = cur[player], key
@@ -187,11 +199,11 @@ for player, d in pairs(data) do
     if d then redis.call('HSET', e, player, d) else redis.call('HDEL', e, player) end
   end
 end
-redis.call('SET', KEYS[1], ARGV[4])
-mark()
-return 'OK'
-"#
-        ),
+-- Kept in the mark: a resend after a lost reply answers the same.
+local reply = 'APPLIED ' .. found
+mark(reply)
+return reply
+"#,
     )
 }
 

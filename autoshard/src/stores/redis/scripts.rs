@@ -23,22 +23,31 @@ use redis::Script;
 use std::sync::OnceLock;
 
 /// The prelude every script starts with: the exactly-once check and mark.
-/// A mark is `seq:unix time`; when a slot's table holds more than 1,024
-/// writers, marks older than the retention are dropped (a writer is one
-/// pooled connection, so this only grows with connections ever opened).
+/// A mark is `seq:unix time`, or `seq:outcome:unix time` when the script
+/// marks with its reply (`mark(reply)`): a resend of that very piece then
+/// answers the first send's reply instead of `DUP`, so a caller learns
+/// what was applied also after a lost reply (`native_write`'s count of
+/// players found). When a slot's table holds more than 1,024 writers,
+/// marks older than the retention are dropped (a writer is one pooled
+/// connection, so this only grows with connections ever opened).
 const PRELUDE: &str = r#"
 local wkey, writer, seq, keep = KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if writer ~= '' then
   local last = redis.call('HGET', wkey, writer)
   if last and tonumber(string.match(last, '^(%d+)')) >= seq then
+    local at, outcome = string.match(last, '^(%d+):([^:]+):%d+$')
+    if outcome and tonumber(at) == seq then return outcome end
     return 'DUP'
   end
 end
-local function mark()
+local function mark(outcome)
   if writer == '' then return end
   local now = tonumber(redis.call('TIME')[1])
-  redis.call('HSET', wkey, writer, ARGV[2] .. ':' .. now)
-  if redis.call('HLEN', wkey) > 1024 then
+  local value = ARGV[2] .. ':' .. now
+  if outcome then value = ARGV[2] .. ':' .. outcome .. ':' .. now end
+  -- Only a new writer can take the table past the bound: an update of
+  -- a mark needs no count.
+  if redis.call('HSET', wkey, writer, value) == 1 and redis.call('HLEN', wkey) > 1024 then
     local all = redis.call('HGETALL', wkey)
     for i = 1, #all, 2 do
       local t = tonumber(string.match(all[i + 1], ':(%d+)$'))
