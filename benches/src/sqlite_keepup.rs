@@ -423,7 +423,8 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         None => 1_000_000,
     };
     let slice = Duration::from_secs(env("AUTOSHARD_BENCH_SLICE").map_or(Ok(12), |s| s.parse())?);
-    let wanted = env("AUTOSHARD_BENCH_STEPS").unwrap_or_else(|| "before,batches,cache,checkpoint".into());
+    let wanted =
+        env("AUTOSHARD_BENCH_STEPS").unwrap_or_else(|| "before,batches,cache,checkpoint".into());
     let steps: Vec<&Step> = wanted
         .split(',')
         .map(|key| {
