@@ -10,7 +10,7 @@
 //! `--quick` 50,000), `AUTOSHARD_BENCH_SLICE` (producer seconds per cell,
 //! default 12), `AUTOSHARD_BENCH_TEMPLATE` (a loaded board file to copy per
 //! cell, made there if missing), `AUTOSHARD_BENCH_STEPS` (which rows of the
-//! step table, default all: `before,batches,cache`), `AUTOSHARD_BENCH_RATE`
+//! step table, default all: `before,batches,cache,checkpoint`), `AUTOSHARD_BENCH_RATE`
 //! (the paced cell's offered updates/s, default 50,000; `0` skips it),
 //! `AUTOSHARD_BENCH_REDIS_PORT` (the durable anchor's port),
 //! `AUTOSHARD_BENCH_BACKLOG` (the worker-alone table's queued updates,
@@ -60,6 +60,8 @@ struct Step {
     worker: fn(Worker) -> Worker,
     /// `SqliteBuilder::writer_cache_size`, if the step sets it.
     writer_cache: Option<u64>,
+    /// `SqliteBuilder::background_checkpoint`.
+    background_checkpoint: bool,
 }
 
 /// SQLite's default page cache, which every connection had before.
@@ -71,22 +73,32 @@ const STEPS: &[Step] = &[
         what: "before: batches of at most 10,000, 2 MB page cache",
         worker: |w| w.batch_size(10_000).batch_bytes(usize::MAX),
         writer_cache: Some(OLD_CACHE),
+        background_checkpoint: false,
     },
     Step {
         key: "batches",
         what: "1. batches take the backlog (≤ 64 MiB), 2 MB page cache",
         worker: |w| w,
         writer_cache: Some(OLD_CACHE),
+        background_checkpoint: false,
     },
     Step {
         key: "cache",
-        what: "3. + the writer's page cache (256 MiB bound), defaults",
+        what: "3. + the writer's page cache (256 MiB bound), checkpoint in the commit",
         worker: |w| w,
         writer_cache: None,
+        background_checkpoint: false,
+    },
+    Step {
+        key: "checkpoint",
+        what: "5. + the WAL checkpoint on its own thread, defaults",
+        worker: |w| w,
+        writer_cache: None,
+        background_checkpoint: true,
     },
 ];
 
-/// CPU time the worker threads of this process have used (user + system,
+/// CPU time the worker and checkpoint threads of this process have used (user + system,
 /// from `/proc/self/task/*/stat`, in clock ticks of 10 ms): what an applied
 /// update costs, independent of how many other processes share the cores.
 fn worker_cpu() -> Duration {
@@ -97,7 +109,8 @@ fn worker_cpu() -> Duration {
         .flatten()
     {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("autoshard-worke") {
+        // The checkpoint thread's work is the worker's, moved off its commit.
+        if !comm.starts_with("autoshard-worke") && !comm.starts_with("autoshard-check") {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
@@ -158,7 +171,7 @@ fn open_cell(dir: &Path, template: &Path, step: &Step) -> Result<Sqlite> {
         let _ = std::fs::remove_file(name);
     }
     std::fs::copy(template, &path)?;
-    let mut builder = Sqlite::builder(&path);
+    let mut builder = Sqlite::builder(&path).background_checkpoint(step.background_checkpoint);
     if let Some(bytes) = step.writer_cache {
         builder = builder.writer_cache_size(bytes);
     }
@@ -410,7 +423,8 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         None => 1_000_000,
     };
     let slice = Duration::from_secs(env("AUTOSHARD_BENCH_SLICE").map_or(Ok(12), |s| s.parse())?);
-    let wanted = env("AUTOSHARD_BENCH_STEPS").unwrap_or_else(|| "before,batches,cache".into());
+    let wanted =
+        env("AUTOSHARD_BENCH_STEPS").unwrap_or_else(|| "before,batches,cache,checkpoint".into());
     let steps: Vec<&Step> = wanted
         .split(',')
         .map(|key| {
@@ -443,7 +457,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!();
     println!(
         "| writer | producers | updates | offered/s | applied/s | backlog start → end | held | \
-         fresh p50 | fresh p99 | ack p99 | worker batches (mean size) | worker CPU per update | load avg |"
+         fresh p50 | fresh p99 | ack p99 | worker batches (mean size) | worker + checkpoint CPU per update | load avg |"
     );
     println!("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|");
     let plain = redis_row(
@@ -507,7 +521,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             thousands(backlog)
         );
         println!();
-        println!("| step | updates/s | worker CPU per update | batches | load avg |");
+        println!("| step | updates/s | worker + checkpoint CPU per update | batches | load avg |");
         println!("|---|---:|---:|---:|---|");
         for step in &steps {
             let load = load_average();

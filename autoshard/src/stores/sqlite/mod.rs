@@ -10,6 +10,7 @@
 
 mod approx;
 mod boards;
+mod checkpoint;
 mod counts;
 mod entities;
 mod error;
@@ -92,6 +93,7 @@ pub struct SqliteBuilder {
     mmap_size: u64,
     cache_size: u64,
     writer_cache_size: u64,
+    background_checkpoint: bool,
     contention_wait: Option<Duration>,
 }
 
@@ -252,11 +254,13 @@ impl SqliteBuilder {
     }
 
     /// [`connect`](SqliteBuilder::connect) for the board writer's
-    /// connection: its own page cache size.
+    /// connection: its own page cache size, and its checkpoints on a thread
+    /// (`checkpoint.rs`).
     fn connect_writer(&self) -> Result<Connection> {
-        let conn = self.connect()?;
+        let mut conn = self.connect()?;
         let kib = self.writer_cache_size.div_ceil(1024);
         conn.execute_batch(&format!("PRAGMA cache_size = -{kib};"))?;
+        checkpoint::install(self, &mut conn)?;
         Ok(conn)
     }
 
@@ -356,6 +360,7 @@ impl Sqlite {
             mmap_size: 0,
             cache_size: 2_048_000,
             writer_cache_size: DEFAULT_WRITER_CACHE_SIZE,
+            background_checkpoint: true,
             contention_wait: None,
         }
     }
