@@ -91,7 +91,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         key: "checkpoint",
-        what: "5. + the WAL checkpoint on its own thread, defaults",
+        what: "5. + the WAL checkpoint on its own thread (`background_checkpoint(true)`, opt-in)",
         worker: |w| w,
         writer_cache: None,
         background_checkpoint: true,

@@ -33,11 +33,17 @@ const INLINE_PAGES: i32 = 65_536;
 
 impl SqliteBuilder {
     /// Whether the connection ranking boards are written through leaves
-    /// its WAL checkpoints to a thread of its own (default `true`) instead
-    /// of running them inside the commit that grew the WAL past 1,000
-    /// pages. A queue worker then applies its next batch while the last
+    /// its WAL checkpoints to a thread of its own instead of running them
+    /// inside the commit that grew the WAL past 1,000 pages (default
+    /// `false`). A queue worker then applies its next batch while the last
     /// one's pages are copied into the database file. Other connections
     /// keep SQLite's automatic checkpoint.
+    ///
+    /// Off by default because on 2 cores it lost more than it saved: a
+    /// worker draining alone applied 1.28x faster with it, but with 64
+    /// producers enqueueing beside it the checkpoint thread took their
+    /// CPU and the applied rate fell to 0.61x (BENCHMARKS.md, "SQLite
+    /// queue keeps up"). Turn it on where the machine has a core to spare.
     pub fn background_checkpoint(mut self, on: bool) -> Self {
         self.background_checkpoint = on;
         self
@@ -171,7 +177,10 @@ mod tests {
     fn the_writers_commit_leaves_the_checkpoint_to_the_thread() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let db = Sqlite::open(&path).unwrap();
+        let db = Sqlite::builder(&path)
+            .background_checkpoint(true)
+            .open()
+            .unwrap();
         let gate = GATE.lock().unwrap_or_else(|p| p.into_inner());
         big_commit(&db);
         assert_eq!(backfilled(&path), 0, "the commit checkpointed");

@@ -360,7 +360,7 @@ impl Sqlite {
             mmap_size: 0,
             cache_size: 2_048_000,
             writer_cache_size: DEFAULT_WRITER_CACHE_SIZE,
-            background_checkpoint: true,
+            background_checkpoint: false,
             contention_wait: None,
         }
     }
