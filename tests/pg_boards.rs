@@ -189,15 +189,8 @@ fn the_one_statement_read_keeps_a_generic_plan() {
     let plans = |client: &mut postgres::Client, text: &str| -> (i64, i64) {
         let statement = client.prepare(text).unwrap();
         for i in (0..3_000).step_by(150) {
-            let params: [&(dyn postgres::types::ToSql + Sync); 7] = [
-                &id,
-                &names[i],
-                &None::<i64>,
-                &0i64,
-                &100i64,
-                &3i32,
-                &true,
-            ];
+            let params: [&(dyn postgres::types::ToSql + Sync); 7] =
+                [&id, &names[i], &None::<i64>, &0i64, &100i64, &3i32, &true];
             let rows = client.query(&statement, &params).unwrap();
             // The board's name, the player and their path's rows.
             assert!(rows.len() >= 3, "{} rows for {}", rows.len(), names[i]);

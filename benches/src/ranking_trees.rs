@@ -127,7 +127,12 @@ fn rank_queries(board: &Ranking, players: usize) -> Result<[Samples; 3]> {
 /// generic plan), then `rank`,
 /// `score_at_rank` and `page` (ten entries) on `db`. Interleaved per
 /// query, so load moves both `rank` variants together.
-fn pg_reads(url: &str, db: &autoshard::Postgres, name: &str, players: usize) -> Result<[Samples; 4]> {
+fn pg_reads(
+    url: &str,
+    db: &autoshard::Postgres,
+    name: &str,
+    players: usize,
+) -> Result<[Samples; 4]> {
     autoshard::__private::pg_hooks::custom_plans(true);
     let custom = autoshard::Postgres::builder(url).schema(db.schema()).open();
     let custom = custom.and_then(|c| {
