@@ -21,6 +21,10 @@ pub(crate) struct Native {
     pub batch: usize,
     /// `count(*)` rank latencies on random players' scores.
     pub ranks: Samples,
+    /// `ORDER BY score DESC OFFSET r - 1 LIMIT 1` at random ranks `r`.
+    pub score_at_rank: Samples,
+    /// The same with `LIMIT 10`: a page of ten at a random rank.
+    pub page: Samples,
 }
 
 /// Loads `players` rows into a fresh table in `schema`, then upserts random
@@ -80,6 +84,25 @@ pub(crate) fn run(
         client.query(&rank, &[&who])?;
         ranks.push(t0.elapsed());
     }
+    let at = |limit: i64| {
+        format!("SELECT player, score FROM {table} ORDER BY score DESC OFFSET $1 LIMIT {limit}")
+    };
+    let (one, ten) = (client.prepare(&at(1))?, client.prepare(&at(10))?);
+    let (mut score_at_rank, mut page) = (Samples::default(), Samples::default());
+    for (statement, samples) in [(&one, &mut score_at_rank), (&ten, &mut page)] {
+        for _ in 0..queries {
+            let offset = i64::from(rng.below(players as u32));
+            let t0 = Instant::now();
+            client.query(statement, &[&offset])?;
+            samples.push(t0.elapsed());
+        }
+    }
     client.batch_execute(&format!("DROP TABLE {table}"))?;
-    Ok(Native { rate, batch, ranks })
+    Ok(Native {
+        rate,
+        batch,
+        ranks,
+        score_at_rank,
+        page,
+    })
 }

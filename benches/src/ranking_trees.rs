@@ -121,6 +121,52 @@ fn rank_queries(board: &Ranking, players: usize) -> Result<[Samples; 3]> {
     Ok(out)
 }
 
+/// PostgreSQL reads at random players and ranks on the loaded board `name`:
+/// `rank` (standard) on a second handle whose connections plan every
+/// statement on every call (the store before its rank statement kept a
+/// generic plan), then `rank`,
+/// `score_at_rank` and `page` (ten entries) on `db`. Interleaved per
+/// query, so load moves both `rank` variants together.
+fn pg_reads(
+    url: &str,
+    db: &autoshard::Postgres,
+    name: &str,
+    players: usize,
+) -> Result<[Samples; 4]> {
+    autoshard::__private::pg_hooks::custom_plans(true);
+    let custom = autoshard::Postgres::builder(url).schema(db.schema()).open();
+    let custom = custom.and_then(|c| {
+        let board = Ranking::open(&c, name)?;
+        // The first call connects while the hook is on.
+        board.rank(&player(0), Tie::Standard)?;
+        Ok((c, board))
+    });
+    autoshard::__private::pg_hooks::custom_plans(false);
+    let (_custom_db, custom) = custom?;
+    let board = Ranking::open(db, name)?;
+    let mut rng = Rng::new(0x7AAE_0002);
+    let mut out: [Samples; 4] = Default::default();
+    for _ in 0..QUERIES {
+        let who = player(rng.below(players as u32) as usize);
+        let t0 = Instant::now();
+        custom.rank(&who, Tie::Standard)?;
+        out[0].push(t0.elapsed());
+        let t0 = Instant::now();
+        board.rank(&who, Tie::Standard)?;
+        out[1].push(t0.elapsed());
+    }
+    for _ in 0..DENSE_QUERIES {
+        let at = u64::from(rng.below(players as u32)) + 1;
+        let t0 = Instant::now();
+        board.score_at_rank(at)?;
+        out[2].push(t0.elapsed());
+        let t0 = Instant::now();
+        board.page(at, at + 9)?;
+        out[3].push(t0.elapsed());
+    }
+    Ok(out)
+}
+
 /// Redis `ZADD` from 50 connections for `slice`: updates/s, p50, p99.
 fn zadd(players: usize, slice: Duration) -> Option<(f64, Samples)> {
     zadd_at(REDIS_URL, "autoshard-bench-trees", players, slice)
@@ -239,6 +285,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     };
     // The worker's mean batch in the last cell: the native upserts' size.
     let mut batch = 1_000;
+    let mut reads = None;
     for k in list("AUTOSHARD_BENCH_TREES", "1,2,4")? {
         let sqlite_template = match &pg_db {
             Some(db) => {
@@ -253,8 +300,11 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             eprintln!("ranking-trees: k = {k}, {p} producers");
             let (cell, queries) = match (&pg_db, &sqlite_template) {
                 (Some(db), _) => {
-                    let board = Ranking::open(db, &format!("{BOARD}-{k}"))?;
+                    let name = format!("{BOARD}-{k}");
+                    let board = Ranking::open(db, &name)?;
                     let cell = cell(&board, players, (p, None), None, slice)?;
+                    let url = pg.as_deref().unwrap_or_default();
+                    reads = Some((k, p, pg_reads(url, db, &name, players)?, load_average()));
                     (cell, rank_queries(&board, players)?)
                 }
                 (None, Some(template)) => {
@@ -289,10 +339,12 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             );
         }
     }
+    let mut native = None;
     if let (Some(url), Some(db)) = (&pg, &pg_db) {
         // `count(*)` walks the index: a few hundred suffice.
-        let native =
+        let measured =
             crate::pg_native::run(url, db.schema(), (players, batch), slice, NATIVE_QUERIES)?;
+        let native = native.insert(measured);
         println!(
             "| PostgreSQL natively: `INSERT … ON CONFLICT` of batches of {} into `(player, score)` \
              with an index, 1 connection; rank `SELECT count(*) … WHERE score > $1` | – | – | – | \
@@ -315,9 +367,49 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         );
     }
     println!();
+    if let (Some((k, p, reads, load)), Some(native)) = (&reads, &native) {
+        print_pg_reads((*k, *p), reads, native, load);
+    }
     println!("Load average at the end: {}.", load_average());
     if let Some(db) = pg_db {
         eprintln!("ranking-trees: drop schema {} when done", db.schema());
     }
     Ok(())
+}
+
+/// The PostgreSQL reads' table: the last cell's board against the same
+/// question asked of the native table.
+fn print_pg_reads(
+    (k, p): (usize, usize),
+    reads: &[Samples; 4],
+    native: &crate::pg_native::Native,
+    load: &str,
+) {
+    println!(
+        "PostgreSQL reads on the board after the last cell (k = {k}, {p} producers), one \
+         thread; `rank` {QUERIES} times on each handle interleaved, the others \
+         {DENSE_QUERIES} times at random ranks. Natively: the plain table's \
+         `count(*)` rank ({NATIVE_QUERIES} queries) and `ORDER BY score DESC OFFSET r - 1 \
+         LIMIT 1` / `LIMIT 10` ({NATIVE_QUERIES} each). Load before: {load}."
+    );
+    println!();
+    println!("| query | autoshard p50 | autoshard p99 | natively p50 | natively p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    let rows = [
+        ("`rank`, planned on every call (before)", &reads[0], None),
+        ("`rank`, generic plan kept", &reads[1], Some(&native.ranks)),
+        ("`score_at_rank`", &reads[2], Some(&native.score_at_rank)),
+        ("`page` of 10", &reads[3], Some(&native.page)),
+    ];
+    for (what, ours, theirs) in rows {
+        let (n50, n99) = theirs.map_or(("–".into(), "–".into()), |t| {
+            (us(t.percentile(50.0)), us(t.percentile(99.0)))
+        });
+        println!(
+            "| {what} | {} | {} | {n50} | {n99} |",
+            us(ours.percentile(50.0)),
+            us(ours.percentile(99.0))
+        );
+    }
+    println!();
 }

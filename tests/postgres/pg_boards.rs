@@ -153,6 +153,69 @@ fn point_reads_are_one_round_trip() {
     );
 }
 
+/// The one-statement read keeps a generic plan: after PostgreSQL's five
+/// custom plans it stops planning the statement on every call
+/// (`pg_prepared_statements` counts the plans of this session's prepared
+/// statements). The control is the statement as it was, with
+/// `generate_series(1, $6)` for the path's heights: its generic plan
+/// guessed 1,000 heights and cost more than any custom plan, so every call
+/// was planned afresh (0.2–1.2 ms of a ~0.4 ms `rank`, BENCHMARKS.md
+/// "PostgreSQL boards set-based").
+#[test]
+fn the_one_statement_read_keeps_a_generic_plan() {
+    let schema = pg::new_schema();
+    let _drop = pg::DropSchema(schema.clone());
+    let db = open(&schema, 2);
+    let config = RankingConfig::new(0..1_000_000).branching(100).shards(8);
+    let board = Ranking::create(&db, "plans", config).unwrap();
+    let names: Vec<String> = (0..3_000).map(name).collect();
+    let batch: Vec<(&str, i64)> = (0..3_000)
+        .map(|i| (names[i].as_str(), (i as i64 * 7_919) % 1_000_000))
+        .collect();
+    board.set_scores(&batch).unwrap();
+    let sql = autoshard::__private::pg_hooks::planned_read_sql(&db);
+    let old = sql.replace(
+        "generate_series(1, 64) AS h WHERE h <= $6::int4 AND",
+        "generate_series(1, $6::int4) AS h WHERE",
+    );
+    assert_ne!(old, sql, "the control's text must differ");
+    let mut client = postgres::Client::connect(&pg::url(), postgres::NoTls).unwrap();
+    let table = format!("\"{schema}\".autoshard_rank_boards");
+    let id: i64 = client
+        .query_one(&format!("SELECT id FROM {table} WHERE name = 'plans'"), &[])
+        .unwrap()
+        .get(0);
+    let plans = |client: &mut postgres::Client, text: &str| -> (i64, i64) {
+        let statement = client.prepare(text).unwrap();
+        for i in (0..3_000).step_by(150) {
+            let params: [&(dyn postgres::types::ToSql + Sync); 7] =
+                [&id, &names[i], &None::<i64>, &0i64, &100i64, &3i32, &true];
+            let rows = client.query(&statement, &params).unwrap();
+            // The board's name, the player and their path's rows.
+            assert!(rows.len() >= 3, "{} rows for {}", rows.len(), names[i]);
+        }
+        let row = client
+            .query_one(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+                 WHERE statement = $1",
+                &[&text],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let (generic, custom) = plans(&mut client, &sql);
+    assert!(
+        generic >= 15 && custom <= 5,
+        "the read: {generic} generic, {custom} custom plans in 20 calls"
+    );
+    let (generic, custom) = plans(&mut client, &old);
+    assert_eq!(
+        (generic, custom),
+        (0, 20),
+        "the control: planned on every call"
+    );
+}
+
 /// A merged read of a split board takes one connection, whatever the
 /// number of trees: on a pool of 2, `trees(5)` and `trees(64)` answer
 /// `top`, `rank` and `len`. On 615fd58 (one read transaction per tree, all

@@ -119,6 +119,22 @@ pub mod pg_hooks {
     pub fn round_trips() -> u64 {
         crate::stores::postgres::tx::round_trips()
     }
+
+    /// The text of `db`'s one-statement board read (`rank`, `rank_of_score`,
+    /// `score`), to check the plans PostgreSQL keeps for it. Parameters:
+    /// board id, player, score, the board's minimum, branching, depth,
+    /// whether to load the arrival path.
+    pub fn planned_read_sql(db: &crate::Postgres) -> String {
+        db.planned_read_sql().to_owned()
+    }
+
+    /// Process-wide: connections opened while on plan every statement
+    /// afresh on every call (`plan_cache_mode = force_custom_plan`) instead
+    /// of letting PostgreSQL keep a generic plan; a benchmark's "before".
+    pub fn custom_plans(on: bool) {
+        use std::sync::atomic::Ordering;
+        crate::stores::postgres::CUSTOM_PLANS.store(on, Ordering::Relaxed);
+    }
 }
 
 /// What the Redis round-trip tests read (`tests/redis/redis_ranking.rs`,

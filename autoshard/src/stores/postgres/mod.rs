@@ -459,11 +459,28 @@ fn register(names: &schema::Names, exactly_once: bool, mut client: Client) -> Re
 /// is to wait for a lock forever).
 fn connect(config: &postgres::Config, lock_timeout: Duration) -> Result<Client> {
     let mut client = config.connect(NoTls)?;
-    client.batch_execute(&format!(
-        "SET lock_timeout = {}",
-        lock_timeout_ms(lock_timeout)
-    ))?;
+    let mut set = format!("SET lock_timeout = {}", lock_timeout_ms(lock_timeout));
+    if custom_plans() {
+        set.push_str("; SET plan_cache_mode = force_custom_plan");
+    }
+    client.batch_execute(&set)?;
     Ok(client)
+}
+
+/// `__private::pg_hooks::custom_plans`: connections made while it is on
+/// plan every statement afresh on every call (a benchmark's "before").
+/// The store itself leaves the choice to PostgreSQL: a generic plan forced
+/// on every statement froze plans made while the tables were empty (a
+/// write batch's node load took 18 s per call at 20,000 players).
+#[cfg(feature = "failpoints")]
+pub(crate) static CUSTOM_PLANS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+fn custom_plans() -> bool {
+    #[cfg(feature = "failpoints")]
+    return CUSTOM_PLANS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "failpoints"))]
+    false
 }
 
 /// `lock_timeout` in PostgreSQL's unit: milliseconds from 1 to 2^31 - 1,

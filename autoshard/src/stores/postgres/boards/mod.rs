@@ -39,6 +39,13 @@ impl Postgres {
             .get_or_init(|| Sql::new(self.quoted_schema()))
     }
 
+    /// The one-statement read's text (`planned.rs`), for the test of its
+    /// plans (`__private::pg_hooks::planned_read_sql`).
+    #[cfg(feature = "failpoints")]
+    pub(crate) fn planned_read_sql(&self) -> &str {
+        &self.boards_sql().planned
+    }
+
     /// [`Storage`] for `board` over `tx`.
     pub(super) fn board_tx<'t, 'c>(
         &'t self,
