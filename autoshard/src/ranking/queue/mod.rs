@@ -383,9 +383,10 @@ impl Ranking {
     /// How many dead letters the board keeps, by one count statement (or
     /// `HLEN`), not a read of each ([`StoreMetrics`](crate::StoreMetrics)).
     pub(crate) fn dead_letter_count(&self) -> Result<u64> {
-        if let Some(split) = self.split() {
-            return split.dead_letter_count();
-        }
+        self.shape().writes().dead_letter_count(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_dead_letter_count(&self) -> Result<u64> {
         self.queue_state()?;
         self.inner.boards.dead_letter_count(self.inner.id)
     }
@@ -394,9 +395,10 @@ impl Ranking {
     /// store's clock; `None` when nothing (with an enqueue time) is queued.
     /// One index seek per queue shard ([`StoreMetrics`](crate::StoreMetrics)).
     pub(crate) fn oldest_queued_age(&self) -> Result<Option<Duration>> {
-        if let Some(split) = self.split() {
-            return split.oldest_queued_age();
-        }
+        self.shape().writes().oldest_queued_age(self)
+    }
+
+    pub(in crate::ranking) fn one_tree_oldest_queued_age(&self) -> Result<Option<Duration>> {
         self.queue_state()?;
         self.inner.boards.oldest_queued_age(self.inner.id)
     }

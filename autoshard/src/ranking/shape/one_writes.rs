@@ -58,6 +58,14 @@ impl Writes for OneTree {
         b.one_tree_dead_letters()
     }
 
+    fn dead_letter_count(&self, b: &Ranking) -> Result<u64> {
+        b.one_tree_dead_letter_count()
+    }
+
+    fn oldest_queued_age(&self, b: &Ranking) -> Result<Option<Duration>> {
+        b.one_tree_oldest_queued_age()
+    }
+
     fn delete_dead_letter(&self, b: &Ranking, id: i64) -> Result<bool> {
         b.one_tree_delete_dead_letter(id)
     }

@@ -50,6 +50,10 @@ pub(in crate::ranking) trait Writes: Sync {
     fn backlog(&self, b: &Ranking) -> Result<u64>;
     fn flush_within(&self, b: &Ranking, timeout: Duration) -> Result<()>;
     fn dead_letters(&self, b: &Ranking) -> Result<Vec<DeadLetter>>;
+    /// Dead letters kept, by one count per queue (not a read of each).
+    fn dead_letter_count(&self, b: &Ranking) -> Result<u64>;
+    /// The age of the oldest update not applied yet, by the store's clock.
+    fn oldest_queued_age(&self, b: &Ranking) -> Result<Option<Duration>>;
     fn delete_dead_letter(&self, b: &Ranking, id: i64) -> Result<bool>;
     fn reset(&self, b: &Ranking) -> Result<()>;
     fn remove_data(&self, b: &Ranking, player: &str) -> Result<bool>;

@@ -59,6 +59,14 @@ impl Writes for Trees {
         split(b).dead_letters()
     }
 
+    fn dead_letter_count(&self, b: &Ranking) -> Result<u64> {
+        split(b).dead_letter_count()
+    }
+
+    fn oldest_queued_age(&self, b: &Ranking) -> Result<Option<Duration>> {
+        split(b).oldest_queued_age()
+    }
+
     fn delete_dead_letter(&self, b: &Ranking, id: i64) -> Result<bool> {
         split(b).delete_dead_letter(id)
     }
