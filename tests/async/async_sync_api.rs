@@ -143,3 +143,71 @@ async fn postgres_current_thread_is_a_typed_error_and_spawn_blocking_works() {
     let db = autoshard::open_async(&pg_url()).await.unwrap();
     assert!(db.load::<Counter>(&1).await.unwrap().is_none());
 }
+
+/// Which refusal [`refusal_child`] makes, when the parent runs it.
+const REFUSAL_CHILD: &str = "AUTOSHARD_REFUSAL_CHILD";
+
+/// A refused sync call prints nothing: tokio's `block_in_place` panics
+/// where it cannot run and the store turns that panic into
+/// `Error::InsideRuntime`, so without the store's quiet hook every refusal
+/// also printed "thread … panicked at … can call blocking only when running
+/// on the multi-threaded runtime". Checked in a child process that does not
+/// capture output, where the default hook writes to stderr; the control is
+/// the same `block_in_place` caught without the store, which must print.
+#[test]
+fn a_refused_sync_call_prints_no_panic() {
+    let stderr_of = |mode: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "async_sync_api::refusal_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(REFUSAL_CHILD, mode)
+            .env("AUTOSHARD_PG_URL", pg_url())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "child {mode} failed: {stderr}");
+        stderr
+    };
+    let control = stderr_of("bare");
+    assert!(
+        control.contains("panicked"),
+        "the control must print tokio's panic, or this test checks nothing: {control:?}"
+    );
+    let refused = stderr_of("store");
+    assert!(!refused.contains("panicked"), "{refused}");
+}
+
+/// The child of [`a_refused_sync_call_prints_no_panic`]; it does nothing
+/// when run on its own.
+#[test]
+#[ignore = "run by a_refused_sync_call_prints_no_panic"]
+fn refusal_child() {
+    let Ok(mode) = std::env::var(REFUSAL_CHILD) else {
+        return;
+    };
+    let url = std::env::var("AUTOSHARD_PG_URL").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        if mode == "bare" {
+            let caught = std::panic::catch_unwind(|| tokio::task::block_in_place(|| ()));
+            assert!(caught.is_err());
+        } else {
+            assert!(matches!(
+                autoshard::open(&url),
+                Err(Error::InsideRuntime { .. })
+            ));
+            // Twice: the hook is installed once and stays quiet each time.
+            assert!(matches!(
+                autoshard::open(&url),
+                Err(Error::InsideRuntime { .. })
+            ));
+        }
+    });
+}
