@@ -109,7 +109,8 @@ fn a_model_with_one_direction_swapped_disagrees<S: Boards>() {
         Policy::Replace,
         dims.iter().map(|(d, _)| d.clone()).collect(),
     );
-    let board = Ranking::create(store.db(), "c", board.config().clone()).unwrap();
+    let board =
+        Ranking::create(store.db(), "c", RankingConfig::from(board.config().clone())).unwrap();
     let ops = vec![Op::Set(0, vec![2, 0]), Op::Set(1, vec![2, 1])];
     run_case(&board, right, &dims, ops, 1).unwrap();
 }
@@ -367,8 +368,8 @@ fn dimensions_are_stored_and_checked_on_open<S: Boards>() {
     let opened = Ranking::open(store.db(), "levels").unwrap();
     assert_eq!(opened.config(), &config);
     assert_eq!(
-        opened.config().score_dimensions(),
-        config.score_dimensions()
+        opened.config().dimensions(),
+        autoshard::ranking::BoardConfig::from(config.clone()).dimensions()
     );
     assert_eq!(opened.dims("ann").unwrap(), Some(vec![3, 2, 1]));
     let others = [
@@ -416,7 +417,7 @@ fn boards_stored_before_dimensions_open_as_one_score<S: Boards>() {
     store.execute("ALTER TABLE autoshard_rank_boards DROP COLUMN dims");
     let reopened = Ranking::open(store.db(), "old").unwrap();
     assert_eq!(reopened.config(), &RankingConfig::new(0..100));
-    assert!(reopened.config().score_dimensions().is_empty());
+    assert!(reopened.config().dimensions().is_empty());
     assert_eq!(reopened.dims("ann").unwrap(), Some(vec![5]));
 
     let levels = Ranking::create(store.db(), "levels2", seed_001_config()).unwrap();

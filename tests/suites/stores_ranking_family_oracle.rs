@@ -199,7 +199,7 @@ impl Model {
 
 /// A stored score as the model holds it.
 fn score(f: &Family, stored: i64) -> Score {
-    if !f.config().board().score_dimensions().is_empty() {
+    if !f.config().board().dimensions().is_empty() {
         f.decode(stored).unwrap()
     } else {
         vec![stored]

@@ -274,7 +274,7 @@ fn queue(
     player: &dyn Fn(usize) -> String,
     value: &dyn Fn(usize) -> i64,
 ) -> Result<(), TestCaseError> {
-    let k = board.config().tree_count() as usize;
+    let k = board.config().trees() as usize;
     let mut per_tree = vec![Vec::new(); k];
     for &(p, v) in updates {
         let (name, v) = (player(p), v.map(value));

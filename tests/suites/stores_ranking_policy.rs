@@ -419,7 +419,7 @@ fn a_board_of_another_shape_is_refused_by_open_or_create<S: Boards>() {
     ));
     assert_eq!(store.rank_nodes("b"), rows);
     let opened = Ranking::open(store.db(), "b").unwrap();
-    assert_eq!(opened.config().update_policy(), Policy::Best);
+    assert_eq!(opened.config().policy(), Policy::Best);
     opened.set_score("ann", 30).unwrap();
     assert_eq!(opened.score("ann").unwrap(), Some(40), "still Best");
 }

@@ -203,7 +203,7 @@ fn queue(
     name: &dyn Fn(usize) -> String,
     value: &dyn Fn(usize) -> i64,
 ) -> Result<(), TestCaseError> {
-    let k = board.config().tree_count();
+    let k = board.config().trees();
     let mut per_tree = vec![Vec::new(); k as usize];
     for &(p, v) in updates {
         let (player, v) = (name(p), v.map(value));
@@ -367,7 +367,7 @@ fn the_tree_count_is_stored_and_checked<S: Boards>() {
     // A board of one tree is stored as before (no tag), and a mismatch in
     // the tree count is refused by `open_or_create`.
     let one = Ranking::open_or_create(store.db(), "one", RankingConfig::new(0..100)).unwrap();
-    assert_eq!(one.config().tree_count(), 1);
+    assert_eq!(one.config().trees(), 1);
     for (name, k) in [("split", 2), ("one", 4)] {
         let other = Ranking::open_or_create(store.db(), name, RankingConfig::new(0..100).trees(k));
         assert!(

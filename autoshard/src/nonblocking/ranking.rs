@@ -224,7 +224,7 @@ impl AsyncRanking {
     }
 
     /// The board's configuration.
-    pub fn config(&self) -> &RankingConfig {
+    pub fn config(&self) -> &crate::ranking::BoardConfig {
         self.board.get().config()
     }
 

@@ -1,12 +1,11 @@
-//! The shape of a board, and opening a board by the shape an application
-//! declares.
+//! Building a board's configuration, and opening a board by the
+//! configuration an application declares.
 
+use super::board_config::BoardConfig;
 use super::composite::{self, Dim};
-use super::policy::{Policy, Rules, ScoreOrder};
-use super::tree::Geometry;
-use super::{Ranking, RankingStore, MAX_ENTRY_DATA, MAX_QUEUES, MAX_SHARDS};
+use super::policy::{Policy, ScoreOrder};
+use super::{Ranking, RankingStore};
 use crate::error::{Error, Result};
-use crate::seam::BoardSpec;
 use std::ops::Range;
 
 /// The shape of a new board, for [`Ranking::create`](super::Ranking::create).
@@ -25,36 +24,20 @@ use std::ops::Range;
 ///
 /// // Elapsed seconds, best effort per rider, fastest first.
 /// let segment = RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter);
-/// assert_eq!(segment.update_policy(), Policy::Best);
 /// // Points that only ever add up.
 /// let points = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
-/// assert_eq!(points.score_order(), ScoreOrder::HigherIsBetter);
 /// ```
+///
+/// A board reports the configuration it was created with as a
+/// [`BoardConfig`], whose getters have these methods' names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankingConfig {
-    min: i64,
-    max: i64,
-    branching: u32,
-    shards: u32,
-    queues: u32,
-    policy: Policy,
-    order: ScoreOrder,
-    entry_data: u32,
-    /// `None` on a single-dimension board; `Some` (checked to hold 1 to 4
-    /// dimensions) on a composite one.
-    dims: Option<Vec<Dim>>,
-    /// `Some(b)`: an approximate board of `b` buckets (`approx/`).
-    buckets: Option<u32>,
-    /// Players an approximate board's snapshot ranks exactly at the top.
-    exact_top: u32,
-    trees: u32,
-}
+pub struct RankingConfig(BoardConfig);
 
 impl RankingConfig {
     /// A board for scores in `range` (`[min, max)`), branching 100, one
     /// shard, one queue, [`Policy::Replace`], [`Order::HigherIsBetter`].
     pub fn new(range: Range<i64>) -> Self {
-        RankingConfig {
+        RankingConfig(BoardConfig {
             min: range.start,
             max: range.end,
             branching: 100,
@@ -67,7 +50,7 @@ impl RankingConfig {
             buckets: None,
             exact_top: 0,
             trees: 1,
-        }
+        })
     }
 
     /// A board of composite scores: 1 to [`MAX_DIMENSIONS`](super::MAX_DIMENSIONS)
@@ -113,15 +96,9 @@ impl RankingConfig {
         // A refused set of dimensions keeps an empty range here; `create`
         // reports what is wrong with the dimensions themselves.
         let range = composite::Codec::new(&dims).map_or(0..0, |c| c.range());
-        RankingConfig {
-            dims: Some(dims),
-            ..RankingConfig::new(range)
-        }
-    }
-
-    /// A composite board's dimensions; empty for a single-dimension board.
-    pub fn score_dimensions(&self) -> &[Dim] {
-        self.dims.as_deref().unwrap_or_default()
+        let mut config = RankingConfig::new(range);
+        config.0.dims = Some(dims);
+        config
     }
 
     /// Most bytes of entry data a player's entry may carry, 0 to
@@ -130,49 +107,26 @@ impl RankingConfig {
     /// returned in every [`Entry`](super::Entry): the effort that set a
     /// personal record, a display name.
     pub fn entry_data(mut self, max_bytes: u32) -> Self {
-        self.entry_data = max_bytes;
+        self.0.entry_data = max_bytes;
         self
-    }
-
-    /// Most bytes of entry data per player (0: none).
-    pub fn entry_data_limit(&self) -> u32 {
-        self.entry_data
     }
 
     /// What a submitted score does to the stored one (default
     /// [`Policy::Replace`]).
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+        self.0.policy = policy;
         self
     }
 
     /// Which scores rank first (default [`Order::HigherIsBetter`]).
     pub fn order(mut self, order: ScoreOrder) -> Self {
-        self.order = order;
+        self.0.order = order;
         self
-    }
-
-    /// The update policy.
-    pub fn update_policy(&self) -> Policy {
-        self.policy
-    }
-
-    /// The score order.
-    pub fn score_order(&self) -> ScoreOrder {
-        self.order
-    }
-
-    pub(super) fn rules(&self) -> Rules {
-        Rules {
-            policy: self.policy,
-            order: self.order,
-            approx: self.buckets.is_some(),
-        }
     }
 
     /// Children per tree node, 2 to 1000 (default 100).
     pub fn branching(mut self, branching: u32) -> Self {
-        self.branching = branching;
+        self.0.branching = branching;
         self
     }
 
@@ -180,13 +134,13 @@ impl RankingConfig {
     /// Each direct write adds to one random shard, so more shards mean
     /// less contention between writers and more rows for readers to sum.
     pub fn shards(mut self, shards: u32) -> Self {
-        self.shards = shards;
+        self.0.shards = shards;
         self
     }
 
     /// Queue shards for queued updates, 1 to [`MAX_QUEUES`] (default 1).
     pub fn queues(mut self, queues: u32) -> Self {
-        self.queues = queues;
+        self.0.queues = queues;
         self
     }
 
@@ -201,14 +155,18 @@ impl RankingConfig {
     /// bound and what else such a board answers. Not with entry data.
     ///
     /// ```
-    /// use autoshard::ranking::RankingConfig;
+    /// use autoshard::ranking::{Ranking, RankingConfig};
     ///
-    /// let config = RankingConfig::new(0..1_000_000).approximate(100);
-    /// assert_eq!(config.approximate_buckets(), Some(100));
-    /// assert_eq!(RankingConfig::new(0..10).approximate_buckets(), None);
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let board = Ranking::create(&db, "a", RankingConfig::new(0..1_000_000).approximate(100))?;
+    /// assert_eq!(board.config().approximate(), Some(100));
+    /// let exact = Ranking::create(&db, "e", RankingConfig::new(0..10))?;
+    /// assert_eq!(exact.config().approximate(), None);
+    /// # Ok(()) }
     /// ```
     pub fn approximate(mut self, buckets: u32) -> Self {
-        self.buckets = Some(buckets);
+        self.0.buckets = Some(buckets);
         self
     }
 
@@ -223,24 +181,17 @@ impl RankingConfig {
     /// relative terms (measured in docs/design/approximate-boards.md, "Approximate boards").
     ///
     /// ```
-    /// use autoshard::ranking::RankingConfig;
+    /// use autoshard::ranking::{Ranking, RankingConfig};
     ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
     /// let config = RankingConfig::new(0..1_000_000).approximate(100).exact_top(1_000);
-    /// assert_eq!(config.exact_top_players(), 1_000);
+    /// assert_eq!(Ranking::create(&db, "a", config)?.config().exact_top(), 1_000);
+    /// # Ok(()) }
     /// ```
     pub fn exact_top(mut self, players: u32) -> Self {
-        self.exact_top = players;
+        self.0.exact_top = players;
         self
-    }
-
-    /// Players an approximate board ranks exactly at the top (0: none).
-    pub fn exact_top_players(&self) -> u32 {
-        self.exact_top
-    }
-
-    /// The bucket count of an approximate board; `None` for an exact one.
-    pub fn approximate_buckets(&self) -> Option<u32> {
-        self.buckets
     }
 
     /// Splits the board into `k` trees, 1 to [`MAX_TREES`](super::MAX_TREES)
@@ -256,186 +207,34 @@ impl RankingConfig {
     /// let db = autoshard::Sqlite::memory()?;
     /// let board = Ranking::create(&db, "split", RankingConfig::new(0..100).trees(4))?;
     /// board.set_scores(&[("ann", 7), ("bo", 9), ("cy", 7)])?;
-    /// assert_eq!(board.config().tree_count(), 4);
+    /// assert_eq!(board.config().trees(), 4);
     /// assert_eq!(board.rank("cy", Tie::Ordinal)?, Some(3)); // ann reached 7 first
     /// assert_eq!(board.rank("cy", Tie::Dense)?, Some(2));
     /// # Ok(()) }
     /// ```
     pub fn trees(mut self, k: u32) -> Self {
-        self.trees = k;
+        self.0.trees = k;
         self
     }
 
-    /// Trees the board is split into.
-    pub fn tree_count(&self) -> u32 {
-        self.trees
+    /// The configuration this builder describes, as a board created with
+    /// it reports it.
+    pub(crate) fn as_built(&self) -> &BoardConfig {
+        &self.0
     }
+}
 
-    /// The score range `[min, max)`.
-    pub fn range(&self) -> Range<i64> {
-        self.min..self.max
+impl From<RankingConfig> for BoardConfig {
+    fn from(config: RankingConfig) -> Self {
+        config.0
     }
+}
 
-    /// Children per tree node.
-    pub fn branching_factor(&self) -> u32 {
-        self.branching
-    }
-
-    /// Shard rows per inner tree node.
-    pub fn shard_count(&self) -> u32 {
-        self.shards
-    }
-
-    /// Queue shards.
-    pub fn queue_count(&self) -> u32 {
-        self.queues
-    }
-
-    pub(super) fn spec(&self) -> BoardSpec {
-        let mut policy: String = self.policy.stored().into();
-        super::shape::store_trees(&mut policy, self.trees);
-        BoardSpec {
-            min: self.min,
-            max: self.max,
-            branching: self.branching,
-            shards: self.shards,
-            queues: self.queues,
-            policy,
-            order: self.order.stored().into(),
-            entry_data: self.entry_data,
-            dims: composite::stored(self.score_dimensions()),
-            buckets: self.buckets.unwrap_or(0),
-            exact_top: self.exact_top,
-        }
-    }
-
-    /// The configuration a board was stored with, or why its policy or
-    /// order is not one this version knows (the shape is checked by
-    /// [`geometry`](RankingConfig::geometry)).
-    pub(super) fn from_spec(mut spec: BoardSpec) -> Result<Self, String> {
-        let trees = super::shape::stored_trees(&mut spec.policy)?;
-        let policy = Policy::from_stored(&spec.policy)
-            .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
-        let order = ScoreOrder::from_stored(&spec.order)
-            .ok_or_else(|| format!("unknown score order {:?}", spec.order))?;
-        let dims = composite::from_stored(&spec.dims)?;
-        let dims = (!dims.is_empty()).then_some(dims);
-        Ok(RankingConfig {
-            dims,
-            min: spec.min,
-            max: spec.max,
-            branching: spec.branching,
-            shards: spec.shards,
-            queues: spec.queues,
-            policy,
-            order,
-            entry_data: spec.entry_data,
-            buckets: (spec.buckets > 0).then_some(spec.buckets),
-            exact_top: spec.exact_top,
-            trees,
-        })
-    }
-
-    /// How a stored board's configuration (`self`) differs from the one
-    /// an application expects, if it does.
-    pub(super) fn differs_from(&self, expected: &RankingConfig) -> Option<String> {
-        let fields = [
-            (
-                "range",
-                format!("{:?}", self.range()),
-                format!("{:?}", expected.range()),
-            ),
-            (
-                "branching",
-                self.branching.to_string(),
-                expected.branching.to_string(),
-            ),
-            (
-                "shards",
-                self.shards.to_string(),
-                expected.shards.to_string(),
-            ),
-            (
-                "queues",
-                self.queues.to_string(),
-                expected.queues.to_string(),
-            ),
-            (
-                "policy",
-                format!("{:?}", self.policy),
-                format!("{:?}", expected.policy),
-            ),
-            (
-                "order",
-                format!("{:?}", self.order),
-                format!("{:?}", expected.order),
-            ),
-            (
-                "entry data",
-                self.entry_data.to_string(),
-                expected.entry_data.to_string(),
-            ),
-            (
-                "dimensions",
-                format!("{:?}", self.score_dimensions()),
-                format!("{:?}", expected.score_dimensions()),
-            ),
-            (
-                "approximate buckets",
-                format!("{:?}", self.buckets),
-                format!("{:?}", expected.buckets),
-            ),
-            (
-                "exact top",
-                self.exact_top.to_string(),
-                expected.exact_top.to_string(),
-            ),
-            ("trees", self.trees.to_string(), expected.trees.to_string()),
-        ];
-        let differ: Vec<String> = fields
-            .into_iter()
-            .filter(|(_, stored, wanted)| stored != wanted)
-            .map(|(field, stored, wanted)| format!("{field} is {stored}, not {wanted}"))
-            .collect();
-        (!differ.is_empty()).then(|| differ.join("; "))
-    }
-
-    /// The tree this configuration describes, or why it has none.
-    pub(super) fn geometry(&self) -> Result<Geometry> {
-        if let Some(dims) = &self.dims {
-            composite::check_config(dims, self.range(), self.policy, self.order)?;
-        }
-        let geometry = Geometry::new(self.min, self.max, self.branching)?;
-        let invalid = |reason: String| Err(Error::InvalidRanking { reason });
-        if !(1..=MAX_SHARDS).contains(&self.shards) {
-            return invalid(format!(
-                "shards {} is outside 1..={MAX_SHARDS}",
-                self.shards
-            ));
-        }
-        if self.entry_data > MAX_ENTRY_DATA {
-            return invalid(format!(
-                "entry data {} is over {MAX_ENTRY_DATA} bytes",
-                self.entry_data
-            ));
-        }
-        if let Some(reason) =
-            super::shape::check_approx_config(self.buckets, self.exact_top, self.entry_data)
-        {
-            return invalid(reason);
-        }
-        super::shape::check_trees(self.trees)?;
-        if self.trees > 1 && self.buckets.is_some() {
-            // A refresh reads one score index; a split board has k.
-            return invalid("an approximate board is one tree (no `trees`)".into());
-        }
-        if !(1..=MAX_QUEUES).contains(&self.queues) {
-            return invalid(format!(
-                "queues {} is outside 1..={MAX_QUEUES}",
-                self.queues
-            ));
-        }
-        Ok(geometry)
+/// Starts from an existing board's configuration: to create another board
+/// like it.
+impl From<BoardConfig> for RankingConfig {
+    fn from(config: BoardConfig) -> Self {
+        RankingConfig(config)
     }
 }
 
@@ -471,7 +270,7 @@ impl Ranking {
         name: &str,
         config: RankingConfig,
     ) -> Result<Self> {
-        config.geometry()?;
+        config.as_built().geometry()?;
         let board = match Self::open(db, name) {
             Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
                 // Created meanwhile by another handle: check that one.
@@ -480,7 +279,7 @@ impl Ranking {
             },
             opened => opened?,
         };
-        match board.config().differs_from(&config) {
+        match board.config().differs_from(config.as_built()) {
             None => Ok(board),
             Some(reason) => Err(Error::RankingMismatch {
                 name: name.into(),

@@ -60,7 +60,7 @@
 //! [`Error::RankingMismatch`].
 
 use super::apply::apply_updates;
-use super::config::RankingConfig;
+use super::board_config::BoardConfig;
 use super::policy::Policy;
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardTx, BoardWrite};
@@ -96,30 +96,30 @@ fn write_board(tx: &dyn BoardTx, name: &str, updates: &[(&str, Option<i64>)]) ->
         field: "configuration".into(),
         reason,
     };
-    let config = RankingConfig::from_spec(spec).map_err(corrupt)?;
-    if config.update_policy() != Policy::Increment {
+    let config = BoardConfig::from_spec(spec).map_err(corrupt)?;
+    if config.policy() != Policy::Increment {
         return Err(Error::RankingMismatch {
             name: name.into(),
             reason: format!(
                 "policy is {:?}, and a board fed by a ranked field must be Policy::Increment",
-                config.update_policy()
+                config.policy()
             ),
         });
     }
-    if config.tree_count() > 1 {
+    if config.trees() > 1 {
         // Its trees are other databases (SQLite files): not the save's
         // transaction, and the board's own rows are never read.
         return Err(Error::RankingMismatch {
             name: name.into(),
             reason: format!(
                 "it is split into {} trees, and a board fed by a ranked field is one tree",
-                config.tree_count()
+                config.trees()
             ),
         });
     }
     let geometry = config.geometry()?;
     let rules = config.rules();
-    let shard = crate::random::range(0..config.shard_count());
+    let shard = crate::random::range(0..config.shards());
     let board = Board { id, name };
     tx.with_board(board, &mut |st| {
         // Every board write moves the generation (a queue worker's cache

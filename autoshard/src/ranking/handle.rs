@@ -9,7 +9,7 @@ use super::queue::QueueState;
 use super::shape::{self, ApproxCache};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN};
+use super::{BoardConfig, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN};
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardStore};
 use std::sync::{Arc, OnceLock};
@@ -28,7 +28,7 @@ pub(super) struct Inner {
     pub(super) boards: Arc<dyn BoardStore>,
     pub(super) name: String,
     pub(super) id: i64,
-    pub(super) config: RankingConfig,
+    pub(super) config: BoardConfig,
     pub(super) geometry: Geometry,
     /// This process's queue coordination for the board (group commit,
     /// worker wake-ups), made on the first queue call: see `queue.rs`.
@@ -95,6 +95,7 @@ impl Ranking {
     /// Nothing is written on error.
     pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
         check_board_name(name)?;
+        let config = BoardConfig::from(config);
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
         shape::check_name_free(&boards, name)?;
@@ -107,7 +108,7 @@ impl Ranking {
     pub(super) fn create_tree(
         boards: Arc<dyn BoardStore>,
         name: &str,
-        config: RankingConfig,
+        config: BoardConfig,
     ) -> Result<Self> {
         let geometry = config.geometry()?;
         let id = boards.create_board(name, &config.spec())?;
@@ -149,7 +150,7 @@ impl Ranking {
             field: "configuration".into(),
             reason,
         };
-        let config = RankingConfig::from_spec(spec).map_err(corrupt)?;
+        let config = BoardConfig::from_spec(spec).map_err(corrupt)?;
         let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
         Ok(Self::with(boards, name, id, config, geometry))
     }
@@ -158,7 +159,7 @@ impl Ranking {
         boards: Arc<dyn BoardStore>,
         name: &str,
         id: i64,
-        config: RankingConfig,
+        config: BoardConfig,
         geometry: Geometry,
     ) -> Self {
         Ranking {
@@ -182,7 +183,7 @@ impl Ranking {
     }
 
     /// The board's configuration.
-    pub fn config(&self) -> &RankingConfig {
+    pub fn config(&self) -> &BoardConfig {
         &self.inner.config
     }
 
@@ -196,7 +197,7 @@ impl Ranking {
 
     /// The shard row a direct write's inner-node deltas go to.
     pub(super) fn random_shard(&self) -> u32 {
-        crate::random::range(0..self.inner.config.shard_count())
+        crate::random::range(0..self.inner.config.shards())
     }
 
     pub(super) fn board(&self) -> Board<'_> {
@@ -256,6 +257,6 @@ impl Ranking {
 
     /// Queue shards (`RankingConfig::queues`).
     pub(crate) fn queues(&self) -> u32 {
-        self.inner.config.queue_count()
+        self.inner.config.queues()
     }
 }

@@ -49,6 +49,7 @@
 mod among;
 mod apply;
 mod approx;
+mod board_config;
 mod cache;
 mod composite;
 mod config;
@@ -74,6 +75,7 @@ mod write;
 
 pub use self::among::MAX_AMONG;
 pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle};
+pub use self::board_config::BoardConfig;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::family::{

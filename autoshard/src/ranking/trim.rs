@@ -106,7 +106,7 @@ impl Ranking {
     }
 
     pub(in crate::ranking) fn one_tree_remove_data(&self, player: &str) -> Result<bool> {
-        let keeps = self.config().entry_data_limit() > 0;
+        let keeps = self.config().entry_data() > 0;
         self.write_with(|st| {
             st.lock_players(&[player])?;
             let on_board = st.player(player)?.is_some();

@@ -194,7 +194,7 @@ impl Ranking {
         let Some(data) = update.data else {
             return Ok((score, None));
         };
-        let max = self.config().entry_data_limit() as usize;
+        let max = self.config().entry_data() as usize;
         if data.len() > max {
             return Err(Error::EntryDataTooLarge {
                 len: data.len(),

@@ -52,9 +52,9 @@ fn bad_configurations_are_refused_and_create_nothing<S: Boards>() {
     let opened = Ranking::open(db, "b").unwrap();
     assert_eq!(
         (
-            opened.config().branching_factor(),
-            opened.config().shard_count(),
-            opened.config().queue_count()
+            opened.config().branching(),
+            opened.config().shards(),
+            opened.config().queues()
         ),
         (2, 1024, 3)
     );

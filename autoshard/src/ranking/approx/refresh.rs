@@ -212,10 +212,7 @@ impl Ranking {
             _ => store.approx_begin(board)?,
         };
         let config = &self.inner.config;
-        let mut builder = Builder::new(
-            config.approximate_buckets().unwrap_or(1),
-            config.exact_top_players(),
-        );
+        let mut builder = Builder::new(config.approximate().unwrap_or(1), config.exact_top());
         store.approx_scores(board, &mut builder)?;
         let (chunk, pause) = (hooks::chunk(), hooks::pause());
         for (i, rows) in builder.out.chunks(chunk as usize).enumerate() {

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 impl Ranking {
     /// The board's codec; on a single-dimension board `None`.
     fn codec(&self) -> Option<Codec<'_>> {
-        let dims = self.config().score_dimensions();
+        let dims = self.config().dimensions();
         (!dims.is_empty()).then(|| Codec::new(dims).expect("checked by create and open"))
     }
 

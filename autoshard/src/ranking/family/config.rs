@@ -4,7 +4,7 @@
 use super::window::{Weekday, Window};
 use crate::error::{Error, Result};
 use crate::ranking::composite;
-use crate::ranking::{Policy, RankingConfig, ScoreOrder};
+use crate::ranking::{BoardConfig, Policy, RankingConfig, ScoreOrder};
 
 /// Longest family name, in bytes (member boards' names carry it).
 pub const MAX_FAMILY_NAME_LEN: usize = 64;
@@ -40,7 +40,7 @@ pub const MAX_KEEP: u32 = 100_000;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilyConfig {
-    board: RankingConfig,
+    board: BoardConfig,
     windows: Vec<(Window, u32)>,
     offset_minutes: i32,
     week: Weekday,
@@ -54,7 +54,7 @@ impl FamilyConfig {
     /// dropped by submissions ([`auto_drop`](FamilyConfig::auto_drop)).
     pub fn new(board: RankingConfig) -> Self {
         FamilyConfig {
-            board,
+            board: board.into(),
             windows: Vec::new(),
             offset_minutes: 0,
             week: Weekday::Monday,
@@ -126,7 +126,7 @@ impl FamilyConfig {
     }
 
     /// The members' board configuration.
-    pub fn board(&self) -> &RankingConfig {
+    pub fn board(&self) -> &BoardConfig {
         &self.board
     }
 
@@ -208,10 +208,10 @@ impl FamilyConfig {
         // One transaction writes every member: a split member would be
         // several databases (SQLite files), an approximate one has no tree
         // to rank a submission in.
-        if self.board.tree_count() > 1 {
+        if self.board.trees() > 1 {
             return invalid("a family's members are boards of one tree (no `trees`)".into());
         }
-        if self.board.approximate_buckets().is_some() {
+        if self.board.approximate().is_some() {
             return invalid("a family's members are exact boards (no `approximate`)".into());
         }
         if self.offset_minutes.unsigned_abs() > 18 * 60 {
@@ -250,12 +250,12 @@ impl FamilyConfig {
         let mut out = vec![
             "autoshard-family 1".to_owned(),
             format!("range\u{1}{}\u{1}{}", b.range().start, b.range().end),
-            format!("branching\u{1}{}", b.branching_factor()),
-            format!("shards\u{1}{}", b.shard_count()),
-            format!("queues\u{1}{}", b.queue_count()),
-            format!("policy\u{1}{}", b.update_policy().stored()),
-            format!("order\u{1}{}", b.score_order().stored()),
-            format!("entry_data\u{1}{}", b.entry_data_limit()),
+            format!("branching\u{1}{}", b.branching()),
+            format!("shards\u{1}{}", b.shards()),
+            format!("queues\u{1}{}", b.queues()),
+            format!("policy\u{1}{}", b.policy().stored()),
+            format!("order\u{1}{}", b.order().stored()),
+            format!("entry_data\u{1}{}", b.entry_data()),
             format!("offset\u{1}{}", self.offset_minutes),
             format!("week\u{1}{}", self.week as i64),
             format!("auto_drop\u{1}{}", u8::from(self.auto_drop)),
@@ -263,7 +263,7 @@ impl FamilyConfig {
         // Without them a reopened family's members would be plain boards
         // over the encoded range: ranked alike, but `decode` would give
         // the encoded number back instead of the tuple.
-        let dims = b.score_dimensions();
+        let dims = b.dimensions();
         if !dims.is_empty() {
             out.push(format!("dims\u{1}{}", composite::stored(dims)));
         }
@@ -330,10 +330,10 @@ impl FamilyConfig {
             // `validate` below checks the range against the dimensions'.
             RankingConfig::dimensions(dims)
         };
-        if board.range() != (min..max) {
+        if board.as_built().range() != (min..max) {
             return Err(format!(
                 "range {min}..{max} is not the dimensions' {:?}",
-                board.range()
+                board.as_built().range()
             ));
         }
         let board = board
@@ -407,7 +407,7 @@ mod tests {
             FamilyConfig::new(RankingConfig::dimensions(dims.clone()).policy(Policy::Best))
                 .window(Window::Day);
         let decoded = FamilyConfig::decode(&config.encode()).unwrap();
-        assert_eq!(decoded.board().score_dimensions(), &dims);
+        assert_eq!(decoded.board().dimensions(), &dims);
         assert_eq!(decoded, config);
         let forged = config
             .encode()

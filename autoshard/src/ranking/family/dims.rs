@@ -35,7 +35,7 @@ impl Family {
     /// [`Error::ScoreOutOfRange`]).
     pub fn encode(&self, values: &[i64]) -> Result<i64> {
         let board = self.config().board();
-        let dims = board.score_dimensions();
+        let dims = board.dimensions();
         if !dims.is_empty() {
             return Codec::new(dims)?.encode(values);
         }
@@ -58,7 +58,7 @@ impl Family {
     /// [`Error::ScoreOutOfRange`] for a number outside the encoded range.
     pub fn decode(&self, score: i64) -> Result<Vec<i64>> {
         let board = self.config().board();
-        let dims = board.score_dimensions();
+        let dims = board.dimensions();
         if !dims.is_empty() {
             return Codec::new(dims)?.decode(score);
         }

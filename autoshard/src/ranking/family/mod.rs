@@ -23,7 +23,7 @@ pub use self::window::{Period, Span, Weekday, Window};
 pub use self::worker::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats};
 
 use self::config::check_label;
-use super::{Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};
+use super::{BoardConfig, Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};
 use crate::error::{Error, Result};
 use crate::seam::BoardStore;
 use std::collections::HashMap;
@@ -51,8 +51,8 @@ fn players_name(id: i64) -> String {
 }
 
 /// Registry and players boards: one score (0), room for the stored text.
-fn hidden_config() -> RankingConfig {
-    RankingConfig::new(0..1).entry_data(MAX_ENTRY_DATA)
+fn hidden_config() -> BoardConfig {
+    RankingConfig::new(0..1).entry_data(MAX_ENTRY_DATA).into()
 }
 
 /// A family of leaderboards: periodic and filtered boards fed by one
@@ -144,7 +144,7 @@ impl std::fmt::Debug for Family {
 fn hidden_board(
     boards: &Arc<dyn BoardStore>,
     name: &str,
-    config: &RankingConfig,
+    config: &BoardConfig,
     create: bool,
 ) -> Result<Option<(Ranking, bool)>> {
     let geometry = config.geometry()?;

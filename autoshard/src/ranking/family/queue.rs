@@ -140,10 +140,10 @@ pub(super) fn decode_row(f: &Family, row: &QueuedRow) -> std::result::Result<Que
         }
     }
     let data = raw[end + 1..].to_vec();
-    if data.len() > board.entry_data_limit() as usize {
+    if data.len() > board.entry_data() as usize {
         return Err(Error::EntryDataTooLarge {
             len: data.len(),
-            max: board.entry_data_limit() as usize,
+            max: board.entry_data() as usize,
         }
         .to_string());
     }

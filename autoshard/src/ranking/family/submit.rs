@@ -263,7 +263,7 @@ impl<'a> FamilyEntry<'a> {
             .board()
             .rules()
             .check_value(&config.board().geometry()?, self.score)?;
-        let max = config.board().entry_data_limit() as usize;
+        let max = config.board().entry_data() as usize;
         let data = match self.data {
             Some(d) if d.len() > max => {
                 return Err(Error::EntryDataTooLarge { len: d.len(), max });
@@ -343,7 +343,7 @@ impl<'a> FamilyEntry<'a> {
         let encoded = encode_values(config, values);
         let mut stale = false;
         let mut out = None;
-        let shard = crate::random::range(0..config.board().shard_count());
+        let shard = crate::random::range(0..config.board().shards());
         let result = f.inner.boards.write_boards(&boards, &mut |sts| {
             // The player's values, under the player's lock, before any
             // member is touched (as the family worker reads them).

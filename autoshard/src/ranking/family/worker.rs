@@ -552,7 +552,7 @@ impl Family {
             .collect();
         let seam: Vec<Board<'_>> = boards.iter().map(|b| b.board()).collect();
         let queues = players.queues().max(1);
-        let shard = crate::random::range(0..self.config().board().shard_count());
+        let shard = crate::random::range(0..self.config().board().shards());
         let mut out = None;
         self.inner.boards.write_boards(&seam, &mut |sts| {
             for st in sts {

@@ -39,7 +39,7 @@ pub(crate) fn check(
     let config = RankingConfig::new(range.clone())
         .branching(branching)
         .shards(shards);
-    let id = store.create_board(name, &config.spec())?;
+    let id = store.create_board(name, &config.as_built().spec())?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);
     let mut oracle = harness::Oracle::default();
@@ -75,7 +75,7 @@ pub(crate) fn check_native(
     let config = RankingConfig::new(range.clone())
         .branching(branching)
         .shards(shards);
-    let id = store.create_board(name, &config.spec())?;
+    let id = store.create_board(name, &config.as_built().spec())?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);
     let mut oracle = harness::Oracle::default();

@@ -107,7 +107,7 @@ impl Ranking {
         cache: Option<&mut NodeCache>,
     ) -> Result<Drained> {
         let (queues, rules) = (self.queues().max(1), self.rules());
-        let with_data = (rules, self.config().entry_data_limit());
+        let with_data = (rules, self.config().entry_data());
         let mut staged = None;
         let floor = &|n| self.arrival_floor(n);
         let outcome = self.write_generation(|st: &dyn Storage, before| {

@@ -61,7 +61,7 @@ impl Ranking {
     /// Adds what the board's configuration asks beside its row, made
     /// (`created`) or opened: a split board's trees.
     pub(in crate::ranking) fn with_shape(mut self, created: bool) -> Result<Self> {
-        if self.config().tree_count() > 1 {
+        if self.config().trees() > 1 {
             let (boards, name, config) = (&self.inner.boards, self.name(), self.config());
             let made = match created {
                 true => trees::create(boards, name, config)?,

@@ -141,7 +141,7 @@ impl Ranking {
         g: &Geometry,
         found: Vec<Entry>,
     ) -> Result<Vec<Entry>> {
-        let data = self.inner.config.entry_data_limit() > 0;
+        let data = self.inner.config.entry_data() > 0;
         finish(st, g, self.rules(), data, found)
     }
 }

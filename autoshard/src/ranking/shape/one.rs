@@ -98,7 +98,7 @@ impl Shape for OneTree {
     }
 
     fn check_integrity(&self, b: &Ranking) -> Result<()> {
-        let shards = b.inner.config.shard_count();
+        let shards = b.inner.config.shards();
         b.read(|st, g| match st.native() {
             Some(native) => native.check(),
             None => integrity::check(st, g, shards),
@@ -133,7 +133,7 @@ impl Shape for OneTree {
 /// The view of one tree's transaction: the store's native board if it
 /// keeps one, else the count tree.
 fn view<'a>(b: &Ranking, st: &'a dyn Storage, g: &'a Geometry) -> Box<dyn View + 'a> {
-    let (rules, data) = (b.rules(), b.inner.config.entry_data_limit() > 0);
+    let (rules, data) = (b.rules(), b.inner.config.entry_data() > 0);
     match st.native() {
         Some(native) => Box::new(Native {
             native,

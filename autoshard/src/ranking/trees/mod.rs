@@ -28,7 +28,7 @@ pub(crate) use self::arrival::reserve as reserve_arrivals;
 pub(crate) use self::merge as hooks;
 pub(super) use self::queries::SHAPE;
 
-use super::{Ranking, RankingConfig, Submission, MAX_TREES};
+use super::{BoardConfig, Ranking, RankingConfig, Submission, MAX_TREES};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
 use crate::seam::{BoardStore, DeadLetter, PART_SEPARATOR};
@@ -100,8 +100,8 @@ fn tree_store(boards: &Arc<dyn BoardStore>, t: u32) -> Result<Arc<dyn BoardStore
 }
 
 /// A tree's configuration: the board's, in one tree.
-fn tree_config(config: &RankingConfig) -> RankingConfig {
-    config.clone().trees(1)
+fn tree_config(config: &BoardConfig) -> BoardConfig {
+    RankingConfig::from(config.clone()).trees(1).into()
 }
 
 /// Creates the trees of the new board `name` (its row is committed): a tree
@@ -110,10 +110,10 @@ fn tree_config(config: &RankingConfig) -> RankingConfig {
 pub(super) fn create(
     boards: &Arc<dyn BoardStore>,
     name: &str,
-    config: &RankingConfig,
+    config: &BoardConfig,
 ) -> Result<Vec<Ranking>> {
     let one = tree_config(config);
-    (0..config.tree_count())
+    (0..config.trees())
         .map(|t| {
             let store = tree_store(boards, t)?;
             store.delete_board(&tree_name(name, t))?;
@@ -125,7 +125,7 @@ pub(super) fn create(
 /// The tree count of board `name` as stored, `None` without a board.
 fn config_trees(boards: &Arc<dyn BoardStore>, name: &str) -> Result<Option<u32>> {
     let stored = boards.open_board(name)?;
-    Ok(stored.map(|(_, spec)| RankingConfig::from_spec(spec).map_or(1, |c| c.tree_count())))
+    Ok(stored.map(|(_, spec)| BoardConfig::from_spec(spec).map_or(1, |c| c.trees())))
 }
 
 /// Opens the trees of board `name`; a tree missing (a crash between the
@@ -133,10 +133,10 @@ fn config_trees(boards: &Arc<dyn BoardStore>, name: &str) -> Result<Option<u32>>
 pub(super) fn open(
     boards: &Arc<dyn BoardStore>,
     name: &str,
-    config: &RankingConfig,
+    config: &BoardConfig,
 ) -> Result<Vec<Ranking>> {
     let one = tree_config(config);
-    (0..config.tree_count())
+    (0..config.trees())
         .map(|t| {
             let store = tree_store(boards, t)?;
             let tree = tree_name(name, t);
@@ -367,7 +367,7 @@ impl Ranking {
     ///
     /// [`Error::InvalidRanking`] for a tree the board does not have.
     pub fn tree_worker(&self, tree: u32) -> Result<super::Worker> {
-        let k = self.inner.config.tree_count();
+        let k = self.inner.config.trees();
         match self.split() {
             _ if tree >= k => Err(Error::InvalidRanking {
                 reason: format!("tree {tree} of a board of {k} trees"),
@@ -389,7 +389,7 @@ impl Ranking {
     /// # Ok(()) }
     /// ```
     pub fn tree_of(&self, player: &str) -> u32 {
-        tree_of(player, self.inner.config.tree_count().max(1) as usize) as u32
+        tree_of(player, self.inner.config.trees().max(1) as usize) as u32
     }
 
     /// The board's trees (empty unless it is split), for its workers.
