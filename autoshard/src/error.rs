@@ -184,7 +184,7 @@ pub enum Error {
         max: i64,
     },
 
-    /// A composite score (`Ranking::set_dims` and the other `*_dims` calls)
+    /// A composite score (an `Update::dims` and the other tuple calls)
     /// with another number of values than the board has dimensions.
     /// Nothing was written.
     #[error("a score of {got} values given to a board of {expected} dimensions")]
@@ -448,6 +448,17 @@ pub enum Error {
     InvalidUrl {
         /// What was wrong with it (the URL itself is left out: it may hold a
         /// password).
+        reason: String,
+    },
+
+    /// A background job ([`crate::Job`]) could not start: the operating
+    /// system refused a thread (a process or memory limit). Nothing was
+    /// started; the job's work is still where it was (queued, uncompacted).
+    #[error("the {job} could not start a thread: {reason}")]
+    Spawn {
+        /// The job (`"compactor"`, `"queue worker"`, ...).
+        job: &'static str,
+        /// The operating system's error.
         reason: String,
     },
 

@@ -101,6 +101,7 @@ mod entity;
 mod error;
 pub mod fold;
 mod hash;
+mod job;
 mod mapper;
 mod metrics;
 mod naming;
@@ -164,6 +165,7 @@ pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
 pub use crate::entity::{EntityId, Key, KeyKind, Pending, Shardable, MAX_ID_LEN};
 pub use crate::error::{Error, Result};
+pub use crate::job::Job;
 pub use crate::mapper::Saved;
 pub use crate::metrics::{BoardMetrics, KindLag, ProcessCounters, StoreMetrics};
 #[cfg(feature = "tokio")]

@@ -102,7 +102,7 @@ fn measure(path: &Path, seconds: f64, cap: Option<f64>) -> Result<Measured> {
                 .compactor::<Page>()
                 .interval(Duration::from_millis(100))
                 .max_writer_share(cap)
-                .spawn())
+                .spawn()?)
         })
         .transpose()?;
     let stop = AtomicBool::new(false);

@@ -6,6 +6,7 @@
 //! deeper tree costs from what encoding and decoding cost.
 
 use crate::stats::{thousands, us, Rng, Samples};
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Ranking, RankingConfig};
 use autoshard::{Sqlite, Synchronous};
 use std::error::Error;
@@ -96,7 +97,7 @@ fn one(boards: &Boards, op: Op, who: &str, rng: &mut Rng) -> Result<()> {
     match op {
         Op::SetNarrow => boards.narrow.set_score(who, t[0])?,
         Op::SetWide => boards.wide.set_score(who, boards.tuple.encode(&t)?)?,
-        Op::SetDims => boards.tuple.set_dims(who, &t)?,
+        Op::SetDims => boards.tuple.write(Update::dims(who, &t))?,
         Op::RankNarrow => drop(black_box(boards.narrow.rank_of_score(t[0])?)),
         Op::RankWide => drop(black_box(
             boards.wide.rank_of_score(boards.tuple.encode(&t)?)?,

@@ -3,6 +3,7 @@
 //! `set_score` and `top`, on one SQLite file.
 
 use crate::stats::{thousands, us, Rng, Samples};
+use autoshard::ranking::Update;
 use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::{Sqlite, Synchronous};
 use std::error::Error;
@@ -61,10 +62,9 @@ fn load(board: &Ranking, players: u32, rng: &mut Rng, data: bool) -> Result<()> 
     if data {
         // Data for one player in ten (the rest have none).
         for n in (0..players).step_by(10) {
-            board.submit_with(
-                &player(n),
-                i64::from(rng.below(1_000)),
-                b"effort-0000000000",
+            board.submit_update(
+                Update::score(&player(n), i64::from(rng.below(1_000)))
+                    .with_data(b"effort-0000000000"),
             )?;
         }
     }
@@ -108,7 +108,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                 match Op::ALL[v] {
                     Op::SetScore => plain.set_score(&who, score)?,
                     Op::Submit => drop(plain.submit(&who, score)?),
-                    Op::SubmitWith => drop(tagged.submit_with(&who, score, b"effort-123456789")?),
+                    Op::SubmitWith => drop(tagged.submit_update(
+                        Update::score(&who, score).with_data(b"effort-123456789"),
+                    )?),
                     Op::Top => drop(std::hint::black_box(plain.top(25)?)),
                     Op::TopWithData => drop(std::hint::black_box(tagged.top(25)?)),
                 }

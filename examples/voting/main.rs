@@ -183,7 +183,7 @@ fn run(options: &Options) -> Result<bool> {
         .interval(Duration::from_millis(200))
         .batch_rows(1_000)
         .max_writer_share(0.25)
-        .spawn();
+        .spawn()?;
     println!(
         "  compactor  in the background: a pass every 200 ms, batches of 1,000 rows, \
          at most 25% of the time holding the writer"

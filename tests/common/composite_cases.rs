@@ -3,6 +3,7 @@
 //! of `composite_oracle.rs`.
 
 use crate::composite_oracle::{report, verify, Oracle, Tuple};
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Policy, Ranking, ScoreOrder, MAX_DIMENSIONS};
 use autoshard::Error;
 use proptest::prelude::*;
@@ -173,20 +174,20 @@ pub fn run_case(
                 let t = tuple(dims, &pick);
                 match oracle.accepts(&t) {
                     true => {
-                        board.set_dims(&name(p), &t)?;
+                        board.write(Update::dims(&name(p), &t))?;
                         oracle.batch(&[(&name(p), Some(t))]);
                     }
-                    false => refused(board.set_dims(&name(p), &t))?,
+                    false => refused(board.write(Update::dims(&name(p), &t)))?,
                 }
             }
             Op::Submit(p, pick) => {
                 let t = tuple(dims, &pick);
                 match oracle.accepts(&t) {
                     true => {
-                        let done = report(board, board.submit_dims(&name(p), &t)?)?;
+                        let done = report(board, board.submit_update(Update::dims(&name(p), &t))?)?;
                         prop_assert_eq!(done, oracle.submit(&name(p), &t));
                     }
-                    false => refused(board.submit_dims(&name(p), &t))?,
+                    false => refused(board.submit_update(Update::dims(&name(p), &t)))?,
                 }
             }
             Op::Remove(p) => prop_assert_eq!(board.remove(&name(p))?, oracle.remove(&name(p))),
@@ -216,7 +217,7 @@ pub fn run_case(
                 for (p, pick) in updates {
                     let t = pick.map(|pick| tuple(dims, &pick));
                     let done = match &t {
-                        Some(t) => board.enqueue_dims(&name(p), t),
+                        Some(t) => board.enqueue_update(Update::dims(&name(p), t)),
                         None => board.enqueue_remove(&name(p)),
                     };
                     match &t {

@@ -245,7 +245,8 @@ fn run_child<S: CrashStore>(location: &str, mode: &str, child: u64) {
         .interval(Duration::ZERO)
         .batch_rows(32)
         .max_writer_share(1.0)
-        .spawn();
+        .spawn()
+        .unwrap();
     say("ready");
     let started = Instant::now();
     while started.elapsed() < CHILD_LIFETIME && !compactor.is_finished() {
@@ -383,7 +384,8 @@ fn kill_compactors<S: CrashStore>(mode: &str, kills: u64) -> Result<Report, Stri
         .interval(Duration::from_millis(1))
         .batch_rows(16)
         .max_writer_share(0.5)
-        .spawn();
+        .spawn()
+        .unwrap();
     // Child number 0 is the steady child; victims count from 1.
     let steady_child = spawn_child::<S>(&location, "compactor", 0);
     let mut shares = Vec::new();

@@ -8,6 +8,7 @@
 //! to `board.set_score("alice", 31)?;`, that test fails with
 //! `README tour block 4 is not in tests/docs/readme_tour.rs: ...`.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Family, FamilyConfig, Period, Ranking, RankingConfig, Tie, Window};
 use autoshard::{AsyncRanking, Pending, Shardable, Sqlite, Store};
 use std::fs;
@@ -25,7 +26,7 @@ struct Question {
 
 #[rustfmt::skip]
 fn block_2(db: Sqlite) -> autoshard::Result<()> {
-    let compactor = db.compactor::<Question>().max_writer_share(0.25).spawn();
+    let compactor = db.compactor::<Question>().max_writer_share(0.25).spawn()?;
     println!("{}", db.stats::<Question>()?); // rows and pending rows per field
     let stats = compactor.stop()?;           // rows merged, batches, writer share
     assert_eq!(stats.rows_merged, 0);
@@ -63,7 +64,7 @@ fn block_5(db: Sqlite) -> autoshard::Result<()> {
 #[rustfmt::skip]
 fn block_6(db: Sqlite) -> autoshard::Result<()> {
     let levels = Ranking::create(&db, "levels", RankingConfig::dimensions([Dim::higher(0..10_000), Dim::lower(0..1_000)]))?;
-    levels.submit_dims("ann", &[12, 3])?;
+    levels.submit_update(Update::dims("ann", &[12, 3]))?;
     let global = Ranking::create(&db, "global", RankingConfig::new(0..1 << 40).approximate(1_000))?;
     global.refresh()?; let about = global.approx_rank(123_456)?;
     assert_eq!(about, 1);

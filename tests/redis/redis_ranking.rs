@@ -8,6 +8,7 @@
 //! starts by itself (`autoshard-test-servers`).
 #![cfg(feature = "redis")]
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Ranking, RankingConfig, Tie};
 use autoshard::RedisCluster;
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,8 +136,12 @@ fn a_trim_beside_a_writer_is_one_script_per_batch() {
         .map(|(i, p)| (p.as_str(), (i as i64 * 13) % 1_000))
         .collect();
     board.set_scores(&start).unwrap();
-    board.submit_with("keep", 5_000, b"kept data").unwrap();
-    board.submit_with("in1", 13, b"trimmed data").unwrap();
+    board
+        .submit_update(Update::score("keep", 5_000).with_data(b"kept data"))
+        .unwrap();
+    board
+        .submit_update(Update::score("in1", 13).with_data(b"trimmed data"))
+        .unwrap();
     let moved: Vec<(&str, i64)> = inside
         .iter()
         .step_by(5)
@@ -216,7 +221,9 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
         let config = RankingConfig::new(0..1_000).policy(policy).entry_data(8);
         let board = Ranking::create(&*store, &format!("trips{i}"), config).unwrap();
         // The board's record cached, the scripts loaded.
-        board.submit_with("warm", 1, b"w").unwrap();
+        board
+            .submit_update(Update::score("warm", 1).with_data(b"w"))
+            .unwrap();
         board.remove("warm").unwrap();
         if policy != Policy::Increment {
             assert_eq!(trips(&mut || board.set_score("a", 5).unwrap()), 1);
@@ -248,8 +255,10 @@ fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     let board = Ranking::create(&*store, "b", config.clone()).unwrap();
     let other = Ranking::create(&*store, "o", config).unwrap();
     for b in [&board, &other] {
-        b.submit_with("alice", 10, b"effort-1").unwrap();
-        b.submit_with("bob", 20, b"").unwrap();
+        b.submit_update(Update::score("alice", 10).with_data(b"effort-1"))
+            .unwrap();
+        b.submit_update(Update::score("bob", 20).with_data(b""))
+            .unwrap();
     }
     let top = board.top(2).unwrap();
     assert_eq!(top[0].data.as_deref(), Some(&b""[..]), "empty data is data");
@@ -278,7 +287,9 @@ fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     assert_eq!(other.top(2).unwrap().len(), 2);
     other.check_integrity().unwrap();
     // The reset board takes data again.
-    board.submit_with("carol", 5, b"x").unwrap();
+    board
+        .submit_update(Update::score("carol", 5).with_data(b"x"))
+        .unwrap();
     assert_eq!(board.top(1).unwrap()[0].data.as_deref(), Some(&b"x"[..]));
     board.check_integrity().unwrap();
 }

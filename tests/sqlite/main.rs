@@ -20,6 +20,7 @@ mod queue_oracle;
 mod concurrency;
 mod derive;
 mod fold_laws;
+mod jobs;
 mod mapper;
 mod model;
 mod ranking;

@@ -5,6 +5,7 @@
 //! its exact tree and answers what its index can, and composite and
 //! lower-is-better boards take ranges as documented.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Ranking, RankingConfig, ScoreOrder};
 use autoshard::{Error, Sqlite};
 
@@ -101,9 +102,9 @@ fn composite_ranges_are_over_the_encoded_score() {
     let db = Sqlite::memory().unwrap();
     let dims = [Dim::higher(0..10), Dim::higher(0..100)];
     let board = Ranking::create(&db, "c", RankingConfig::dimensions(dims)).unwrap();
-    board.set_dims("a", &[3, 50]).unwrap();
-    board.set_dims("b", &[3, 80]).unwrap();
-    board.set_dims("c", &[4, 0]).unwrap();
+    board.write(Update::dims("a", &[3, 50])).unwrap();
+    board.write(Update::dims("b", &[3, 80])).unwrap();
+    board.write(Update::dims("c", &[4, 0])).unwrap();
     let (lo, hi) = (
         board.encode(&[3, 0]).unwrap(),
         board.encode(&[3, 99]).unwrap(),

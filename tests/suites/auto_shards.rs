@@ -102,7 +102,8 @@ fn flip_under_load<S: Store + Clone + Send + Sync + 'static>(db: &S) -> Run {
         .interval(Duration::from_millis(5))
         .quiet_period(Duration::ZERO)
         .max_writer_share(0.5)
-        .spawn();
+        .spawn()
+        .unwrap();
     let done = AtomicBool::new(false);
     let reasons = Mutex::new(BTreeSet::new());
     let largest = AtomicU64::new(0);

@@ -70,6 +70,7 @@ fn spawn_compactors<S: TestStore, T: Shardable>(db: &stores::Fresh<S>) -> Vec<Co
                 .batch_rows(8)
                 .max_writer_share(1.0)
                 .spawn()
+                .unwrap()
         })
         .collect()
 }
@@ -312,7 +313,8 @@ fn the_cap_bounds_the_share_of_time_holding_the_writer<S: TestStore>() {
         .interval(Duration::from_millis(5))
         .batch_rows(50)
         .max_writer_share(0.2)
-        .spawn();
+        .spawn()
+        .unwrap();
     let writing = Instant::now();
     thread::scope(|s| {
         for _ in 0..2 {

@@ -2,6 +2,7 @@
 //! item 6: Strava's "following" and club boards), on every store, against
 //! the same ranking done by hand over the players' stored scores.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Entry, Policy, Ranking, RankingConfig, ScoreOrder, MAX_AMONG};
 use autoshard::Error;
 use rand::rngs::SmallRng;
@@ -41,7 +42,9 @@ fn among_ranks_a_set_as_a_board_of_its_own_would<S: Boards>() {
         for _ in 0..80 {
             let player = &players[rng.random_range(0..players.len())];
             let score = rng.random_range(0..12);
-            board.submit_with(player, score, player.as_bytes()).unwrap();
+            board
+                .submit_update(Update::score(player, score).with_data(player.as_bytes()))
+                .unwrap();
             writes.push((player.clone(), score));
         }
         let set: Vec<&str> = players
@@ -53,7 +56,8 @@ fn among_ranks_a_set_as_a_board_of_its_own_would<S: Boards>() {
         let own = Ranking::create(store.db(), &format!("own-{round}"), config).unwrap();
         for (player, score) in &writes {
             if set.contains(&player.as_str()) {
-                own.submit_with(player, *score, player.as_bytes()).unwrap();
+                own.submit_update(Update::score(player, *score).with_data(player.as_bytes()))
+                    .unwrap();
             }
         }
         let expected: Vec<Entry> = own.top(1_000).unwrap();

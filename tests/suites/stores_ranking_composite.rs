@@ -26,6 +26,7 @@
 //! `boards_stored_before_dimensions_open_as_one_score` failed on SQLite,
 //! the opened config showing `dims: None`.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, ScoreOrder, Tie};
 use autoshard::Error;
 use proptest::prelude::*;
@@ -188,7 +189,9 @@ fn seed_001_trophies_then_retries_then_time<S: Boards>() {
     assert_eq!(near, ["ed", "bo", "ann"]);
 
     // Fewer retries: ann passes every other 12, whatever the time.
-    let run = board.submit_dims("ann", &[12, 0, 99_000]).unwrap();
+    let run = board
+        .submit_update(Update::dims("ann", &[12, 0, 99_000]))
+        .unwrap();
     let (old, new) = (
         board.decode(run.old_score.unwrap()).unwrap(),
         board.decode(run.new_score).unwrap(),
@@ -217,11 +220,21 @@ fn a_queued_composite_submission_goes_through_a_worker<S: Boards>() {
     let config = seed_001_config().policy(Policy::Best).queues(2);
     let board = Ranking::create(store.db(), "levels", config).unwrap();
     let worker = board.worker().spawn().unwrap();
-    board.enqueue_dims("ann", &[10, 2, 50_000]).unwrap();
-    board.enqueue_dims("ann", &[10, 2, 40_000]).unwrap(); // faster: better
-    board.enqueue_dims("ann", &[10, 3, 1_000]).unwrap(); // more retries: worse
-    board.enqueue_dims("bo", &[10, 2, 45_000]).unwrap();
-    board.enqueue_dims("cy", &[9, 0, 0]).unwrap();
+    board
+        .enqueue_update(Update::dims("ann", &[10, 2, 50_000]))
+        .unwrap();
+    board
+        .enqueue_update(Update::dims("ann", &[10, 2, 40_000]))
+        .unwrap(); // faster: better
+    board
+        .enqueue_update(Update::dims("ann", &[10, 3, 1_000]))
+        .unwrap(); // more retries: worse
+    board
+        .enqueue_update(Update::dims("bo", &[10, 2, 45_000]))
+        .unwrap();
+    board
+        .enqueue_update(Update::dims("cy", &[9, 0, 0]))
+        .unwrap();
     board.flush().unwrap();
     worker.stop().unwrap();
     assert_eq!(board.dims("ann").unwrap(), Some(vec![10, 2, 40_000]));
@@ -243,17 +256,17 @@ fn a_queued_composite_submission_goes_through_a_worker<S: Boards>() {
 fn bad_tuples_and_shapes_are_refused_and_write_nothing<S: Boards>() {
     let store = S::fresh();
     let board = Ranking::create(store.db(), "levels", seed_001_config()).unwrap();
-    board.set_dims("ann", &[1, 2, 3]).unwrap();
+    board.write(Update::dims("ann", &[1, 2, 3])).unwrap();
     let rows = store.rank_nodes("levels");
     let count = |r: autoshard::Result<()>, n: usize| match r {
         Err(Error::DimensionCount { expected: 3, got }) => assert_eq!(got, n),
         other => panic!("{other:?}"),
     };
-    count(board.set_dims("bo", &[1, 2]), 2);
-    count(board.set_dims("bo", &[1, 2, 3, 4]), 4);
-    count(board.set_dims("bo", &[]), 0);
-    count(board.enqueue_dims("bo", &[1]), 1);
-    count(board.submit_dims("bo", &[1]).map(drop), 1);
+    count(board.write(Update::dims("bo", &[1, 2])), 2);
+    count(board.write(Update::dims("bo", &[1, 2, 3, 4])), 4);
+    count(board.write(Update::dims("bo", &[])), 0);
+    count(board.enqueue_update(Update::dims("bo", &[1])), 1);
+    count(board.submit_update(Update::dims("bo", &[1])).map(drop), 1);
     let range = |r: autoshard::Result<()>, dimension: usize, value: i64| match r {
         Err(e @ Error::DimensionOutOfRange { .. }) => {
             let Error::DimensionOutOfRange {
@@ -272,10 +285,18 @@ fn bad_tuples_and_shapes_are_refused_and_write_nothing<S: Boards>() {
         }
         other => panic!("{other:?}"),
     };
-    range(board.set_dims("bo", &[10_000, 0, 0]), 0, 10_000);
-    range(board.set_dims("bo", &[5, -1, 0]), 1, -1);
-    range(board.set_dims("bo", &[5, 0, 86_400_000]), 2, 86_400_000);
-    range(board.enqueue_dims("bo", &[5, 1_000, 0]), 1, 1_000);
+    range(board.write(Update::dims("bo", &[10_000, 0, 0])), 0, 10_000);
+    range(board.write(Update::dims("bo", &[5, -1, 0])), 1, -1);
+    range(
+        board.write(Update::dims("bo", &[5, 0, 86_400_000])),
+        2,
+        86_400_000,
+    );
+    range(
+        board.enqueue_update(Update::dims("bo", &[5, 1_000, 0])),
+        1,
+        1_000,
+    );
     range(board.rank_of_dims(&[5, 0, -1]).map(drop), 2, -1);
     // One bad entry refuses the whole batch.
     range(
@@ -334,12 +355,12 @@ fn bad_tuples_and_shapes_are_refused_and_write_nothing<S: Boards>() {
     ));
     // A single-score board takes one-value tuples only.
     let plain = Ranking::create(store.db(), "plain", RankingConfig::new(0..10)).unwrap();
-    count_one(plain.set_dims("ann", &[1, 2]));
+    count_one(plain.write(Update::dims("ann", &[1, 2])));
     assert!(matches!(
-        plain.set_dims("ann", &[10]),
+        plain.write(Update::dims("ann", &[10])),
         Err(Error::ScoreOutOfRange { .. })
     ));
-    plain.set_dims("ann", &[7]).unwrap();
+    plain.write(Update::dims("ann", &[7])).unwrap();
     assert_eq!(plain.dims("ann").unwrap(), Some(vec![7]));
     board.check_integrity().unwrap();
 }
@@ -364,7 +385,7 @@ fn dimensions_are_stored_and_checked_on_open<S: Boards>() {
     let store = S::fresh();
     let config = seed_001_config().policy(Policy::Best);
     let board = Ranking::open_or_create(store.db(), "levels", config.clone()).unwrap();
-    board.set_dims("ann", &[3, 2, 1]).unwrap();
+    board.write(Update::dims("ann", &[3, 2, 1])).unwrap();
     let opened = Ranking::open(store.db(), "levels").unwrap();
     assert_eq!(opened.config(), &config);
     assert_eq!(
@@ -421,7 +442,7 @@ fn boards_stored_before_dimensions_open_as_one_score<S: Boards>() {
     assert_eq!(reopened.dims("ann").unwrap(), Some(vec![5]));
 
     let levels = Ranking::create(store.db(), "levels2", seed_001_config()).unwrap();
-    levels.set_dims("bo", &[1, 1, 1]).unwrap();
+    levels.write(Update::dims("bo", &[1, 1, 1])).unwrap();
     assert_eq!(
         Ranking::open(store.db(), "levels2").unwrap().config(),
         &seed_001_config()
@@ -440,25 +461,25 @@ fn entry_data_is_the_best_tuples<S: Boards>() {
     let config = seed_001_config().policy(Policy::Best).entry_data(8);
     let board = Ranking::create(store.db(), "levels", config).unwrap();
     board
-        .submit_dims_with("ann", &[5, 2, 900], b"run-1")
+        .submit_update(Update::dims("ann", &[5, 2, 900]).with_data(b"run-1"))
         .unwrap();
     let worse = board
-        .submit_dims_with("ann", &[5, 3, 100], b"run-2")
+        .submit_update(Update::dims("ann", &[5, 3, 100]).with_data(b"run-2"))
         .unwrap();
     assert!(!worse.changed());
     let better = board
-        .submit_dims_with("ann", &[5, 2, 800], b"run-3")
+        .submit_update(Update::dims("ann", &[5, 2, 800]).with_data(b"run-3"))
         .unwrap();
     assert!(better.new_best);
     let top = board.top(1).unwrap();
     assert_eq!(board.decode(top[0].score).unwrap(), [5, 2, 800]);
     assert_eq!(top[0].data.as_deref(), Some(&b"run-3"[..]));
-    match board.submit_dims_with("ann", &[6, 0, 0], b"run-4-too-long") {
+    match board.submit_update(Update::dims("ann", &[6, 0, 0]).with_data(b"run-4-too-long")) {
         Err(Error::EntryDataTooLarge { len: 14, max: 8 }) => {}
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        board.submit_dims_with("ann", &[6, 0], b"run-4"),
+        board.submit_update(Update::dims("ann", &[6, 0]).with_data(b"run-4")),
         Err(Error::DimensionCount { .. })
     ));
     assert_eq!(board.dims("ann").unwrap(), Some(vec![5, 2, 800]));

@@ -3,6 +3,7 @@
 //! (see `common/stores.rs`); then, on PostgreSQL, that deleting a big board
 //! does not block another board's writers, with real threads.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Ranking, RankingConfig, Tie};
 use autoshard::Error;
 use std::time::{Duration, Instant};
@@ -150,7 +151,10 @@ fn a_deleted_boards_handle_can_neither_flush_nor_reset<S: Boards>() {
     };
     refused(old.enqueue("bob", 2), "enqueue");
     refused(old.enqueue_remove("bob"), "enqueue_remove");
-    refused(old.enqueue_with("bob", 2, b""), "enqueue_with");
+    refused(
+        old.enqueue_update(Update::score("bob", 2).with_data(b"")),
+        "enqueue_update with data",
+    );
     assert_eq!(new.queued().unwrap(), 0);
     let split = Ranking::create(store.db(), "split", config().trees(2)).unwrap();
     split.enqueue("ann", 1).unwrap();

@@ -12,6 +12,7 @@
 //! Control (kept as a test, `an_off_by_one_oracle_fails`): the same case
 //! runner with the oracle keeping one player too many on `keep_top` fails.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::Error;
 use proptest::prelude::*;
@@ -180,7 +181,8 @@ fn run_case(
                 }
             }
             Op::SubmitWith(p, v, d) => {
-                let done = board.submit_with(&player(*p), value(*v), DATA[*d]);
+                let done =
+                    board.submit_update(Update::score(&player(*p), value(*v)).with_data(DATA[*d]));
                 match oracle.submit_with(&player(*p), value(*v), DATA[*d]) {
                     Some(_) => drop(done?),
                     None => out_of_range(done)?,

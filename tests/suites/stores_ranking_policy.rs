@@ -18,6 +18,7 @@
 //! SQLite in `around`: a player kept their record but showed the data of a
 //! slower effort. That case is kept there too.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Submission};
 use autoshard::Error;
 use proptest::prelude::*;
@@ -165,7 +166,7 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
                 },
                 Op::Submit(p, v, Some(d)) => {
                     let (player, value, data) = (name(p), value(v), DATA[d]);
-                    let done = board.submit_with(&player, value, data);
+                    let done = board.submit_update(Update::score(&player, value).with_data(data));
                     let limit = if keeps_data { DATA_LIMIT as usize } else { 0 };
                     if data.len() > limit {
                         match done {
@@ -442,7 +443,13 @@ fn boards_stored_before_policies_open_as_replace_higher_is_better<S: Boards>() {
     let reopened = Ranking::open(store.db(), "old").unwrap();
     assert_eq!(reopened.config(), &RankingConfig::new(0..100));
     reopened.set_score("ann", 3).unwrap();
-    assert_eq!(reopened.submit_with("ann", 4, b"").unwrap().new_score, 4);
+    assert_eq!(
+        reopened
+            .submit_update(Update::score("ann", 4).with_data(b""))
+            .unwrap()
+            .new_score,
+        4
+    );
     assert_eq!(reopened.top(1).unwrap()[0].player, "bo");
     assert_eq!(reopened.score("ann").unwrap(), Some(4), "replaced");
     assert_eq!(reopened.around("ann", 1).unwrap()[1].data, None);
@@ -463,7 +470,9 @@ fn boards_stored_before_policies_open_as_replace_higher_is_better<S: Boards>() {
     );
     let with_data = RankingConfig::new(0..100).entry_data(16);
     let tagged = Ranking::create(store.db(), "tagged", with_data).unwrap();
-    tagged.submit_with("cy", 7, b"hello").unwrap();
+    tagged
+        .submit_update(Update::score("cy", 7).with_data(b"hello"))
+        .unwrap();
     assert_eq!(
         tagged.top(1).unwrap()[0].data.as_deref(),
         Some(&b"hello"[..])
@@ -560,12 +569,20 @@ fn entry_data_is_the_records_and_is_bounded<S: Boards>() {
         .order(ScoreOrder::LowerIsBetter)
         .entry_data(12);
     let segment = Ranking::create(store.db(), "seg", config).unwrap();
-    segment.submit_with("ann", 301, b"effort-1").unwrap();
-    segment.submit_with("bo", 287, b"effort-2").unwrap();
+    segment
+        .submit_update(Update::score("ann", 301).with_data(b"effort-1"))
+        .unwrap();
+    segment
+        .submit_update(Update::score("bo", 287).with_data(b"effort-2"))
+        .unwrap();
     segment.set_score("cy", 340).unwrap(); // no data
-    let pr = segment.submit_with("ann", 280, b"effort-3").unwrap();
+    let pr = segment
+        .submit_update(Update::score("ann", 280).with_data(b"effort-3"))
+        .unwrap();
     assert!(pr.new_best);
-    segment.submit_with("bo", 299, b"effort-4").unwrap(); // slower
+    segment
+        .submit_update(Update::score("bo", 299).with_data(b"effort-4"))
+        .unwrap(); // slower
     let data = |entries: Vec<autoshard::ranking::Entry>| -> Vec<(String, Option<Vec<u8>>)> {
         entries.into_iter().map(|e| (e.player, e.data)).collect()
     };
@@ -579,7 +596,7 @@ fn entry_data_is_the_records_and_is_bounded<S: Boards>() {
     assert_eq!(data(segment.around("bo", 1).unwrap()), want);
 
     let rows = store.rank_nodes("seg");
-    match segment.submit_with("cy", 200, b"thirteen-byte") {
+    match segment.submit_update(Update::score("cy", 200).with_data(b"thirteen-byte")) {
         Err(Error::EntryDataTooLarge { len: 13, max: 12 }) => {}
         other => panic!("{other:?}"),
     }
@@ -596,7 +613,7 @@ fn entry_data_is_the_records_and_is_bounded<S: Boards>() {
     );
 
     let plain = Ranking::create(store.db(), "plain", RankingConfig::new(0..10)).unwrap();
-    match plain.submit_with("ann", 5, b"x") {
+    match plain.submit_update(Update::score("ann", 5).with_data(b"x")) {
         Err(Error::EntryDataTooLarge { len: 1, max: 0 }) => {}
         other => panic!("{other:?}"),
     }

@@ -3,6 +3,7 @@
 //! a direct `submit_with` follows, so a board fed through the queue ends
 //! where a board fed directly ends, data included.
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder};
 use autoshard::Error;
 use rand::rngs::SmallRng;
@@ -82,8 +83,14 @@ fn queued_data_ends_where_direct_submissions_end<S: Boards>() {
                     for op in &ops {
                         match op {
                             Op::WithData(p, s, d) => {
-                                direct.submit_with(&format!("p{p}"), *s, d).unwrap();
-                                queued.enqueue_with(&format!("p{p}"), *s, d).unwrap();
+                                direct
+                                    .submit_update(Update::score(&format!("p{p}"), *s).with_data(d))
+                                    .unwrap();
+                                queued
+                                    .enqueue_update(
+                                        Update::score(&format!("p{p}"), *s).with_data(d),
+                                    )
+                                    .unwrap();
                             }
                             Op::Plain(p, s) => {
                                 direct.set_score(&format!("p{p}"), *s).unwrap();
@@ -116,26 +123,29 @@ fn queued_data_is_checked_before_it_is_queued<S: Boards>() {
         Ranking::create(store.db(), "keeps", RankingConfig::new(0..10).entry_data(3)).unwrap();
     let none = Ranking::create(store.db(), "none", RankingConfig::new(0..10)).unwrap();
     assert!(matches!(
-        keeps.enqueue_with("a", 1, b"four"),
+        keeps.enqueue_update(Update::score("a", 1).with_data(b"four")),
         Err(Error::EntryDataTooLarge { len: 4, max: 3 })
     ));
     assert!(matches!(
-        none.enqueue_with("a", 1, b"x"),
+        none.enqueue_update(Update::score("a", 1).with_data(b"x")),
         Err(Error::EntryDataTooLarge { len: 1, max: 0 })
     ));
     assert!(matches!(
-        keeps.enqueue_with("", 1, b"x"),
+        keeps.enqueue_update(Update::score("", 1).with_data(b"x")),
         Err(Error::InvalidName { .. })
     ));
     assert!(matches!(
-        keeps.enqueue_with("a", 10, b"x"),
+        keeps.enqueue_update(Update::score("a", 10).with_data(b"x")),
         Err(Error::ScoreOutOfRange { .. })
     ));
     assert_eq!(keeps.queued().unwrap(), 0);
     assert_eq!(none.queued().unwrap(), 0);
     // Empty data on a board without data is no data, as `submit_with`.
-    none.enqueue_with("a", 1, b"").unwrap();
-    keeps.enqueue_with("a", 1, b"").unwrap();
+    none.enqueue_update(Update::score("a", 1).with_data(b""))
+        .unwrap();
+    keeps
+        .enqueue_update(Update::score("a", 1).with_data(b""))
+        .unwrap();
     keeps.worker().drain().unwrap();
     none.worker().drain().unwrap();
     assert_eq!(none.top(1).unwrap()[0].data, None);
@@ -160,7 +170,9 @@ fn a_queue_made_before_queued_data_gets_its_column<S: Boards>() {
          PRIMARY KEY (board, queue, seq))"
     };
     store.execute_queue(old_table);
-    board.enqueue_with("a", 3, b"old-file").unwrap();
+    board
+        .enqueue_update(Update::score("a", 3).with_data(b"old-file"))
+        .unwrap();
     board.enqueue("b", 4).unwrap();
     board.worker().drain().unwrap();
     let top = board.top(2).unwrap();

@@ -15,6 +15,7 @@
 //! proptest failed at once on SQLite (a dense rank one too high, a score
 //! held in two trees counted twice).
 
+use autoshard::ranking::Update;
 use autoshard::ranking::{Policy, Ranking, RankingConfig, Submission, Tie};
 use autoshard::Error;
 use proptest::prelude::*;
@@ -147,7 +148,7 @@ fn every_query_agrees_with_the_oracle_on_1_2_4_trees<S: Boards>() {
                     let (done, want) = match data {
                         None => (board.submit(&player, value), oracle.submit(&player, value)),
                         Some(d) => (
-                            board.submit_with(&player, value, DATA[d]),
+                            board.submit_update(Update::score(&player, value).with_data(DATA[d])),
                             oracle.submit_with(&player, value, DATA[d]),
                         ),
                     };
@@ -710,16 +711,9 @@ const NOT_READS: &[&str] = &[
     "set_scores",
     "remove",
     "submit",
-    "submit_with",
     "enqueue",
     "enqueue_remove",
-    "enqueue_with",
-    "set_dims",
     "set_dims_batch",
-    "submit_dims",
-    "submit_dims_with",
-    "enqueue_dims",
-    "enqueue_dims_with",
     // The update value's writes: every form above forwards to one of them.
     "write",
     "submit_update",
@@ -793,7 +787,9 @@ fn every_read_merges_the_trees<S: Boards>() {
         let data = format!("d{i}");
         oracle.submit_with(player, score, data.as_bytes());
         for board in &boards {
-            board.submit_with(player, score, data.as_bytes()).unwrap();
+            board
+                .submit_update(Update::score(player, score).with_data(data.as_bytes()))
+                .unwrap();
         }
     }
     let expect = Expect {

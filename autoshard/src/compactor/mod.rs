@@ -11,12 +11,12 @@
 
 use crate::compaction;
 use crate::error::Result;
+use crate::job::JobThread;
 use crate::seam::{Backend, BatchPlan, CompactionStats, Kind, Resume};
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The pause before a batch that failed with a retryable error (a busy
@@ -105,7 +105,7 @@ const MIN_PAUSE: Duration = Duration::from_millis(1);
 ///     .interval(Duration::from_millis(10)) // a pass every 10 ms
 ///     .batch_rows(1_000)                   // rows read per transaction
 ///     .max_writer_share(0.25)              // hold the writer at most 25% of the time
-///     .spawn();
+///     .spawn()?;
 ///
 /// let mut page: Page = db.load(&1)?.unwrap();
 /// for _ in 0..100 {
@@ -260,27 +260,26 @@ impl<T> Compactor<T> {
     /// at once. It runs until the handle is stopped or dropped, or until an
     /// error that is not retryable.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If the operating system cannot start a thread.
-    pub fn spawn(self) -> CompactorHandle {
+    /// [`Error::Spawn`](crate::Error::Spawn) if the operating system cannot
+    /// start a thread.
+    pub fn spawn(self) -> Result<CompactorHandle> {
         let shared = Arc::new(Shared::new());
         let job = self.job;
-        let thread = std::thread::Builder::new()
-            .name(format!("autoshard-compactor-{}", job.kind.name))
-            .spawn({
+        let thread = JobThread::spawn(
+            "compactor",
+            format!("autoshard-compactor-{}", job.kind.name),
+            {
                 let shared = shared.clone();
                 move || {
                     let result = run_to_end(job.run(&OnThread(&shared)));
                     shared.lock().ended = Some(Instant::now());
                     result
                 }
-            })
-            .expect("failed to spawn the compactor thread");
-        CompactorHandle {
-            shared,
-            thread: Some(thread),
-        }
+            },
+        )?;
+        Ok(CompactorHandle { shared, thread })
     }
 
     /// Runs one pass on this thread, pausing after each batch as the cap
@@ -466,7 +465,7 @@ impl<T> fmt::Debug for Compactor<T> {
 #[must_use = "dropping the handle stops the compactor"]
 pub struct CompactorHandle {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<Result<()>>>,
+    thread: JobThread<()>,
 }
 
 impl CompactorHandle {
@@ -477,7 +476,7 @@ impl CompactorHandle {
 
     /// Whether the compactor has ended: only an error ends it by itself.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
+        self.thread.is_finished()
     }
 
     /// Stops the compactor after its current batch (a batch is never cut
@@ -491,21 +490,32 @@ impl CompactorHandle {
     /// (in a user's fold) is resumed here.
     pub fn stop(mut self) -> Result<CompactorStats> {
         self.shared.request_stop();
-        let thread = self.thread.take().expect("stopped once");
-        match thread.join() {
-            Ok(result) => result.map(|()| self.shared.stats()),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        self.finish()
+    }
+
+    /// Waits for the compactor to end by itself, which only an error does,
+    /// then as [`stop`](CompactorHandle::stop): for a supervisor that
+    /// watches it on a thread of its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`stop`](CompactorHandle::stop).
+    pub fn join(mut self) -> Result<CompactorStats> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<CompactorStats> {
+        let result = self.thread.join().expect("joined once");
+        result.map(|()| self.shared.stats())
     }
 }
 
+crate::job::impl_job!(CompactorHandle, CompactorStats);
+
 impl Drop for CompactorHandle {
     fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            self.shared.request_stop();
-            // The outcome is for `stop`; a dropped handle has nobody to tell.
-            let _ = thread.join();
-        }
+        let shared = &self.shared;
+        self.thread.stop_dropped(false, || shared.request_stop());
     }
 }
 

@@ -115,7 +115,8 @@ fn spawned_it_keeps_folding_until_stopped() {
         .compactor::<Page>()
         .interval(Duration::from_millis(1))
         .max_writer_share(1.0)
-        .spawn();
+        .spawn()
+        .unwrap();
     let mut page: Page = db.load(&1).unwrap().unwrap();
     for round in 0..5 {
         for _ in 0..10 {
@@ -145,7 +146,8 @@ fn stop_does_not_wait_for_the_interval() {
     let handle = db
         .compactor::<Page>()
         .interval(Duration::from_secs(3600))
-        .spawn();
+        .spawn()
+        .unwrap();
     while handle.stats().passes == 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -169,7 +171,8 @@ fn an_error_stops_it_and_stop_returns_it() {
     let handle = db
         .compactor::<Page>()
         .interval(Duration::from_millis(1))
-        .spawn();
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !handle.is_finished() {
         assert!(Instant::now() < deadline, "the compactor never failed");

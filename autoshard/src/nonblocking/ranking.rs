@@ -246,11 +246,9 @@ impl AsyncRanking {
         write(update: Update<'_>) -> ();
         submit_update(update: Update<'_>) -> Submission;
         enqueue_update(update: Update<'_>) -> ();
-        submit_with(player: &str, score: i64, data: &[u8]) -> Submission;
         set_score(player: &str, score: i64) -> ();
         remove(player: &str) -> bool;
         enqueue(player: &str, score: i64) -> ();
-        enqueue_with(player: &str, score: i64, data: &[u8]) -> ();
         enqueue_remove(player: &str) -> ();
         rank(player: &str, tie: Tie) -> Option<u64>;
         rank_of_score(score: i64) -> u64;
@@ -276,11 +274,6 @@ impl AsyncRanking {
         dead_letters() -> Vec<DeadLetter>;
         delete_dead_letter(id: i64) -> bool;
         reset() -> ();
-        set_dims(player: &str, values: &[i64]) -> ();
-        submit_dims(player: &str, values: &[i64]) -> Submission;
-        submit_dims_with(player: &str, values: &[i64], data: &[u8]) -> Submission;
-        enqueue_dims(player: &str, values: &[i64]) -> ();
-        enqueue_dims_with(player: &str, values: &[i64], data: &[u8]) -> ();
         rank_of_dims(values: &[i64]) -> u64;
         dims(player: &str) -> Option<Vec<i64>>;
         dims_at_rank(rank: u64) -> Option<Vec<i64>>;

@@ -21,6 +21,7 @@ use super::threads::Threads;
 use crate::compactor::{Compactor, CompactorTask};
 use crate::entity::Shardable;
 use crate::error::Result;
+use crate::job::Job;
 use crate::ranking::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats, Worker};
 use crate::ranking::{WorkerHandle, WorkerStats};
 use crate::store::Store;
@@ -29,15 +30,10 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A running queue worker's sync handle: [`WorkerHandle`] or
-/// [`FamilyWorkerHandle`]. Sealed.
-pub trait BackgroundJob: sealed::Sealed + Send + 'static {
-    /// What the job reports when it stops.
-    type Stats: Send + 'static;
-    #[doc(hidden)]
-    fn __stop(self) -> Result<Self::Stats>;
-    #[doc(hidden)]
-    fn __is_finished(&self) -> bool;
+/// A running queue worker's sync handle that can also run as tokio tasks:
+/// [`WorkerHandle`] or [`FamilyWorkerHandle`]. Its lifecycle is [`Job`]'s.
+/// Sealed.
+pub trait BackgroundJob: Job + sealed::Sealed + Send + 'static {
     /// A job running as tokio tasks: its awaited stop (`Err(self)` for a
     /// job on a thread).
     #[doc(hidden)]
@@ -52,13 +48,6 @@ pub type StopTask<S> = std::pin::Pin<Box<dyn std::future::Future<Output = Result
 
 impl sealed::Sealed for WorkerHandle {}
 impl BackgroundJob for WorkerHandle {
-    type Stats = WorkerStats;
-    fn __stop(self) -> Result<WorkerStats> {
-        self.stop()
-    }
-    fn __is_finished(&self) -> bool {
-        self.is_finished()
-    }
     fn __stop_task(self) -> std::result::Result<StopTask<WorkerStats>, Self> {
         if self.is_task() {
             Ok(Box::pin(self.stop_task()))
@@ -70,13 +59,6 @@ impl BackgroundJob for WorkerHandle {
 
 impl sealed::Sealed for FamilyWorkerHandle {}
 impl BackgroundJob for FamilyWorkerHandle {
-    type Stats = FamilyWorkerStats;
-    fn __stop(self) -> Result<FamilyWorkerStats> {
-        self.stop()
-    }
-    fn __is_finished(&self) -> bool {
-        self.is_finished()
-    }
     fn __stop_task(self) -> std::result::Result<StopTask<FamilyWorkerStats>, Self> {
         if self.is_task() {
             Ok(Box::pin(self.stop_task()))
@@ -115,10 +97,15 @@ impl<H: BackgroundJob> Background<H> {
         self.handle.as_ref().expect("taken only by stop and drop")
     }
 
+    /// What the job did so far, as the sync handle's `stats` reports it.
+    pub fn stats(&self) -> H::Stats {
+        self.handle().stats()
+    }
+
     /// Whether the job has ended by itself (an error, or an idle worker
     /// made to exit when idle).
     pub fn is_finished(&self) -> bool {
-        self.handle().__is_finished()
+        self.handle().is_finished()
     }
 
     /// Stops the job after its current batch and returns what it did.
@@ -132,7 +119,7 @@ impl<H: BackgroundJob> Background<H> {
         match handle.__stop_task() {
             Ok(stop) => stop.await,
             // A thread's join blocks: on the store's threads.
-            Err(handle) => self.threads.run(move || handle.__stop()).await?,
+            Err(handle) => self.threads.run(move || handle.stop()).await?,
         }
     }
 }

@@ -69,7 +69,7 @@ impl RankingConfig {
     /// [`range`](RankingConfig::range) is the encoded scores' range.
     ///
     /// ```
-    /// use autoshard::ranking::{Dim, Ranking, RankingConfig, Tie};
+    /// use autoshard::ranking::{Dim, Ranking, RankingConfig, Tie, Update};
     ///
     /// # fn main() -> autoshard::Result<()> {
     /// let db = autoshard::Sqlite::memory()?;
@@ -80,9 +80,9 @@ impl RankingConfig {
     ///     Dim::lower(0..86_400_000),
     /// ]);
     /// let board = Ranking::create(&db, "levels", config)?;
-    /// board.set_dims("ann", &[12, 3, 61_000])?;
-    /// board.set_dims("bo", &[12, 1, 95_000])?; // fewer retries beat ann
-    /// board.set_dims("cy", &[12, 1, 70_000])?; // same retries, faster beats bo
+    /// board.write(Update::dims("ann", &[12, 3, 61_000]))?;
+    /// board.write(Update::dims("bo", &[12, 1, 95_000]))?; // fewer retries beat ann
+    /// board.write(Update::dims("cy", &[12, 1, 70_000]))?; // same retries, faster beats bo
     /// let top = board.top(3)?;
     /// let names: Vec<_> = top.iter().map(|e| e.player.as_str()).collect();
     /// assert_eq!(names, ["cy", "bo", "ann"]);
@@ -103,7 +103,7 @@ impl RankingConfig {
 
     /// Most bytes of entry data a player's entry may carry, 0 to
     /// [`MAX_ENTRY_DATA`] (default 0: none). Entry data is written with the
-    /// score ([`Ranking::submit_with`](super::Ranking::submit_with)) and
+    /// score ([`Ranking::submit_update`](super::Ranking::submit_update)) and
     /// returned in every [`Entry`](super::Entry): the effort that set a
     /// personal record, a display name.
     pub fn entry_data(mut self, max_bytes: u32) -> Self {

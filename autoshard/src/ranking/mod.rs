@@ -15,7 +15,7 @@
 //! set in its [`RankingConfig`]; [`Ranking::submit`] reports what a
 //! submission changed. A board's score may also be a tuple of up to
 //! [`MAX_DIMENSIONS`] integers, each with its own range and order, ranked
-//! lexicographically ([`RankingConfig::dimensions`], [`Ranking::set_dims`]).
+//! lexicographically ([`RankingConfig::dimensions`], [`Ranking::write`]).
 //!
 //! ```
 //! use autoshard::ranking::{Ranking, RankingConfig, Tie};
@@ -74,7 +74,9 @@ mod update;
 mod write;
 
 pub use self::among::MAX_AMONG;
-pub use self::approx::{ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle};
+pub use self::approx::{
+    ApproxBucket, ApproxSnapshot, Refresh, Refresher, RefresherHandle, RefresherStats,
+};
 pub use self::board_config::BoardConfig;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
@@ -185,7 +187,7 @@ pub struct Entry {
     /// it.
     pub position: u64,
     /// The entry data the player's score was submitted with
-    /// ([`Ranking::submit_with`]); always `None` on a board that keeps none.
+    /// ([`Ranking::submit_update`]); always `None` on a board that keeps none.
     pub data: Option<Vec<u8>>,
 }
 

@@ -252,43 +252,6 @@ impl Ranking {
         self.submit_update(Update::score(player, score))
     }
 
-    /// [`submit`](Ranking::submit) with entry data (an effort id, a display
-    /// name: at most [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
-    /// bytes), stored in the same transaction when the submission is what
-    /// the player's entry now stands for: always under `Replace` and
-    /// `Increment`, under `Best` and `Worst` only when the score changed (a
-    /// slower effort leaves the record's data). [`top`](Ranking::top),
-    /// [`page`](Ranking::page) and [`around`](Ranking::around) return it in
-    /// [`Entry::data`](super::Entry::data). Other writes leave a player's
-    /// data as it is; [`remove`](Ranking::remove) deletes it with the player.
-    ///
-    /// ```
-    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let config = RankingConfig::new(1..86_400)
-    ///     .policy(Policy::Best)
-    ///     .order(ScoreOrder::LowerIsBetter)
-    ///     .entry_data(64);
-    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
-    /// segment.submit_with("ann", 301, b"effort-17")?;
-    /// segment.submit_with("ann", 315, b"effort-18")?; // slower: not the record
-    /// let top = segment.top(1)?;
-    /// assert_eq!((top[0].score, top[0].data.as_deref()), (301, Some(&b"effort-17"[..])));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::EntryDataTooLarge`] for data over the board's limit (on a
-    /// board that keeps none, any data); otherwise as
-    /// [`set_score`](Ranking::set_score). Nothing is written on error.
-    pub fn submit_with(&self, player: &str, score: i64, data: &[u8]) -> Result<Submission> {
-        self.submit_update(Update::score(player, score).with_data(data))
-    }
-
     pub(super) fn submission(
         &self,
         player: &str,

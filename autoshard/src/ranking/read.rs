@@ -181,16 +181,16 @@ impl Ranking {
     }
 
     /// `player`'s entry: their score, all three ranks and their entry data
-    /// ([`Ranking::submit_with`]); `None` if they are not on the board. One
+    /// ([`Ranking::submit_update`]); `None` if they are not on the board. One
     /// read transaction.
     ///
     /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig, Tie};
+    /// use autoshard::ranking::{Ranking, RankingConfig, Tie, Update};
     /// # fn main() -> autoshard::Result<()> {
     /// let db = autoshard::Sqlite::memory()?;
     /// let board = Ranking::create(&db, "season", RankingConfig::new(0..100).entry_data(16))?;
     /// board.set_scores(&[("ann", 50), ("ben", 90), ("cat", 50)])?;
-    /// board.submit_with("dan", 40, b"level 3")?;
+    /// board.submit_update(Update::score("dan", 40).with_data(b"level 3"))?;
     /// let cat = board.entry("cat")?.expect("on the board");
     /// assert_eq!((cat.score, cat.rank, cat.dense, cat.position), (50, 2, 2, 3));
     /// assert_eq!(cat.rank_for(Tie::Ordinal), 3);

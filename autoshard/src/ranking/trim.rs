@@ -78,17 +78,17 @@ impl Trimmed {
 }
 
 impl Ranking {
-    /// Removes `player`'s entry data ([`submit_with`](Ranking::submit_with)),
+    /// Removes `player`'s entry data ([`submit_update`](Ranking::submit_update)),
     /// keeping the player and their score and place; whether they are on
     /// the board. On a board that keeps no entry data there is none to
     /// remove, and this only says whether the player is on the board.
     ///
     /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
+    /// use autoshard::ranking::{Ranking, RankingConfig, Update};
     /// # fn main() -> autoshard::Result<()> {
     /// let db = autoshard::Sqlite::memory()?;
     /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100).entry_data(16))?;
-    /// board.submit_with("ann", 40, b"replay-7")?;
+    /// board.submit_update(Update::score("ann", 40).with_data(b"replay-7"))?;
     /// assert!(board.remove_data("ann")?);
     /// assert_eq!(board.top(1)?[0].data, None);
     /// assert_eq!(board.score("ann")?, Some(40));

@@ -2,8 +2,9 @@
 //! composite tuple, optional entry data), taken by [`Ranking::write`],
 //! [`Ranking::submit_update`] and [`Ranking::enqueue_update`] (issue 18,
 //! item 1). Before, each combination of {set, submit, enqueue} ×
-//! {score, dims} × {with data or not} was its own method; those stay as the
-//! short forms and forward here, so there is one path per kind of write.
+//! {score, dims} × {with data or not} was its own method; now `set_score`,
+//! `submit` and `enqueue` with a plain score are the one-line forms, and
+//! everything else is an `Update`.
 
 use super::{Ranking, Submission};
 use crate::error::{Error, Result};
@@ -65,7 +66,7 @@ impl<'a> Update<'a> {
 
     /// The same update with entry data (at most
     /// [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
-    /// bytes), stored by the rule [`Ranking::submit_with`] states.
+    /// bytes), stored by the rule [`Ranking::submit_update`] states.
     pub fn with_data(self, data: &'a [u8]) -> Self {
         Update {
             data: Some(data),
@@ -141,15 +142,26 @@ impl OwnedUpdate {
 
 impl Ranking {
     /// Writes `update` in one write transaction under the board's policy,
-    /// as [`set_score`](Ranking::set_score) (a score),
-    /// [`set_dims`](Ranking::set_dims) (a tuple) or, with entry data,
-    /// [`submit_with`](Ranking::submit_with) do.
+    /// as [`set_score`](Ranking::set_score) does with a plain score: a
+    /// tuple ([`Update::dims`]) is encoded first, and entry data
+    /// ([`Update::with_data`]) is stored by the rule
+    /// [`submit_update`](Ranking::submit_update) states.
     ///
-    /// # Errors
+    /// ```
+    /// use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, Update};
     ///
-    /// As [`encode`](Ranking::encode) for a tuple,
-    /// [`Error::EntryDataTooLarge`] for data over the board's limit, and
-    /// as [`set_score`](Ranking::set_score); nothing is written on error.
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// // Trophies (more first), then retries (fewer first).
+    /// let config = RankingConfig::dimensions([Dim::higher(0..10_000), Dim::lower(0..1_000)]);
+    /// let board = Ranking::create(&db, "season", config.policy(Policy::Best))?;
+    /// board.write(Update::dims("ann", &[30, 2]))?;
+    /// board.write(Update::dims("ann", &[30, 5]))?; // Best keeps [30, 2]
+    /// assert_eq!(board.dims("ann")?, Some(vec![30, 2]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     pub fn write(&self, update: Update<'_>) -> Result<()> {
         let (score, data) = self.resolve(&update)?;
         match data {
@@ -159,9 +171,39 @@ impl Ranking {
     }
 
     /// Submits `update` and reports what changed, as
-    /// [`submit`](Ranking::submit) (a score) or
-    /// [`submit_with`](Ranking::submit_with) (with data) do; a tuple's
-    /// scores in the report are encoded ([`decode`](Ranking::decode)).
+    /// [`submit`](Ranking::submit) does with a plain score; a tuple's
+    /// scores in the report are encoded ([`decode`](Ranking::decode) them),
+    /// its ranks and `new_best` are the tuple's.
+    ///
+    /// Entry data (an effort id, a display name: at most
+    /// [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
+    /// bytes) is stored in the same transaction when the submission is what
+    /// the player's entry now stands for: always under `Replace` and
+    /// `Increment`, under `Best` and `Worst` only when the score changed (a
+    /// slower effort leaves the record's data). [`top`](Ranking::top),
+    /// [`page`](Ranking::page) and [`around`](Ranking::around) return it in
+    /// [`Entry::data`](super::Entry::data). Writes without data leave a
+    /// player's data as it is; [`remove`](Ranking::remove) deletes it with
+    /// the player.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Update};
+    ///
+    /// # fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::Sqlite::memory()?;
+    /// let config = RankingConfig::new(1..86_400)
+    ///     .policy(Policy::Best)
+    ///     .order(ScoreOrder::LowerIsBetter)
+    ///     .entry_data(64);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.submit_update(Update::score("ann", 301).with_data(b"effort-17"))?;
+    /// let slower = segment.submit_update(Update::score("ann", 315).with_data(b"effort-18"))?;
+    /// assert!(!slower.new_best); // not the record: its data is not kept
+    /// let top = segment.top(1)?;
+    /// assert_eq!((top[0].score, top[0].data.as_deref()), (301, Some(&b"effort-17"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
@@ -172,8 +214,26 @@ impl Ranking {
     }
 
     /// Queues `update` for a [`Worker`](super::Worker), as
-    /// [`enqueue`](Ranking::enqueue) (a score) or
-    /// [`enqueue_with`](Ranking::enqueue_with) (with data) do.
+    /// [`enqueue`](Ranking::enqueue) does with a plain score: checked here
+    /// (a tuple encoded, data against the board's limit), applied by the
+    /// worker under the board's policy, entry data by the rule
+    /// [`submit_update`](Ranking::submit_update) states.
+    ///
+    /// ```
+    /// use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Update};
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = autoshard::Sqlite::open(dir.path().join("segments.db"))?;
+    /// let config = RankingConfig::new(1..86_400)
+    ///     .policy(Policy::Best)
+    ///     .order(ScoreOrder::LowerIsBetter)
+    ///     .entry_data(32);
+    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
+    /// segment.enqueue_update(Update::score("ann", 301).with_data(b"effort-17"))?;
+    /// segment.enqueue_update(Update::score("ann", 315).with_data(b"effort-18"))?; // slower
+    /// segment.worker().drain()?;
+    /// assert_eq!(segment.top(1)?[0].data.as_deref(), Some(&b"effort-17"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -217,10 +277,11 @@ mod tests {
         (db, board)
     }
 
-    /// The update value and the short forms it replaces write the same
-    /// board: a score, a tuple, with and without data, direct and queued.
+    /// The update value and the one-line forms that remain (`set_score`,
+    /// `submit`, `enqueue`) write the same board, direct and queued; with
+    /// data, `Best` keeps the record's data.
     #[test]
-    fn every_kind_of_update_writes_what_its_short_form_writes() {
+    fn every_kind_of_update_writes_what_its_one_line_form_writes() {
         let config = || {
             RankingConfig::new(0..100)
                 .policy(Policy::Best)
@@ -230,21 +291,21 @@ mod tests {
         let (_b, short) = board(config());
         long.write(Update::score("ann", 40)).unwrap();
         short.set_score("ann", 40).unwrap();
-        let l = long
-            .submit_update(Update::score("bo", 50).with_data(b"r1"))
-            .unwrap();
-        let s = short.submit_with("bo", 50, b"r1").unwrap();
+        let l = long.submit_update(Update::score("bo", 50)).unwrap();
+        let s = short.submit("bo", 50).unwrap();
         assert_eq!(l, s);
-        long.write(Update::score("cy", 30).with_data(b"r2"))
-            .unwrap();
-        short.submit_with("cy", 30, b"r2").unwrap();
-        long.enqueue_update(Update::score("di", 20).with_data(b"r3"))
-            .unwrap();
-        short.enqueue_with("di", 20, b"r3").unwrap();
+        long.enqueue_update(Update::score("di", 20)).unwrap();
+        short.enqueue("di", 20).unwrap();
         long.worker().drain().unwrap();
         short.worker().drain().unwrap();
         assert_eq!(long.top(10).unwrap(), short.top(10).unwrap());
-        assert_eq!(long.top(10).unwrap().len(), 4);
+        assert_eq!(long.top(10).unwrap().len(), 3);
+        long.write(Update::score("cy", 30).with_data(b"r2"))
+            .unwrap();
+        long.submit_update(Update::score("cy", 20).with_data(b"r3"))
+            .unwrap();
+        let cy = long.entry("cy").unwrap().unwrap();
+        assert_eq!((cy.score, cy.data.as_deref()), (30, Some(&b"r2"[..])));
     }
 
     #[test]

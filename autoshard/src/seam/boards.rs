@@ -83,7 +83,7 @@ pub(crate) struct QueuedUpdate {
     pub queue: u32,
     pub player: String,
     pub score: Option<i64>,
-    /// Entry data to store with the score (`Ranking::enqueue_with`);
+    /// Entry data to store with the score (`Ranking::enqueue_update`);
     /// `None` leaves the player's data as it is.
     pub data: Option<Vec<u8>>,
 }

@@ -14,7 +14,7 @@ mod snapshot;
 pub(crate) use self::apply::apply_updates;
 #[cfg(feature = "failpoints")]
 pub(crate) use self::refresh::hooks;
-pub use self::refresh::{Refresh, Refresher, RefresherHandle};
+pub use self::refresh::{Refresh, Refresher, RefresherHandle, RefresherStats};
 pub(super) use self::shape::SHAPE;
 pub use self::snapshot::{ApproxBucket, ApproxSnapshot};
 

@@ -3,9 +3,9 @@
 
 use super::super::Ranking;
 use crate::error::{Error, Result};
+use crate::job::{JobThread, Live};
 use crate::seam::{Bucket, ScoreSink};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Buckets written per transaction: a refresh of many buckets does not hold
@@ -257,7 +257,7 @@ impl Ranking {
     ///     std::thread::sleep(Duration::from_millis(1));
     /// }
     /// assert_eq!(board.approx_rank(400)?, 2);
-    /// assert!(refresher.stop()? >= 1);
+    /// assert!(refresher.stop()?.published >= 1);
     /// # Ok(())
     /// # }
     /// ```
@@ -277,6 +277,20 @@ pub struct Refresher {
     interval: Duration,
 }
 
+/// What a [`Refresher`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RefresherStats {
+    /// Refreshes that published a new snapshot.
+    pub published: u64,
+    /// Refreshes whose snapshot was not published because one that started
+    /// later (another refresher, a `refresh` call) published first.
+    pub superseded: u64,
+    /// Refreshes that met a retryable store error, tried again at the next
+    /// interval.
+    pub retries: u64,
+}
+
 /// A running [`Refresher`]. Dropping it stops the thread after its current
 /// refresh and waits for it; [`stop`](RefresherHandle::stop) does the same
 /// and reports how it ended.
@@ -284,7 +298,8 @@ pub struct Refresher {
 #[must_use = "dropping the handle stops the refresher"]
 pub struct RefresherHandle {
     stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<Result<u64>>>,
+    live: Arc<Live<RefresherStats>>,
+    thread: JobThread<RefresherStats>,
 }
 
 impl Refresher {
@@ -296,75 +311,96 @@ impl Refresher {
     /// # Errors
     ///
     /// [`Error::ApproximateBoard`] on an exact board (checked before the
-    /// thread starts).
+    /// thread starts); [`Error::Spawn`] if no thread can be started.
     pub fn spawn(self) -> Result<RefresherHandle> {
         self.ranking.approx_store("refresher")?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("autoshard-refresher".into())
-            .spawn(move || self.run(&flag))
-            .map_err(|e| Error::InvalidRanking {
-                reason: format!("cannot start the refresher thread: {e}"),
-            })?;
-        Ok(RefresherHandle {
-            stop,
-            thread: Some(thread),
-        })
+        let live = Live::new(RefresherStats::default());
+        let thread = JobThread::spawn("refresher", "autoshard-refresher".into(), {
+            let (stop, live) = (stop.clone(), live.clone());
+            move || self.run(&stop, &live)
+        })?;
+        Ok(RefresherHandle { stop, live, thread })
     }
 
-    fn run(&self, stop: &(Mutex<bool>, Condvar)) -> Result<u64> {
-        let mut published = 0;
+    fn run(
+        &self,
+        stop: &(Mutex<bool>, Condvar),
+        live: &Live<RefresherStats>,
+    ) -> Result<RefresherStats> {
+        let mut stats = RefresherStats::default();
         loop {
             match self.ranking.refresh() {
-                Ok(r) => published += u64::from(r.published),
-                Err(e) if e.is_retryable() => {}
+                Ok(r) if r.published => stats.published += 1,
+                Ok(_) => stats.superseded += 1,
+                Err(e) if e.is_retryable() => stats.retries += 1,
                 Err(e) => return Err(e),
             }
+            live.publish(&stats);
             let stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
             let (stopped, _) = stop
                 .1
                 .wait_timeout_while(stopped, self.interval, |s| !*s)
                 .unwrap_or_else(|p| p.into_inner());
             if *stopped {
-                return Ok(published);
+                return Ok(stats);
             }
         }
     }
 }
 
 impl RefresherHandle {
-    /// Stops the thread after its current refresh; the number of snapshots
-    /// it published, or the error that had already ended it.
+    /// What the refresher did so far, while it runs and after it ended.
+    pub fn stats(&self) -> RefresherStats {
+        self.live.get()
+    }
+
+    /// Stops the thread after its current refresh: what it did, or the
+    /// error that had already ended it.
     ///
     /// # Errors
     ///
     /// The error that ended the thread; a panic in it is resumed here.
-    pub fn stop(mut self) -> Result<u64> {
+    pub fn stop(mut self) -> Result<RefresherStats> {
+        self.request_stop();
+        self.finish()
+    }
+
+    /// Waits for the thread to end by itself (at an error that is not
+    /// retryable), then as [`stop`](RefresherHandle::stop).
+    ///
+    /// # Errors
+    ///
+    /// As [`stop`](RefresherHandle::stop).
+    pub fn join(mut self) -> Result<RefresherStats> {
         self.finish()
     }
 
     /// Whether the thread has ended (after an error).
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
+        self.thread.is_finished()
     }
 
-    fn finish(&mut self) -> Result<u64> {
-        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.stop.1.notify_all();
-        match self.thread.take() {
-            Some(thread) => thread
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            None => Ok(0),
-        }
+    fn request_stop(&self) {
+        signal_stop(&self.stop);
+    }
+
+    fn finish(&mut self) -> Result<RefresherStats> {
+        self.thread.join().expect("joined once")
     }
 }
 
+crate::job::impl_job!(RefresherHandle, RefresherStats);
+
 impl Drop for RefresherHandle {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = self.finish();
-        }
+        let stop = &self.stop;
+        self.thread.stop_dropped(false, || signal_stop(stop));
     }
+}
+
+/// Wakes the refresher's wait between refreshes with the stop flag set.
+fn signal_stop(stop: &(Mutex<bool>, Condvar)) {
+    *stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    stop.1.notify_all();
 }

@@ -11,6 +11,7 @@ mod submit;
 mod task;
 mod window;
 mod worker;
+mod worker_handle;
 
 #[cfg(feature = "failpoints")]
 pub(crate) use self::submit::hooks;
@@ -20,7 +21,8 @@ pub use self::config::{
 };
 pub use self::submit::{FamilyEntry, FamilySubmission, Member};
 pub use self::window::{Period, Span, Weekday, Window};
-pub use self::worker::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats};
+pub use self::worker::{FamilyWorker, FamilyWorkerStats};
+pub use self::worker_handle::FamilyWorkerHandle;
 
 use self::config::check_label;
 use super::{BoardConfig, Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};

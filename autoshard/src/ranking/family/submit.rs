@@ -185,7 +185,7 @@ impl<'a> FamilyEntry<'a> {
     }
 
     /// Entry data, stored with the score on every member as
-    /// [`Ranking::submit_with`] stores it.
+    /// [`Ranking::submit_update`] stores it.
     pub fn data(mut self, data: &'a [u8]) -> Self {
         self.data = Some(data);
         self

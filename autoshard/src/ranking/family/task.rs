@@ -4,11 +4,13 @@
 //! wait is on the queue's `changed` notify, which every enqueue of this
 //! process and every stop notifies.
 
-use super::worker::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats};
+use super::worker::{FamilyWorker, FamilyWorkerStats};
+use super::worker_handle::FamilyWorkerHandle;
 use crate::compactor::Offload;
 use crate::error::Result;
+use crate::job::Live;
 use crate::ranking::queue::{InTask, QueueState};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 impl FamilyWorker {
@@ -26,14 +28,15 @@ impl FamilyWorker {
         offload: impl Offload,
     ) -> FamilyWorkerHandle {
         let stop = Arc::new(AtomicBool::new(false));
+        let live = Live::new(FamilyWorkerStats::default());
         let task = tokio::spawn({
-            let (state, stop) = (state.clone(), stop.clone());
+            let (state, stop, live) = (state.clone(), stop.clone(), live.clone());
             async move {
                 let env = InTask(offload);
-                self.run_in(&env, &state, &stop, false).await
+                self.run_in(&env, &state, &stop, &live, false).await
             }
         });
-        FamilyWorkerHandle::of_task(state, stop, task)
+        FamilyWorkerHandle::of_task(state, stop, live, task)
     }
 }
 
@@ -46,8 +49,7 @@ impl FamilyWorkerHandle {
     /// [`stop`](FamilyWorkerHandle::stop) for a worker running as a task:
     /// awaits it instead of joining a thread.
     pub(crate) async fn stop_task(mut self) -> Result<FamilyWorkerStats> {
-        self.stop.store(true, Ordering::Release);
-        self.state.wake();
+        self.request_stop();
         let task = self.task.take().expect("stopped once");
         match task.await {
             Ok(result) => result,

@@ -14,9 +14,11 @@
 use super::queue::{decode_row, Queued};
 use super::submit::{encode_values, read_values};
 use super::window::Period;
+use super::worker_handle::FamilyWorkerHandle;
 use super::{Family, Window};
 use crate::counters;
 use crate::error::{Error, Result};
+use crate::job::{JobThread, Live};
 use crate::ranking::queue::{deletable, Env, OnThread, QueueState};
 use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage};
@@ -25,7 +27,6 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How long the worker waits after a busy store or a queue shard another
@@ -136,8 +137,11 @@ impl FamilyWorker {
     /// Batches committed before stay applied.
     pub fn drain(self) -> Result<FamilyWorkerStats> {
         let state = self.family.inner.players.queue_state()?;
-        let stop = AtomicBool::new(false);
-        crate::compactor::run_to_end(self.run_in(&OnThread, &state, &stop, true))
+        let (stop, live) = (
+            AtomicBool::new(false),
+            Live::new(FamilyWorkerStats::default()),
+        );
+        crate::compactor::run_to_end(self.run_in(&OnThread, &state, &stop, &live, true))
     }
 
     /// Starts the worker on a thread of its own; it runs until the handle
@@ -149,20 +153,20 @@ impl FamilyWorker {
     pub fn spawn(self) -> Result<FamilyWorkerHandle> {
         let state = self.family.inner.players.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::Builder::new()
-            .name(format!("autoshard-family-worker-{}", self.family.name()))
-            .spawn({
-                let (state, stop) = (state.clone(), stop.clone());
-                move || crate::compactor::run_to_end(self.run_in(&OnThread, &state, &stop, false))
-            })
-            .expect("failed to spawn the family worker thread");
-        Ok(FamilyWorkerHandle {
-            state,
-            stop,
-            thread: Some(thread),
-            #[cfg(feature = "tokio")]
-            task: None,
-        })
+        let live = Live::new(FamilyWorkerStats::default());
+        let thread = JobThread::spawn(
+            "family worker",
+            format!("autoshard-family-worker-{}", self.family.name()),
+            {
+                let (state, stop, live) = (state.clone(), stop.clone(), live.clone());
+                move || {
+                    crate::compactor::run_to_end(
+                        self.run_in(&OnThread, &state, &stop, &live, false),
+                    )
+                }
+            },
+        )?;
+        Ok(FamilyWorkerHandle::of_thread(state, stop, live, thread))
     }
 
     /// The worker's one loop, on a thread ([`OnThread`]) or in a tokio
@@ -174,6 +178,7 @@ impl FamilyWorker {
         env: &impl Env,
         state: &QueueState,
         stop: &AtomicBool,
+        live: &Live<FamilyWorkerStats>,
         exit_when_idle: bool,
     ) -> Result<FamilyWorkerStats> {
         let worked = async {
@@ -181,6 +186,7 @@ impl FamilyWorker {
             let mut stats = FamilyWorkerStats::default();
             let (mut first, mut sweep) = (0, true);
             while !stop.load(Ordering::Acquire) {
+                live.publish(&stats);
                 let seen = state.enqueued();
                 // The batch's counts travel with it and back: one at a time.
                 let (family, max) = (self.family.clone(), self.batch_size);
@@ -225,80 +231,12 @@ impl FamilyWorker {
                         .await;
                 }
             }
+            live.publish(&stats);
             Ok::<_, Error>(stats)
         };
         match worked.await {
             Err(Error::RankingNotFound { .. }) => Err(self.family.not_found()),
             other => other,
-        }
-    }
-}
-
-/// A running [`FamilyWorker`]. Dropping it stops the worker after its
-/// current batch and waits for it.
-#[derive(Debug)]
-#[must_use = "dropping the handle stops the worker"]
-pub struct FamilyWorkerHandle {
-    pub(super) state: Arc<QueueState>,
-    pub(super) stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<FamilyWorkerStats>>>,
-    /// A worker running as a tokio task instead (`task.rs`).
-    #[cfg(feature = "tokio")]
-    pub(super) task: Option<tokio::task::JoinHandle<Result<FamilyWorkerStats>>>,
-}
-
-impl FamilyWorkerHandle {
-    #[cfg(feature = "tokio")]
-    pub(super) fn of_task(
-        state: Arc<QueueState>,
-        stop: Arc<AtomicBool>,
-        task: tokio::task::JoinHandle<Result<FamilyWorkerStats>>,
-    ) -> Self {
-        FamilyWorkerHandle {
-            state,
-            stop,
-            thread: None,
-            task: Some(task),
-        }
-    }
-
-    /// Stops the worker after its current batch: what it did, or the error
-    /// that had stopped it.
-    ///
-    /// # Errors
-    ///
-    /// As [`FamilyWorker::drain`]. A panic of the worker is resumed here.
-    pub fn stop(mut self) -> Result<FamilyWorkerStats> {
-        self.stop.store(true, Ordering::Release);
-        self.state.wake();
-        match self.thread.take().expect("joined once").join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
-
-    /// Whether the worker has ended (at an error).
-    pub fn is_finished(&self) -> bool {
-        #[cfg(feature = "tokio")]
-        if let Some(task) = &self.task {
-            return task.is_finished();
-        }
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
-    }
-}
-
-impl Drop for FamilyWorkerHandle {
-    fn drop(&mut self) {
-        // A task is told to stop, not awaited (a drop cannot await).
-        #[cfg(feature = "tokio")]
-        if self.task.is_some() {
-            self.stop.store(true, Ordering::Release);
-            self.state.wake();
-        }
-        if let Some(thread) = self.thread.take() {
-            self.stop.store(true, Ordering::Release);
-            self.state.wake();
-            let _ = thread.join();
         }
     }
 }

@@ -191,7 +191,7 @@ pub(super) fn drain_in(
 /// player's sequence: moved to the dead letters, the player's later updates
 /// applied without it; or with `dead_letter` false the batch fails with
 /// [`Error::ScoreOutOfRange`]. Entry data queued with an update is stored
-/// as `submit_with` would store it (on a board that keeps data: `limit` is
+/// as `submit_update` would store it (on a board that keeps data: `limit` is
 /// its most bytes, 0 for none).
 ///
 /// A shard's rows must come in increasing sequence order above the mark:

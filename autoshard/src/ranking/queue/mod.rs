@@ -169,39 +169,6 @@ impl Ranking {
         self.enqueue_item(player, None, None)
     }
 
-    /// [`enqueue`](Ranking::enqueue) with entry data, which the worker
-    /// stores with the score in the transaction that applies it, by the
-    /// rule [`submit_with`](Ranking::submit_with) follows: always under
-    /// `Replace` and `Increment`, under `Best` and `Worst` only when the
-    /// update changed the score. Within one worker batch the last taken
-    /// data of a player wins; a dead-lettered update's data is dropped with
-    /// it.
-    ///
-    /// ```
-    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = autoshard::Sqlite::open(dir.path().join("segments.db"))?;
-    /// let config = RankingConfig::new(1..86_400)
-    ///     .policy(Policy::Best)
-    ///     .order(ScoreOrder::LowerIsBetter)
-    ///     .entry_data(32);
-    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
-    /// segment.enqueue_with("ann", 301, b"effort-17")?;
-    /// segment.enqueue_with("ann", 315, b"effort-18")?; // slower: not the record
-    /// segment.worker().drain()?;
-    /// assert_eq!(segment.top(1)?[0].data.as_deref(), Some(&b"effort-17"[..]));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::EntryDataTooLarge`] for data over the board's limit (on a
-    /// board that keeps none, any data); otherwise as
-    /// [`enqueue`](Ranking::enqueue). Nothing is queued on error.
-    pub fn enqueue_with(&self, player: &str, score: i64, data: &[u8]) -> Result<()> {
-        self.enqueue_update(Update::score(player, score).with_data(data))
-    }
-
     /// The queue row of one update of this board: its shard is the
     /// player's (what [`enqueue`](Ranking::enqueue) appends; a family
     /// appends several boards' rows in one transaction).

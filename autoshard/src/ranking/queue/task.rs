@@ -12,6 +12,7 @@ use super::worker::{Worker, WorkerHandle, WorkerStats};
 use crate::compactor::Offload;
 use crate::deadline::Deadline;
 use crate::error::Result;
+use crate::job::Live;
 use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,12 +114,13 @@ impl Worker {
             .into_iter()
             .map(|(worker, state)| {
                 let stop = Arc::new(AtomicBool::new(false));
+                let live = Live::new(WorkerStats::default());
                 let env = InTask(offload.clone());
                 let task = tokio::spawn({
-                    let (state, stop) = (state.clone(), stop.clone());
-                    async move { worker.run_in(&env, &state, &stop).await }
+                    let (state, stop, live) = (state.clone(), stop.clone(), live.clone());
+                    async move { worker.run_in(&env, &state, &stop, &live).await }
                 });
-                WorkerHandle::of_task(state, stop, task)
+                WorkerHandle::of_task(state, stop, live, task)
             })
             .collect();
         if handles.len() == 1 {

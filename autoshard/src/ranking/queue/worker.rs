@@ -4,12 +4,12 @@ use super::env::{Env, OnThread};
 use super::group::{QueueState, Signal};
 use super::{Bound, Drained, BUSY_PAUSE};
 use crate::error::Result;
+use crate::job::{JobThread, Live};
 use crate::ranking::cache::NodeCache;
 use crate::ranking::Ranking;
 use crate::trace;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Drains a board's queue: one writer applying batches of queued updates.
@@ -226,17 +226,20 @@ impl Worker {
         }
         let state = self.ranking.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::Builder::new()
-            .name(format!("autoshard-worker-{}", self.ranking.name()))
-            .spawn({
-                let (state, stop) = (state.clone(), stop.clone());
-                move || self.run(&state, &stop)
-            })
-            .expect("failed to spawn the worker thread");
+        let live = Live::new(WorkerStats::default());
+        let thread = JobThread::spawn(
+            "queue worker",
+            format!("autoshard-worker-{}", self.ranking.name()),
+            {
+                let (state, stop, live) = (state.clone(), stop.clone(), live.clone());
+                move || self.run(&state, &stop, &live)
+            },
+        )?;
         Ok(WorkerHandle {
             state,
             stop,
-            thread: Some(thread),
+            live,
+            thread,
             #[cfg(feature = "tokio")]
             task: None,
             trees: Vec::new(),
@@ -279,12 +282,18 @@ impl Worker {
             return Ok(total);
         }
         let state = self.ranking.queue_state()?;
+        let live = Live::new(WorkerStats::default());
         self.exit_when_idle(true)
-            .run(&state, &AtomicBool::new(false))
+            .run(&state, &AtomicBool::new(false), &live)
     }
 
-    fn run(self, state: &QueueState, stop: &AtomicBool) -> Result<WorkerStats> {
-        crate::compactor::run_to_end(self.run_in(&OnThread, state, stop))
+    fn run(
+        self,
+        state: &QueueState,
+        stop: &AtomicBool,
+        live: &Live<WorkerStats>,
+    ) -> Result<WorkerStats> {
+        crate::compactor::run_to_end(self.run_in(&OnThread, state, stop, live))
     }
 
     /// The worker's one loop, on a thread ([`OnThread`]) or in a tokio
@@ -294,6 +303,7 @@ impl Worker {
         env: &impl Env,
         state: &QueueState,
         stop: &AtomicBool,
+        live: &Live<WorkerStats>,
     ) -> Result<WorkerStats> {
         if self.keep_top == Some(0) {
             // Refused before the first batch, as `Ranking::keep_top(0)` is.
@@ -307,6 +317,7 @@ impl Worker {
         let mut sweep = true;
         let mut cache = self.cache.then(NodeCache::default);
         while !stop.load(Ordering::Acquire) {
+            live.publish(&stats);
             let (seen, flushes, items) = {
                 let signal = state.signal();
                 (signal.enqueued, signal.flushes, signal.items)
@@ -360,6 +371,7 @@ impl Worker {
                 }
                 Err(e) => return Err(e),
             };
+            live.publish(&stats);
             first = (first + 1) % queues;
             if taken > 0 {
                 state.note_applied();
@@ -383,6 +395,7 @@ impl Worker {
             let ready = |s: &Signal| s.urgent > 0 || s.items - items >= full;
             env.wait(state, stop, ready, self.linger).await;
         }
+        live.publish(&stats);
         Ok(stats)
     }
 
@@ -409,7 +422,8 @@ impl Worker {
 pub struct WorkerHandle {
     state: Arc<QueueState>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<WorkerStats>>>,
+    live: Arc<Live<WorkerStats>>,
+    thread: JobThread<WorkerStats>,
     /// A worker running as a tokio task instead (`task.rs`).
     #[cfg(feature = "tokio")]
     pub(super) task: Option<tokio::task::JoinHandle<Result<WorkerStats>>>,
@@ -435,7 +449,8 @@ impl WorkerHandle {
         WorkerHandle {
             state: trees[0].state.clone(),
             stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
+            live: Live::new(WorkerStats::default()),
+            thread: JobThread::absent(),
             #[cfg(feature = "tokio")]
             task: None,
             trees,
@@ -446,15 +461,28 @@ impl WorkerHandle {
     pub(super) fn of_task(
         state: Arc<QueueState>,
         stop: Arc<AtomicBool>,
+        live: Arc<Live<WorkerStats>>,
         task: tokio::task::JoinHandle<Result<WorkerStats>>,
     ) -> Self {
         WorkerHandle {
             state,
             stop,
-            thread: None,
+            live,
+            thread: JobThread::absent(),
             task: Some(task),
             trees: Vec::new(),
         }
+    }
+
+    /// What the worker did so far (a split board's: summed over its
+    /// trees), while it runs and after it ended.
+    pub fn stats(&self) -> WorkerStats {
+        if self.trees.is_empty() {
+            return self.live.get();
+        }
+        let mut sum = WorkerStats::default();
+        self.trees.iter().for_each(|t| sum.add(t.stats()));
+        sum
     }
 
     /// Stops the worker after its current batch. Returns what it did, or
@@ -486,16 +514,14 @@ impl WorkerHandle {
         let task_finished = self.task.as_ref().is_none_or(|t| t.is_finished());
         #[cfg(not(feature = "tokio"))]
         let task_finished = true;
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
+        self.thread.is_finished()
             && task_finished
             && self.trees.iter().all(WorkerHandle::is_finished)
     }
 
     pub(super) fn request_stop(&self) {
         self.trees.iter().for_each(WorkerHandle::request_stop);
-        self.stop.store(true, Ordering::Release);
-        let _signal = self.state.signal();
-        self.state.notify_all();
+        signal_stop(&self.stop, &self.state);
     }
 
     fn finish(&mut self) -> Result<WorkerStats> {
@@ -511,27 +537,31 @@ impl WorkerHandle {
             }
             return total;
         }
-        let thread = self.thread.take().expect("joined once");
-        match thread.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        self.thread.join().expect("joined once")
     }
 }
 
+crate::job::impl_job!(WorkerHandle, WorkerStats);
+
 impl Drop for WorkerHandle {
     fn drop(&mut self) {
-        // A task is told to stop, not awaited (a drop cannot await).
         #[cfg(feature = "tokio")]
-        if self.task.is_some() {
-            self.request_stop();
-        }
-        if let Some(thread) = self.thread.take() {
-            self.request_stop();
-            // The outcome is for `stop`; a dropped handle has nobody to tell.
-            let _ = thread.join();
-        }
+        let task = self.task.is_some();
+        #[cfg(not(feature = "tokio"))]
+        let task = false;
+        // A split board's handle has no thread: its trees' handles drop
+        // after this, each stopping its own.
+        let (stop, state) = (&self.stop, &self.state);
+        self.thread.stop_dropped(task, || signal_stop(stop, state));
     }
+}
+
+/// Sets a worker's stop flag and wakes its waits (the condition variable
+/// of a thread, the notify of a task).
+fn signal_stop(stop: &AtomicBool, state: &QueueState) {
+    stop.store(true, Ordering::Release);
+    let _signal = state.signal();
+    state.notify_all();
 }
 
 impl std::fmt::Debug for QueueState {
