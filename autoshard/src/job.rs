@@ -1,5 +1,5 @@
 //! The one lifecycle of the background jobs: the [`Compactor`](crate::Compactor),
-//! a board's queue [`Worker`](crate::ranking::Worker), a family's
+//! a board's queue [`BoardWorker`](crate::ranking::BoardWorker), a family's
 //! [`FamilyWorker`](crate::ranking::FamilyWorker) and an approximate board's
 //! [`Refresher`](crate::ranking::Refresher).
 //!
@@ -31,7 +31,7 @@ mod sealed {
 }
 
 /// A running background job's handle: [`CompactorHandle`](crate::CompactorHandle),
-/// [`WorkerHandle`](crate::ranking::WorkerHandle),
+/// [`BoardWorkerHandle`](crate::ranking::BoardWorkerHandle),
 /// [`FamilyWorkerHandle`](crate::ranking::FamilyWorkerHandle) or
 /// [`RefresherHandle`](crate::ranking::RefresherHandle). Sealed: for code
 /// that starts and stops several jobs alike, as a service's shutdown does.

@@ -170,7 +170,7 @@ pub use crate::mapper::Saved;
 pub use crate::metrics::{BoardMetrics, KindLag, ProcessCounters, StoreMetrics};
 #[cfg(feature = "tokio")]
 pub use crate::nonblocking::{
-    open_async, AsyncFamily, AsyncFamilyEntry, AsyncQuery, AsyncRanking, AsyncStore, Background,
+    open_async, AsyncFamily, AsyncFamilyUpdate, AsyncQuery, AsyncRanking, AsyncStore, Background,
     BackgroundJob, DEFAULT_THREADS,
 };
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};

@@ -127,18 +127,18 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         Dim::lower(0..i64::from(RETRIES)),
         Dim::lower(0..i64::from(MILLIS)),
     ];
-    let tuple = Ranking::create(&db, "tuple", RankingConfig::dimensions(dims).shards(4))?;
+    let tuple = Ranking::create(&db, "tuple", RankingConfig::dimensions(dims).node_shards(4))?;
     let wide_range = tuple.config().range();
     let boards = Boards {
         narrow: Ranking::create(
             &db,
             "narrow",
-            RankingConfig::new(0..i64::from(TROPHIES)).shards(4),
+            RankingConfig::new(0..i64::from(TROPHIES)).node_shards(4),
         )?,
         wide: Ranking::create(
             &db,
             "wide",
-            RankingConfig::new(wide_range.clone()).shards(4),
+            RankingConfig::new(wide_range.clone()).node_shards(4),
         )?,
         tuple,
     };

@@ -80,9 +80,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let db = Sqlite::builder(dir.join("policies.db"))
         .synchronous(Synchronous::Normal)
         .open()?;
-    let plain = Ranking::create(&db, "plain", RankingConfig::new(RANGE).shards(4))?;
+    let plain = Ranking::create(&db, "plain", RankingConfig::new(RANGE).node_shards(4))?;
     let config = RankingConfig::new(RANGE)
-        .shards(4)
+        .node_shards(4)
         .policy(Policy::Best)
         .order(ScoreOrder::LowerIsBetter)
         .entry_data(32);

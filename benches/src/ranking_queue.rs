@@ -23,7 +23,7 @@
 //!   latency, not the backlog's.
 //! - `AUTOSHARD_BENCH_LABEL`: what the report calls this build.
 //! - `AUTOSHARD_BENCH_CACHE=off`: workers without their cache (feature
-//!   `worker-cache`, for a version that has `Worker::cache`).
+//!   `worker-cache`, for a version that has `BoardWorker::cache`).
 
 use crate::machine::load_average;
 use crate::stats::{thousands, us, Rng, Samples};
@@ -75,7 +75,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let slice = Duration::from_secs(env("AUTOSHARD_BENCH_SLICE").map_or(Ok(10), |s| s.parse())?);
     let label = env("AUTOSHARD_BENCH_LABEL").unwrap_or_else(|| "this build".into());
     let rate: Option<f64> = env("AUTOSHARD_BENCH_RATE").map(|r| r.parse()).transpose()?;
-    let config = RankingConfig::new(SCORES).branching(100).shards(8);
+    let config = RankingConfig::new(SCORES).branching(100).node_shards(8);
     let started = Instant::now();
     let target = match &pg {
         Some(url) => {
@@ -103,7 +103,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!("## Queued updates under load ({label})");
     println!();
     println!(
-        "{} players on {} (`RankingConfig::new(0..1_000_000).branching(100).shards(8)`, one \
+        "{} players on {} (`RankingConfig::new(0..1_000_000).branching(100).node_shards(8)`, one \
          queue shard; set up in {:.0} s). Per cell: P producer threads `enqueue` random \
          players with random scores for {} s while one worker (`worker().batch_size(n)`, \
          other options default) applies; then `flush`. Sustained = updates ÷ time until \
@@ -212,7 +212,7 @@ pub(crate) fn cell(
     if let Some(b) = batch {
         worker = worker.batch_size(b);
     }
-    // `worker-cache`: built on a version with `Worker::cache` (issue 13).
+    // `worker-cache`: built on a version with `BoardWorker::cache` (issue 13).
     #[cfg(feature = "worker-cache")]
     if env("AUTOSHARD_BENCH_CACHE").as_deref() == Some("off") {
         worker = worker.cache(false);

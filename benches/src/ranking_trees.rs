@@ -48,7 +48,7 @@ fn list(name: &str, default: &str) -> Result<Vec<usize>> {
 fn config(k: usize) -> RankingConfig {
     RankingConfig::new(0..SCORES)
         .branching(100)
-        .shards(8)
+        .node_shards(8)
         .trees(k as u32)
 }
 
@@ -252,7 +252,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     }
     println!();
     println!(
-        "{} players on {store}, `RankingConfig::new(0..1_000_000).branching(100).shards(8)\
+        "{} players on {store}, `RankingConfig::new(0..1_000_000).branching(100).node_shards(8)\
          .trees(k)`, one queue shard per tree, `worker().spawn()` (one worker thread per \
          tree, default options). Per cell: P producer threads `enqueue` random players with \
          random scores for {} s, a probe measures freshness (ack → visible in `score`), then \

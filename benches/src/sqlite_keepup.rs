@@ -30,7 +30,7 @@
 use crate::machine::load_average;
 use crate::ranking_queue::{load, player};
 use crate::stats::{thousands, us, Rng, Samples};
-use autoshard::ranking::{Ranking, RankingConfig, Worker};
+use autoshard::ranking::{BoardWorker, Ranking, RankingConfig};
 use autoshard::Sqlite;
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ struct Step {
     key: &'static str,
     what: &'static str,
     /// The worker as the step configures it.
-    worker: fn(Worker) -> Worker,
+    worker: fn(BoardWorker) -> BoardWorker,
     /// `SqliteBuilder::writer_cache_size`, if the step sets it.
     writer_cache: Option<u64>,
     /// `SqliteBuilder::background_checkpoint`.
@@ -152,7 +152,7 @@ fn template(dir: &Path, players: usize) -> Result<PathBuf> {
     let path = env("AUTOSHARD_BENCH_TEMPLATE").map_or_else(|| dir.join("template.db"), Into::into);
     if !path.exists() {
         let db = Sqlite::open(&path)?;
-        let config = RankingConfig::new(0..SCORES).branching(100).shards(8);
+        let config = RankingConfig::new(0..SCORES).branching(100).node_shards(8);
         let board = Ranking::create(&db, BOARD, config)?;
         load(&board, players)?;
         drop((board, db));
@@ -442,7 +442,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!();
     println!(
         "{} players on SQLite (`synchronous = FULL`, `RankingConfig::new(0..1_000_000)\
-         .branching(100).shards(8)`, one queue shard), {PRODUCERS} producers `enqueue` random \
+         .branching(100).node_shards(8)`, one queue shard), {PRODUCERS} producers `enqueue` random \
          players with random scores for {} s per cell while one worker applies; a probe \
          measures freshness (ack → visible in `score`). Measured over the slice's last two \
          thirds: offered = acknowledged/s; applied = (acknowledged − backlog growth)/s; \

@@ -45,7 +45,7 @@ impl Variant {
 
 /// What one thread did.
 #[derive(Default)]
-struct Worker {
+struct BoardWorker {
     samples: Samples,
     saves: u64,
     busy: u64,
@@ -93,8 +93,8 @@ fn sharded_worker<T: Ballot>(
     sync: Synchronous,
     barrier: &Barrier,
     time: Duration,
-) -> Result<Worker> {
-    let mut w = Worker::default();
+) -> Result<BoardWorker> {
+    let mut w = BoardWorker::default();
     let setup = (|| -> Result<(Sqlite, T)> {
         let db = open(path, sync).map_err(|e| format!("open: {e:?}"))?;
         let mut q: T = db
@@ -151,8 +151,8 @@ fn document_worker(
     sync: Synchronous,
     barrier: &Barrier,
     time: Duration,
-) -> Result<Worker> {
-    let mut w = Worker::default();
+) -> Result<BoardWorker> {
+    let mut w = BoardWorker::default();
     let vote = |db: &Sqlite| -> autoshard::Result<()> {
         let mut q: DocumentVotes = db.load(&ID)?.expect("question exists");
         q.votes += 1;

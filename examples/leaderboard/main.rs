@@ -58,7 +58,7 @@ fn main() -> Result<()> {
     let db = Sqlite::open(&path)?;
     let config = RankingConfig::new(SCORES)
         .branching(100)
-        .shards(8)
+        .node_shards(8)
         .queues(4);
     let board = match Ranking::create(&db, "season-1", config) {
         Ok(board) => board,

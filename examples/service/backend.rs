@@ -12,7 +12,7 @@
 
 use crate::model::*;
 use crate::probe::Probe;
-use autoshard::ranking::{RankingConfig, Tie, WorkerHandle};
+use autoshard::ranking::{BoardWorkerHandle, RankingConfig, Tie};
 use autoshard::{AsyncRanking, AsyncStore, Background, Error, StoreMetrics};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -43,7 +43,7 @@ pub struct Backend {
 }
 
 struct Jobs {
-    worker: Background<WorkerHandle>,
+    worker: Background<BoardWorkerHandle>,
     /// The compactor's stop: a task that holds its handle until told to
     /// stop it, so this file never names the handle's type (the async
     /// layer's compactor handle is still changing).

@@ -327,7 +327,7 @@ async fn family_controls_a_thread_and_a_drain_in_place_are_caught() {
 }
 
 /// The probe's control: the same backlog drained by the worker's loop run
-/// in place (`Worker::drain`, as on a thread) on the runtime's only thread
+/// in place (`BoardWorker::drain`, as on a thread) on the runtime's only thread
 /// holds the probe back, which the check above would refuse.
 #[tokio::test(flavor = "current_thread")]
 async fn probe_control_a_drain_on_the_runtime_thread_is_caught() {

@@ -42,7 +42,7 @@ const BOARD_TABLES: [&str; 3] = [
 fn config() -> RankingConfig {
     RankingConfig::new(0..1_000)
         .branching(10)
-        .shards(2)
+        .node_shards(2)
         .queues(2)
 }
 

@@ -50,7 +50,7 @@ const WEIGHTS: [&str; 2] = ["light", "heavy"];
 const AT: i64 = 1_795_516_200;
 
 fn config() -> FamilyConfig {
-    let mut c = FamilyConfig::new(RankingConfig::new(0..1 << 40).shards(4))
+    let mut c = FamilyConfig::new(RankingConfig::new(0..1 << 40).node_shards(4))
         .filter("age", AGES)
         .filter("weight", WEIGHTS);
     for w in WINDOWS {

@@ -188,7 +188,7 @@ fn child_process() {
     };
     say(""); // end the harness's `test child_process ... ` line
     let board = board_at(&location, None);
-    let fast = |w: autoshard::ranking::Worker| w.batch_size(7).linger(Duration::ZERO);
+    let fast = |w: autoshard::ranking::BoardWorker| w.batch_size(7).linger(Duration::ZERO);
     match mode.as_str() {
         "all" => {
             let worker = fast(board.worker()).spawn().unwrap();

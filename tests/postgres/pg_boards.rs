@@ -46,7 +46,9 @@ fn a_write_batch_costs_bounded_round_trips_whatever_its_size() {
     let board = Ranking::create(
         &db,
         "b",
-        RankingConfig::new(0..1_000_000).branching(100).shards(8),
+        RankingConfig::new(0..1_000_000)
+            .branching(100)
+            .node_shards(8),
     )
     .unwrap();
     let names: Vec<String> = (0..3_000).map(name).collect();
@@ -99,7 +101,7 @@ fn point_reads_are_one_round_trip() {
         let board_name = format!("{order:?}");
         let config = RankingConfig::new(0..100)
             .branching(4)
-            .shards(3)
+            .node_shards(3)
             .order(order);
         let board = Ranking::create(&db, &board_name, config).unwrap();
         // 25 players per score: arrival trees three levels high at B = 4.
@@ -166,7 +168,9 @@ fn the_one_statement_read_keeps_a_generic_plan() {
     let schema = pg::new_schema();
     let _drop = pg::DropSchema(schema.clone());
     let db = open(&schema, 2);
-    let config = RankingConfig::new(0..1_000_000).branching(100).shards(8);
+    let config = RankingConfig::new(0..1_000_000)
+        .branching(100)
+        .node_shards(8);
     let board = Ranking::create(&db, "plans", config).unwrap();
     let names: Vec<String> = (0..3_000).map(name).collect();
     let batch: Vec<(&str, i64)> = (0..3_000)

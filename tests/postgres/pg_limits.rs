@@ -136,7 +136,9 @@ fn set_scores_of_20_000_players_in_one_call() {
     let board = Ranking::create(
         &db.store,
         "bulk",
-        RankingConfig::new(0..1_000_000).branching(64).shards(4),
+        RankingConfig::new(0..1_000_000)
+            .branching(64)
+            .node_shards(4),
     )
     .unwrap();
     // 20 players on each of 1,000 scores spread over the range.

@@ -401,7 +401,7 @@ fn measure_board_writes() {
     use std::time::Instant;
     let store = RedisCluster::fresh();
     let seconds = 3;
-    let config = || RankingConfig::new(0..1_000_000).shards(4).queues(4);
+    let config = || RankingConfig::new(0..1_000_000).node_shards(4).queues(4);
     // `threads` writers of `set_score` on `boards` boards (thread t on board
     // t mod boards) for a few seconds: writes per second.
     let direct = |threads: usize, boards: usize, tag: &str| {

@@ -124,7 +124,7 @@ fn check_integrity_catches_corruption() {
         let board = Ranking::create(
             &db.store,
             "c",
-            RankingConfig::new(0..100).branching(4).shards(4),
+            RankingConfig::new(0..100).branching(4).node_shards(4),
         )
         .unwrap();
         board
@@ -187,7 +187,10 @@ fn fuzz_template(dir: &Path) -> ([Vec<u8>; 2], Vec<(usize, u64)>, u64) {
         .synchronous(autoshard::Synchronous::Off)
         .open()
         .unwrap();
-    let config = RankingConfig::new(0..1000).branching(8).shards(4).queues(3);
+    let config = RankingConfig::new(0..1000)
+        .branching(8)
+        .node_shards(4)
+        .queues(3);
     let board = Ranking::create(&store, "fuzz", config).unwrap();
     let apply = |updates: &[(&str, Option<i64>)]| {
         for &(player, score) in updates {

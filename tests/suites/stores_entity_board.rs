@@ -94,7 +94,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn boards<S: TestStore>(db: &S, range: std::ops::Range<i64>) -> (Ranking, Ranking) {
     let config = RankingConfig::new(range)
         .branching(16)
-        .shards(4)
+        .node_shards(4)
         .policy(Policy::Increment);
     (
         Ranking::create(db, "votes", config.clone()).unwrap(),

@@ -78,7 +78,7 @@ fn composite_boards_agree_with_a_tuple_model<S: Boards>() {
         // order, which the model replays.
         let config = RankingConfig::dimensions(dims.iter().map(|(d, _)| d.clone()))
             .branching(branching)
-            .shards(shards)
+            .node_shards(shards)
             .policy(policy);
         let board = Ranking::create(store.db(), &format!("prop-{}", case.get()), config)?;
         let oracle = Oracle::new(policy, dims.iter().map(|(d, _)| d.clone()).collect());
@@ -213,7 +213,7 @@ fn seed_001_trophies_then_retries_then_time<S: Boards>() {
     board.check_integrity().unwrap();
 }
 
-/// A `Best` composite board through the queue: a `Worker` applies queued
+/// A `Best` composite board through the queue: a `BoardWorker` applies queued
 /// tuples, keeping each player's lexicographic best, in one batch.
 fn a_queued_composite_submission_goes_through_a_worker<S: Boards>() {
     let store = S::fresh();

@@ -104,7 +104,7 @@ fn queued_twin_ends_where_direct_twin_does<S: stores::TestStore>() {
             at: i64,
             time: i64,
             data: &'a str,
-        ) -> autoshard::ranking::FamilyEntry<'a> {
+        ) -> autoshard::ranking::FamilyUpdate<'a> {
             let mut e = f.entry(player, time).at(at).data(data.as_bytes());
             // Age group changes every 5th effort, club every 3rd, none at times.
             if i % 7 != 3 {

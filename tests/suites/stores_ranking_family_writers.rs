@@ -136,7 +136,7 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
     let config = FamilyConfig::new(
         RankingConfig::new(0..1_000)
             .policy(Policy::Increment)
-            .shards(4),
+            .node_shards(4),
     )
     .window(Window::AllTime)
     .window(Window::Week)

@@ -42,7 +42,7 @@ fn sql<S: Boards>() -> bool {
 fn config() -> RankingConfig {
     RankingConfig::new(0..1_000)
         .branching(10)
-        .shards(4)
+        .node_shards(4)
         .queues(2)
 }
 

@@ -3,7 +3,7 @@
 //! run on SQLite, PostgreSQL and Redis Cluster: random operation sequences
 //! mixing the old writes with `remove_data`, `remove_between`, `keep_top`
 //! and a queue drained by a worker that keeps the board trimmed
-//! (`Worker::keep_top`), on every shape (1, 2 and 4 trees; plain or
+//! (`BoardWorker::keep_top`), on every shape (1, 2 and 4 trees; plain or
 //! composite scores; higher or lower is better; every policy), every query
 //! (the new reads `entry`, `count_between`, `between`, `percentile`,
 //! `score_at_percentile`, `page_number`, `page_count` too) checked after

@@ -136,7 +136,7 @@ fn policies_and_orders_agree_with_a_sorted_list<S: Boards>() {
         // players by a hash the oracle does not know).
         let config = RankingConfig::new(min..max)
             .branching(branching)
-            .shards(shards)
+            .node_shards(shards)
             .policy(policy)
             .order(order)
             .entry_data(if keeps_data { DATA_LIMIT } else { 0 });
@@ -488,7 +488,7 @@ fn an_increment_past_the_range_is_refused_and_writes_nothing<S: Boards>() {
     let store = S::fresh();
     let config = RankingConfig::new(-100..100)
         .policy(Policy::Increment)
-        .shards(2);
+        .node_shards(2);
     let board = Ranking::create(store.db(), "inc", config).unwrap();
     board.set_scores(&[("ann", 90), ("bo", -90)]).unwrap();
     let rows = store.rank_nodes("inc");

@@ -118,7 +118,7 @@ fn every_query_agrees_with_the_oracle_on_1_2_4_trees<S: Boards>() {
         case.set(case.get() + 1);
         let config = RankingConfig::new(min..max)
             .branching(branching)
-            .shards(shards)
+            .node_shards(shards)
             .policy(policy)
             .order(order)
             .entry_data(8)
@@ -195,7 +195,7 @@ fn every_query_agrees_with_the_oracle_on_1_2_4_trees<S: Boards>() {
 }
 
 /// Enqueues `updates` and drains them: one batch per tree, tree after tree
-/// (`Worker::drain`), each in queue order, so the oracle replays them tree
+/// (`BoardWorker::drain`), each in queue order, so the oracle replays them tree
 /// by tree; refused increments become dead letters, tree after tree.
 fn queue(
     board: &Ranking,
@@ -397,7 +397,7 @@ fn the_tree_count_is_stored_and_checked<S: Boards>() {
     assert!(matches!(worker, Err(Error::InvalidRanking { .. })));
 }
 
-/// A worker per tree (`Worker::spawn` on a split board), queued updates of
+/// A worker per tree (`BoardWorker::spawn` on a split board), queued updates of
 /// many players: all applied, every tree intact, ranks as a board of one
 /// tree gives them.
 fn queued_updates_drain_through_one_worker_per_tree<S: Boards>() {

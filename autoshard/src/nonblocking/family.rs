@@ -177,8 +177,8 @@ impl AsyncFamily {
 
     /// Starts a submission, as [`Family::entry`]; the builder owns its
     /// arguments, so it may be kept across awaits.
-    pub fn entry(&self, player: &str, score: i64) -> AsyncFamilyEntry {
-        AsyncFamilyEntry {
+    pub fn entry(&self, player: &str, score: i64) -> AsyncFamilyUpdate {
+        AsyncFamilyUpdate {
             family: self.clone(),
             player: player.to_owned(),
             score,
@@ -194,7 +194,7 @@ impl AsyncFamily {
     /// # Errors
     ///
     /// As [`Family::update`].
-    pub fn update(&self, update: Update<'_>) -> Result<AsyncFamilyEntry> {
+    pub fn update(&self, update: Update<'_>) -> Result<AsyncFamilyUpdate> {
         let score = update.score_by(|values| self.family.get().encode(values))?;
         let mut entry = self.entry(update.player(), score);
         entry.data = update.data().map(<[u8]>::to_vec);
@@ -275,10 +275,10 @@ impl AsyncFamily {
 }
 
 /// A submission being put together: see [`AsyncFamily::entry`] and
-/// [`FamilyEntry`](crate::ranking::FamilyEntry), whose calls it mirrors.
+/// [`FamilyUpdate`](crate::ranking::FamilyUpdate), whose calls it mirrors.
 #[derive(Debug, Clone)]
 #[must_use = "nothing is written until `submit` or `enqueue`"]
-pub struct AsyncFamilyEntry {
+pub struct AsyncFamilyUpdate {
     family: AsyncFamily,
     player: String,
     score: i64,
@@ -287,49 +287,49 @@ pub struct AsyncFamilyEntry {
     data: Option<Vec<u8>>,
 }
 
-impl AsyncFamilyEntry {
-    /// [`FamilyEntry::filter`](crate::ranking::FamilyEntry::filter).
+impl AsyncFamilyUpdate {
+    /// [`FamilyUpdate::filter`](crate::ranking::FamilyUpdate::filter).
     pub fn filter(mut self, dimension: &str, value: &str) -> Self {
         self.filters.push((dimension.to_owned(), value.to_owned()));
         self
     }
 
-    /// [`FamilyEntry::at`](crate::ranking::FamilyEntry::at).
+    /// [`FamilyUpdate::at`](crate::ranking::FamilyUpdate::at).
     pub fn at(mut self, unix_seconds: i64) -> Self {
         self.at = Some(unix_seconds);
         self
     }
 
-    /// [`FamilyEntry::data`](crate::ranking::FamilyEntry::data).
+    /// [`FamilyUpdate::data`](crate::ranking::FamilyUpdate::data).
     pub fn data(mut self, data: &[u8]) -> Self {
         self.data = Some(data.to_vec());
         self
     }
 
-    /// [`FamilyEntry::submit`](crate::ranking::FamilyEntry::submit), on the
+    /// [`FamilyUpdate::submit`](crate::ranking::FamilyUpdate::submit), on the
     /// store's threads. Dropped once sent, it still commits or not as a
     /// whole.
     ///
     /// # Errors
     ///
-    /// As [`FamilyEntry::submit`](crate::ranking::FamilyEntry::submit).
+    /// As [`FamilyUpdate::submit`](crate::ranking::FamilyUpdate::submit).
     pub async fn submit(self) -> Result<FamilySubmission> {
         let family = self.family.clone();
         family.call(move |f| self.build(f).submit()).await
     }
 
-    /// [`FamilyEntry::enqueue`](crate::ranking::FamilyEntry::enqueue), on
+    /// [`FamilyUpdate::enqueue`](crate::ranking::FamilyUpdate::enqueue), on
     /// the store's threads.
     ///
     /// # Errors
     ///
-    /// As [`FamilyEntry::enqueue`](crate::ranking::FamilyEntry::enqueue).
+    /// As [`FamilyUpdate::enqueue`](crate::ranking::FamilyUpdate::enqueue).
     pub async fn enqueue(self) -> Result<()> {
         let family = self.family.clone();
         family.call(move |f| self.build(f).enqueue()).await
     }
 
-    fn build<'a>(&'a self, family: &'a Family) -> crate::ranking::FamilyEntry<'a> {
+    fn build<'a>(&'a self, family: &'a Family) -> crate::ranking::FamilyUpdate<'a> {
         let mut entry = family.entry(&self.player, self.score);
         for (dimension, value) in &self.filters {
             entry = entry.filter(dimension, value);

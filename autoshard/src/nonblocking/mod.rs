@@ -14,7 +14,7 @@ mod store;
 mod tasks;
 mod threads;
 
-pub use self::family::{AsyncFamily, AsyncFamilyEntry};
+pub use self::family::{AsyncFamily, AsyncFamilyUpdate};
 pub use self::ranking::AsyncRanking;
 pub use self::store::{AsyncQuery, AsyncStore, DEFAULT_THREADS};
 pub use self::tasks::{Background, BackgroundJob};

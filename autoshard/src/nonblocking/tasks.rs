@@ -5,7 +5,7 @@
 //! store's threads and whose waits are on tokio's timer
 //! (`compactor/task.rs`).
 //!
-//! So does the board queue worker: [`Worker`]'s one loop over an
+//! So does the board queue worker: [`BoardWorker`]'s one loop over an
 //! environment whose batches and trims go to the store's threads and whose
 //! waits are on tokio's timer and the queue's notify
 //! (`ranking/queue/task.rs`).
@@ -22,8 +22,8 @@ use crate::compactor::{Compactor, CompactorTask};
 use crate::entity::Shardable;
 use crate::error::Result;
 use crate::job::Job;
-use crate::ranking::{FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats, Worker};
-use crate::ranking::{WorkerHandle, WorkerStats};
+use crate::ranking::{BoardWorker, FamilyWorker, FamilyWorkerHandle, FamilyWorkerStats};
+use crate::ranking::{BoardWorkerHandle, BoardWorkerStats};
 use crate::store::Store;
 
 mod sealed {
@@ -31,7 +31,7 @@ mod sealed {
 }
 
 /// A running queue worker's sync handle that can also run as tokio tasks:
-/// [`WorkerHandle`] or [`FamilyWorkerHandle`]. Its lifecycle is [`Job`]'s.
+/// [`BoardWorkerHandle`] or [`FamilyWorkerHandle`]. Its lifecycle is [`Job`]'s.
 /// Sealed.
 pub trait BackgroundJob: Job + sealed::Sealed + Send + 'static {
     /// A job running as tokio tasks: its awaited stop (`Err(self)` for a
@@ -46,9 +46,9 @@ pub trait BackgroundJob: Job + sealed::Sealed + Send + 'static {
 #[doc(hidden)]
 pub type StopTask<S> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<S>> + Send>>;
 
-impl sealed::Sealed for WorkerHandle {}
-impl BackgroundJob for WorkerHandle {
-    fn __stop_task(self) -> std::result::Result<StopTask<WorkerStats>, Self> {
+impl sealed::Sealed for BoardWorkerHandle {}
+impl BackgroundJob for BoardWorkerHandle {
+    fn __stop_task(self) -> std::result::Result<StopTask<BoardWorkerStats>, Self> {
         if self.is_task() {
             Ok(Box::pin(self.stop_task()))
         } else {
@@ -183,17 +183,17 @@ impl AsyncStore {
 }
 
 impl AsyncRanking {
-    /// A queue [`Worker`] builder for this board, as [`Ranking::worker`](crate::ranking::Ranking::worker);
+    /// A queue [`BoardWorker`] builder for this board, as [`Ranking::worker`](crate::ranking::Ranking::worker);
     /// start it with [`spawn_worker`](AsyncRanking::spawn_worker).
-    pub fn worker(&self) -> Worker {
+    pub fn worker(&self) -> BoardWorker {
         self.sync_board().worker()
     }
 
     /// Starts `worker` as a task on the current tokio runtime (one per tree
-    /// of a split board): [`Worker::spawn`]'s loop, whose batches and trims
+    /// of a split board): [`BoardWorker::spawn`]'s loop, whose batches and trims
     /// run on the store's threads, so the task never blocks a runtime
     /// worker and costs no thread of its own. Stop, flush and error
-    /// semantics and [`WorkerStats`] are the thread's;
+    /// semantics and [`BoardWorkerStats`] are the thread's;
     /// [`flush`](AsyncRanking::flush) waits for it as for a worker thread.
     ///
     /// A flush waits on a thread of its own, so any number of them leave
@@ -201,15 +201,15 @@ impl AsyncRanking {
     ///
     /// # Errors
     ///
-    /// As [`Worker::spawn`] (preparing the queue's tables on first use).
+    /// As [`BoardWorker::spawn`] (preparing the queue's tables on first use).
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime, as `tokio::spawn`.
-    pub async fn spawn_worker(&self, worker: Worker) -> Result<Background<WorkerHandle>> {
+    pub async fn spawn_worker(&self, worker: BoardWorker) -> Result<Background<BoardWorkerHandle>> {
         let threads = self.store().threads();
         let parts = threads.run(move || worker.task_parts()).await??;
-        let handle = Worker::spawn_tasks(parts, threads.clone());
+        let handle = BoardWorker::spawn_tasks(parts, threads.clone());
         Ok(Background::new(handle, threads))
     }
 }

@@ -87,7 +87,7 @@ impl BoardConfig {
     }
 
     /// Shard rows per inner tree node.
-    pub fn shards(&self) -> u32 {
+    pub fn node_shards(&self) -> u32 {
         self.shards
     }
 

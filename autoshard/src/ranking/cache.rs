@@ -54,7 +54,7 @@ pub(crate) struct NodeCache {
     /// when unknown (nothing cached).
     generation: Option<u64>,
     /// Reads answered from the cache, and reads that went to the store, for
-    /// `WorkerStats`.
+    /// `BoardWorkerStats`.
     pub hits: u64,
     pub misses: u64,
     /// The control's bug: use the cache whatever the generation says.
@@ -404,7 +404,7 @@ mod tests {
     fn rounds(trust_stale: bool) -> Result<(u64, bool)> {
         let dir = tempfile::tempdir().unwrap();
         let db = Sqlite::open(dir.path().join("c.db"))?;
-        let config = RankingConfig::new(0..64).branching(4).shards(2);
+        let config = RankingConfig::new(0..64).branching(4).node_shards(2);
         let board = Ranking::create(&db, "b", config)?;
         let mut cache = NodeCache {
             trust_stale,

@@ -133,7 +133,7 @@ impl RankingConfig {
     /// Shard rows per inner tree node, 1 to [`MAX_SHARDS`] (default 1).
     /// Each direct write adds to one random shard, so more shards mean
     /// less contention between writers and more rows for readers to sum.
-    pub fn shards(mut self, shards: u32) -> Self {
+    pub fn node_shards(mut self, shards: u32) -> Self {
         self.0.shards = shards;
         self
     }

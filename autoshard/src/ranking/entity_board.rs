@@ -119,7 +119,7 @@ fn write_board(tx: &dyn BoardTx, name: &str, updates: &[(&str, Option<i64>)]) ->
     }
     let geometry = config.geometry()?;
     let rules = config.rules();
-    let shard = crate::random::range(0..config.shards());
+    let shard = crate::random::range(0..config.node_shards());
     let board = Board { id, name };
     tx.with_board(board, &mut |st| {
         // Every board write moves the generation (a queue worker's cache

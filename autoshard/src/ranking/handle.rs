@@ -197,7 +197,7 @@ impl Ranking {
 
     /// The shard row a direct write's inner-node deltas go to.
     pub(super) fn random_shard(&self) -> u32 {
-        crate::random::range(0..self.inner.config.shards())
+        crate::random::range(0..self.inner.config.node_shards())
     }
 
     pub(super) fn board(&self) -> Board<'_> {

@@ -23,7 +23,7 @@
 //!
 //! # fn main() -> autoshard::Result<()> {
 //! let db = Sqlite::memory()?;
-//! let board = Ranking::create(&db, "season-1", RankingConfig::new(0..10_000).branching(100).shards(8))?;
+//! let board = Ranking::create(&db, "season-1", RankingConfig::new(0..10_000).branching(100).node_shards(8))?;
 //! let board = Ranking::open(&db, "season-1")?; // from any handle or process
 //!
 //! board.set_scores(&[("alice", 30), ("bob", 40), ("carol", 30), ("dave", 12)])?;
@@ -81,14 +81,14 @@ pub use self::board_config::BoardConfig;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
 pub use self::family::{
-    Family, FamilyConfig, FamilyEntry, FamilySubmission, FamilyWorker, FamilyWorkerHandle,
+    Family, FamilyConfig, FamilySubmission, FamilyUpdate, FamilyWorker, FamilyWorkerHandle,
     FamilyWorkerStats, Member, Period, Span, Weekday, Window, MAX_FAMILY_NAME_LEN, MAX_FILTERS,
     MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
 pub use self::handle::Ranking;
 pub use self::policy::{Policy, ScoreOrder, Submission};
 pub use self::queue::{
-    Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
+    BoardWorker, BoardWorkerHandle, BoardWorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_TIMEOUT,
 };
 pub use self::trim::TRIM_BATCH;

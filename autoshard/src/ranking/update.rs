@@ -213,7 +213,7 @@ impl Ranking {
         self.submission(update.player, score, data.flatten())
     }
 
-    /// Queues `update` for a [`Worker`](super::Worker), as
+    /// Queues `update` for a [`BoardWorker`](super::BoardWorker), as
     /// [`enqueue`](Ranking::enqueue) does with a plain score: checked here
     /// (a tuple encoded, data against the board's limit), applied by the
     /// worker under the board's policy, entry data by the rule

@@ -86,7 +86,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let median_score = sorted[n / 2];
 
     let path = dir.join("ranking.db");
-    let config = RankingConfig::new(SCORES).branching(100).shards(8);
+    let config = RankingConfig::new(SCORES).branching(100).node_shards(8);
     let (board_load, plain_load) = {
         let db = Sqlite::open(&path)?;
         let board = Ranking::create(&db, BOARD, config.clone())?;
@@ -97,7 +97,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     };
     println!(
         "{} players, scores uniform in `{}..{}` (median {}), on a board made with \
-         `RankingConfig::new({}..{}).branching(100).shards(8)` (one queue shard). Loaded with \
+         `RankingConfig::new({}..{}).branching(100).node_shards(8)` (one queue shard). Loaded with \
          `set_scores` in batches of {} in {:.1} s; the plain table (`players (player TEXT \
          PRIMARY KEY, score INTEGER)` plus an index on `score`, its own file) in {:.1} s. \
          Default `Sqlite` handles (WAL, 4 pooled connections).",

@@ -40,7 +40,7 @@ struct Figures {
 }
 
 fn measure(db: &impl RankingStore, players: usize, queries: usize) -> Result<Figures> {
-    let config = RankingConfig::new(0..SCORES).branching(100).shards(8);
+    let config = RankingConfig::new(0..SCORES).branching(100).node_shards(8);
     let _ = Ranking::delete(db, "ranges");
     let board = Ranking::create(db, "ranges", config)?;
     let mut rng = Rng::new(0x5EED_2121_0000_0001);

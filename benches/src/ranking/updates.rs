@@ -102,7 +102,7 @@ pub(super) fn queued_updates(
         Ranking::create(
             &db,
             BOARD,
-            RankingConfig::new(SCORES).branching(100).shards(8),
+            RankingConfig::new(SCORES).branching(100).node_shards(8),
         )?;
     }
     let mut writers = Vec::new();

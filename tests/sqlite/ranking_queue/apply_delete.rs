@@ -44,7 +44,10 @@ fn kill_between_apply_and_delete(
         .synchronous(Synchronous::Normal)
         .open()
         .unwrap();
-    let config = RankingConfig::new(RANGE).branching(16).shards(4).queues(4);
+    let config = RankingConfig::new(RANGE)
+        .branching(16)
+        .node_shards(4)
+        .queues(4);
     let board = Ranking::create(&db, BOARD, config).unwrap();
     board.queued().unwrap();
     let raw_board = common::raw(&path);

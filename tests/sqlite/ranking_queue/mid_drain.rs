@@ -143,7 +143,7 @@ fn kill_workers_of(
         .unwrap();
     let config = RankingConfig::new(RANGE)
         .branching(16)
-        .shards(4)
+        .node_shards(4)
         .queues(4)
         .policy(policy);
     let board = Ranking::create(&db, BOARD, config).unwrap();

@@ -23,7 +23,10 @@ fn workers_in_several_processes_apply_every_update_once_in_order() {
         .synchronous(Synchronous::Normal)
         .open()
         .unwrap();
-    let config = RankingConfig::new(RANGE).branching(8).shards(2).queues(3);
+    let config = RankingConfig::new(RANGE)
+        .branching(8)
+        .node_shards(2)
+        .queues(3);
     let board = Ranking::create(&db, BOARD, config).unwrap();
     let mut expected = Scores::new();
     for n in 0..EACH {

@@ -23,8 +23,8 @@ fn bad_configurations_are_refused_and_create_nothing<S: Boards>() {
         RankingConfig::new(0..10).branching(0),
         RankingConfig::new(0..10).branching(1),
         RankingConfig::new(0..10).branching(1001),
-        RankingConfig::new(0..10).shards(0),
-        RankingConfig::new(0..10).shards(1025),
+        RankingConfig::new(0..10).node_shards(0),
+        RankingConfig::new(0..10).node_shards(1025),
         RankingConfig::new(0..10).queues(0),
         RankingConfig::new(5..5),
         RankingConfig::new(6..5),
@@ -44,7 +44,7 @@ fn bad_configurations_are_refused_and_create_nothing<S: Boards>() {
         "b",
         RankingConfig::new(0..10)
             .branching(2)
-            .shards(1024)
+            .node_shards(1024)
             .queues(3),
     )
     .unwrap();
@@ -53,7 +53,7 @@ fn bad_configurations_are_refused_and_create_nothing<S: Boards>() {
     assert_eq!(
         (
             opened.config().branching(),
-            opened.config().shards(),
+            opened.config().node_shards(),
             opened.config().queues()
         ),
         (2, 1024, 3)

@@ -113,7 +113,7 @@ fn reapplying_a_batch_is_a_no_op<S: Boards>() {
     let board = create(
         &*store,
         "again",
-        RankingConfig::new(0..1000).branching(10).shards(4),
+        RankingConfig::new(0..1000).branching(10).node_shards(4),
     );
     board.set_scores(&[("v", 5), ("x", 6)]).unwrap();
     let batch = [
@@ -150,7 +150,7 @@ fn full_i64_range_ranks_the_extremes<S: Boards>() {
         "wide",
         RankingConfig::new(i64::MIN..i64::MAX)
             .branching(2)
-            .shards(3),
+            .node_shards(3),
     );
     board
         .set_scores(&[

@@ -61,7 +61,7 @@ fn every_query_agrees_with_a_sorted_list<S: Boards>() {
         case.set(case.get() + 1);
         let config = RankingConfig::new(min..max)
             .branching(branching)
-            .shards(shards);
+            .node_shards(shards);
         let board = Ranking::create(store.db(), &format!("prop-{}", case.get()), config)?;
         let mut oracle = Oracle::default();
         let name = |p: usize| format!("player-{p}");

@@ -32,7 +32,7 @@ fn create_and_open_from_other_handles<S: Boards>() {
         "s1",
         RankingConfig::new(0..10_000)
             .branching(100)
-            .shards(8)
+            .node_shards(8)
             .queues(4),
     );
     let other = create(&*store, "s2", RankingConfig::new(0..10).branching(2));
@@ -88,7 +88,7 @@ fn sharded_writes_from_four_threads_match_the_oracle<S: Boards>() {
     let board = create(
         &*store,
         "mt",
-        RankingConfig::new(0..4000).branching(10).shards(8),
+        RankingConfig::new(0..4000).branching(10).node_shards(8),
     );
     let oracles: Vec<Oracle> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4i64)
@@ -170,7 +170,7 @@ fn four_threads_on_the_same_players_keep_the_tree_exact<S: Boards>() {
     let board = create(
         &*store,
         "hot",
-        RankingConfig::new(0..64).branching(4).shards(2),
+        RankingConfig::new(0..64).branching(4).node_shards(2),
     );
     let players = ["a", "b", "c", "d", "e", "f"];
     std::thread::scope(|s| {
@@ -231,7 +231,7 @@ fn big_batches_among_small_writers_keep_the_tree_exact<S: Boards>() {
     let board = create(
         &*store,
         "mixed",
-        RankingConfig::new(0..64).branching(4).shards(2),
+        RankingConfig::new(0..64).branching(4).node_shards(2),
     );
     let hot = ["a", "b", "c", "d", "e", "f"];
     let bulk: Vec<String> = (0..144).map(|i| format!("bulk{i}")).collect();
@@ -293,7 +293,7 @@ fn readers_never_see_half_a_batch<S: Boards>() {
     let board = create(
         &*store,
         "swap",
-        RankingConfig::new(0..100).branching(3).shards(4),
+        RankingConfig::new(0..100).branching(3).node_shards(4),
     );
     let players: Vec<String> = (0..50).map(|i| format!("p{i}")).collect();
     let batch = |score| {

@@ -22,7 +22,10 @@ fn direct_and_queued_writers_at_once_match_the_oracle<S: Boards>() {
     const SHARED: usize = 80;
     const ROUNDS: usize = 4;
     let store = S::fresh();
-    let config = RankingConfig::new(RANGE).branching(10).shards(4).queues(4);
+    let config = RankingConfig::new(RANGE)
+        .branching(10)
+        .node_shards(4)
+        .queues(4);
     let board = Ranking::create(store.db(), "mixed", config).unwrap();
     let worker = board.worker().batch_size(64).spawn().unwrap();
     let shared: Vec<String> = (0..SHARED).map(|i| format!("shared-{i}")).collect();

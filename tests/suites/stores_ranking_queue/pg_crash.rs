@@ -208,7 +208,7 @@ fn kill_workers(split: bool, policy: Policy, want: u32) -> Result<(u32, u32), St
     let schema = store.schema().to_owned();
     let config = RankingConfig::new(RANGE)
         .branching(10)
-        .shards(4)
+        .node_shards(4)
         .queues(3)
         .policy(policy);
     let board = Ranking::create(&*store, BOARD, config).unwrap();

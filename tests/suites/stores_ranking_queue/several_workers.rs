@@ -30,7 +30,10 @@ fn workers_on_four_handles_apply_every_update_once_in_order<S: Boards>() {
     const PLAYERS: usize = 200;
     const EACH: i64 = 10;
     let store = S::fresh();
-    let config = RankingConfig::new(RANGE).branching(8).shards(2).queues(3);
+    let config = RankingConfig::new(RANGE)
+        .branching(8)
+        .node_shards(2)
+        .queues(3);
     let board = Ranking::create(store.db(), "multi", config).unwrap();
     let mut expected = Scores::new();
     thread::scope(|s| {

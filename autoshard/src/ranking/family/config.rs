@@ -117,7 +117,7 @@ impl FamilyConfig {
     /// that expired with it (default true); without it, call
     /// [`Family::drop_expired`](super::Family::drop_expired) from a job.
     /// Expiry is judged as of the earlier of the submission's time
-    /// ([`FamilyEntry::at`](super::FamilyEntry::at)) and the system clock:
+    /// ([`FamilyUpdate::at`](super::FamilyUpdate::at)) and the system clock:
     /// a submission stamped in the future drops only what the clock has
     /// expired, never the current periods' boards.
     pub fn auto_drop(mut self, on: bool) -> Self {
@@ -251,7 +251,7 @@ impl FamilyConfig {
             "autoshard-family 1".to_owned(),
             format!("range\u{1}{}\u{1}{}", b.range().start, b.range().end),
             format!("branching\u{1}{}", b.branching()),
-            format!("shards\u{1}{}", b.shards()),
+            format!("shards\u{1}{}", b.node_shards()),
             format!("queues\u{1}{}", b.queues()),
             format!("policy\u{1}{}", b.policy().stored()),
             format!("order\u{1}{}", b.order().stored()),
@@ -338,7 +338,7 @@ impl FamilyConfig {
         }
         let board = board
             .branching(small("branching")?)
-            .shards(small("shards")?)
+            .node_shards(small("shards")?)
             .queues(small("queues")?)
             .policy(policy)
             .order(order)
@@ -384,7 +384,7 @@ mod tests {
             RankingConfig::new(-5..1_000)
                 .policy(Policy::Increment)
                 .order(ScoreOrder::LowerIsBetter)
-                .shards(4)
+                .node_shards(4)
                 .entry_data(16),
         )
         .keep(Window::Week, 3)

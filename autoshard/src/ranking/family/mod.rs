@@ -19,7 +19,7 @@ pub(crate) use self::submit::hooks;
 pub use self::config::{
     FamilyConfig, MAX_FAMILY_NAME_LEN, MAX_FILTERS, MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
-pub use self::submit::{FamilyEntry, FamilySubmission, Member};
+pub use self::submit::{FamilySubmission, FamilyUpdate, Member};
 pub use self::window::{Period, Span, Weekday, Window};
 pub use self::worker::{FamilyWorker, FamilyWorkerStats};
 pub use self::worker_handle::FamilyWorkerHandle;
@@ -64,7 +64,7 @@ fn hidden_config() -> BoardConfig {
 /// (all-time, yearly, monthly, weekly, daily, hourly) and per period of
 /// each window, overall and per value of each filter dimension (age group,
 /// weight class, club): Strava's "this month, 35-44" board and seed 001's
-/// daily / weekly / all-time boards. One [`submit`](FamilyEntry::submit)
+/// daily / weekly / all-time boards. One [`submit`](FamilyUpdate::submit)
 /// updates the current period of every window, overall and per filter
 /// value the player has, in ONE write transaction: a reader of any member
 /// sees the submission in all of them or in none. Period boards are
@@ -78,7 +78,7 @@ fn hidden_config() -> BoardConfig {
 /// [`Ranking::create`] accepts may hold, so they never collide with an
 /// application's boards; [`Ranking::list`] leaves them out.
 ///
-/// [`FamilyEntry::enqueue`] queues a submission instead (one row, group
+/// [`FamilyUpdate::enqueue`] queues a submission instead (one row, group
 /// committed), which a [`FamilyWorker`] or [`Family::drain_queued`] applies
 /// exactly once, to every member in one transaction as `submit` would.
 ///

@@ -10,12 +10,12 @@
 //! docs/design/families.md ("Through the queue: the family worker") has the design
 //! and the exactly-once argument.
 
-use super::submit::{decode_values, encode_values, FamilyEntry};
+use super::submit::{decode_values, encode_values, FamilyUpdate};
 use super::{Family, FamilyConfig};
 use crate::error::{Error, Result};
 use crate::seam::QueuedRow;
 
-impl FamilyEntry<'_> {
+impl FamilyUpdate<'_> {
     /// Queues the submission: one row on the family's queue, appended with
     /// other concurrent `enqueue` calls of this process in one transaction
     /// of the queue's storage (group commit), as [`Ranking::enqueue`]'s
@@ -23,9 +23,9 @@ impl FamilyEntry<'_> {
     /// [`Family::drain_queued`]) applies it exactly once, to every member
     /// of its periods in ONE transaction with the player's stored filter
     /// values: a reader sees it on every member or on none, and it ends
-    /// where [`submit`](FamilyEntry::submit) would have put it, filter
+    /// where [`submit`](FamilyUpdate::submit) would have put it, filter
     /// values left and entry data included. The periods are those of its
-    /// timestamp ([`at`](FamilyEntry::at), default the clock at `enqueue`).
+    /// timestamp ([`at`](FamilyUpdate::at), default the clock at `enqueue`).
     ///
     /// [`Ranking::enqueue`]: crate::ranking::Ranking::enqueue
     ///
@@ -52,7 +52,7 @@ impl FamilyEntry<'_> {
     ///
     /// # Errors
     ///
-    /// Before anything is queued: as [`submit`](FamilyEntry::submit)'s
+    /// Before anything is queued: as [`submit`](FamilyUpdate::submit)'s
     /// checks. [`Error::RankingNotFound`] (naming the family) once the
     /// family is deleted, decided in the append's transaction, so an
     /// acknowledged submission is never left for a family that is gone. A

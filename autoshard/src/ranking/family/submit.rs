@@ -60,7 +60,7 @@ impl FamilySubmission {
 /// A submission being put together: see [`Family::entry`].
 #[derive(Debug, Clone)]
 #[must_use = "nothing is written until `submit`"]
-pub struct FamilyEntry<'a> {
+pub struct FamilyUpdate<'a> {
     pub(super) family: &'a Family,
     pub(super) player: &'a str,
     pub(super) score: i64,
@@ -72,9 +72,9 @@ pub struct FamilyEntry<'a> {
 impl Family {
     /// Starts a submission of `score` for `player`; add the player's filter
     /// values, a timestamp and entry data, then
-    /// [`submit`](FamilyEntry::submit).
-    pub fn entry<'a>(&'a self, player: &'a str, score: i64) -> FamilyEntry<'a> {
-        FamilyEntry {
+    /// [`submit`](FamilyUpdate::submit).
+    pub fn entry<'a>(&'a self, player: &'a str, score: i64) -> FamilyUpdate<'a> {
+        FamilyUpdate {
             family: self,
             player,
             score,
@@ -86,8 +86,8 @@ impl Family {
 
     /// Starts a submission of one [`Update`]: its score (a tuple encoded
     /// as [`encode`](Family::encode) does) and its entry data; add filter
-    /// values and a timestamp, then [`submit`](FamilyEntry::submit) or
-    /// [`enqueue`](FamilyEntry::enqueue).
+    /// values and a timestamp, then [`submit`](FamilyUpdate::submit) or
+    /// [`enqueue`](FamilyUpdate::enqueue).
     ///
     /// ```
     /// use autoshard::ranking::{Dim, Family, FamilyConfig, Period, RankingConfig, Update, Window};
@@ -105,7 +105,7 @@ impl Family {
     ///
     /// As [`encode`](Family::encode) for a tuple; the rest is checked by
     /// `submit` or `enqueue`.
-    pub fn update<'a>(&'a self, update: Update<'a>) -> Result<FamilyEntry<'a>> {
+    pub fn update<'a>(&'a self, update: Update<'a>) -> Result<FamilyUpdate<'a>> {
         let score = update.score_by(|values| self.encode(values))?;
         let entry = self.entry(update.player(), score);
         Ok(match update.data() {
@@ -115,7 +115,7 @@ impl Family {
     }
 }
 
-/// What [`FamilyEntry::checked`] returns: filter values by dimension,
+/// What [`FamilyUpdate::checked`] returns: filter values by dimension,
 /// entry data, timestamp.
 type Checked<'a> = (Vec<Option<&'a str>>, Option<&'a [u8]>, i64);
 
@@ -164,7 +164,7 @@ enum Role {
     Leave(Member),
 }
 
-impl<'a> FamilyEntry<'a> {
+impl<'a> FamilyUpdate<'a> {
     /// The player's value for filter `dimension`. A dimension the
     /// submission leaves out is one the player has no value for: they
     /// leave its boards of the current periods if they were on one.
@@ -343,7 +343,7 @@ impl<'a> FamilyEntry<'a> {
         let encoded = encode_values(config, values);
         let mut stale = false;
         let mut out = None;
-        let shard = crate::random::range(0..config.board().shards());
+        let shard = crate::random::range(0..config.board().node_shards());
         let result = f.inner.boards.write_boards(&boards, &mut |sts| {
             // The player's values, under the player's lock, before any
             // member is touched (as the family worker reads them).

@@ -37,14 +37,14 @@ const PAUSE: Duration = Duration::from_millis(2);
 /// its transaction, before it reports [`Error::Conflict`].
 const TRIES: u32 = 16;
 
-/// Applies a family's queued submissions ([`FamilyEntry::enqueue`]): made
+/// Applies a family's queued submissions ([`FamilyUpdate::enqueue`]): made
 /// by [`Family::worker`]; [`spawn`](FamilyWorker::spawn) runs it on a
 /// thread, [`drain`](FamilyWorker::drain) on the caller's until the queue
 /// is empty. Each batch is one write transaction over every member its
 /// submissions write and the family's players board, so any number of
 /// workers, in any number of processes, may run at once.
 ///
-/// [`FamilyEntry::enqueue`]: super::FamilyEntry::enqueue
+/// [`FamilyUpdate::enqueue`]: super::FamilyUpdate::enqueue
 ///
 /// ```
 /// use autoshard::ranking::{Family, FamilyConfig, Period, RankingConfig, Window};
@@ -490,7 +490,7 @@ impl Family {
             .collect();
         let seam: Vec<Board<'_>> = boards.iter().map(|b| b.board()).collect();
         let queues = players.queues().max(1);
-        let shard = crate::random::range(0..self.config().board().shards());
+        let shard = crate::random::range(0..self.config().board().node_shards());
         let mut out = None;
         self.inner.boards.write_boards(&seam, &mut |sts| {
             for st in sts {

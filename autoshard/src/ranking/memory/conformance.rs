@@ -38,7 +38,7 @@ pub(crate) fn check(
 ) -> Result<Option<String>, TestCaseError> {
     let config = RankingConfig::new(range.clone())
         .branching(branching)
-        .shards(shards);
+        .node_shards(shards);
     let id = store.create_board(name, &config.as_built().spec())?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);
@@ -74,7 +74,7 @@ pub(crate) fn check_native(
 ) -> Result<Option<String>, TestCaseError> {
     let config = RankingConfig::new(range.clone())
         .branching(branching)
-        .shards(shards);
+        .node_shards(shards);
     let id = store.create_board(name, &config.as_built().spec())?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);

@@ -1,4 +1,4 @@
-//! Where a worker's loop ([`Worker::run_in`](super::Worker), and the
+//! Where a worker's loop ([`BoardWorker::run_in`](super::BoardWorker), and the
 //! family worker's) runs: the [`Env`] trait and its thread implementation;
 //! the task's is `task.rs`.
 

@@ -3,7 +3,7 @@
 //!
 //! [`Ranking::enqueue`] commits an update to a queue shard in the queue's
 //! own storage (on SQLite a file of its own), so it never waits for a
-//! worker's apply. A [`Worker`] takes, in one board transaction, the rows of
+//! worker's apply. A [`BoardWorker`] takes, in one board transaction, the rows of
 //! each queue shard above the shard's applied-through mark, applies them
 //! with the code direct writes use and moves the mark; after that commits,
 //! it deletes the rows through the mark in a transaction of the queue's.
@@ -31,7 +31,7 @@ mod task;
 mod worker;
 
 pub use self::worker::{
-    Worker, WorkerHandle, WorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
+    BoardWorker, BoardWorkerHandle, BoardWorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
 };
 
 #[cfg(test)]
@@ -107,7 +107,7 @@ pub(crate) mod hooks {
 }
 
 impl Ranking {
-    /// Queues a score for `player` for a [`Worker`] to apply under the
+    /// Queues a score for `player` for a [`BoardWorker`] to apply under the
     /// board's [`Policy`](super::Policy) (a new score, or on an `Increment`
     /// board a delta, added exactly once), and returns once the update is
     /// durably stored in the queue: committed with
@@ -254,9 +254,9 @@ impl Ranking {
         })
     }
 
-    /// A [`Worker`] for this board, with default options.
-    pub fn worker(&self) -> Worker {
-        Worker::new(self.clone())
+    /// A [`BoardWorker`] for this board, with default options.
+    pub fn worker(&self) -> BoardWorker {
+        BoardWorker::new(self.clone())
     }
 
     /// Waits until every update enqueued before this call (by any handle or
@@ -330,7 +330,7 @@ impl Ranking {
     /// the database) with a player name or a score the board refuses, or
     /// that the store could not read. A worker moves each such
     /// row here, in the transaction that drains its neighbours, so the rest
-    /// of its queue shard keeps draining ([`WorkerStats::dead_letters`]
+    /// of its queue shard keeps draining ([`BoardWorkerStats::dead_letters`]
     /// counts them). To apply one after all, [`enqueue`](Ranking::enqueue)
     /// it corrected; then [`delete_dead_letter`](Ranking::delete_dead_letter)
     /// it. Reads one row per dead letter.

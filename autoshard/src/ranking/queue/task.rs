@@ -1,5 +1,5 @@
 //! The board queue worker as a tokio task (feature `tokio`, issue 19 item
-//! 3): the same loop as the thread's ([`Worker::run_in`]), over an [`Env`]
+//! 3): the same loop as the thread's ([`BoardWorker::run_in`]), over an [`Env`]
 //! whose batches and trims run where an [`Offload`] sends them (the async
 //! store's threads, so the task never blocks a runtime worker) and whose
 //! waits are on tokio's timer and the queue's `changed` notify, which is
@@ -8,7 +8,7 @@
 use super::drain::{Bound, Drained};
 use super::env::Env;
 use super::group::{QueueState, Signal};
-use super::worker::{Worker, WorkerHandle, WorkerStats};
+use super::worker::{BoardWorker, BoardWorkerHandle, BoardWorkerStats};
 use crate::compactor::Offload;
 use crate::deadline::Deadline;
 use crate::error::Result;
@@ -89,10 +89,10 @@ impl<O: Offload> Env for InTask<O> {
     }
 }
 
-impl Worker {
+impl BoardWorker {
     /// What a task needs, made on the store's threads (the first call may
     /// create the queue's tables): per tree of a split board, or the board.
-    pub(crate) fn task_parts(self) -> Result<Vec<(Worker, Arc<QueueState>)>> {
+    pub(crate) fn task_parts(self) -> Result<Vec<(BoardWorker, Arc<QueueState>)>> {
         let trees = self.ranking.tree_boards();
         if trees.is_empty() {
             let state = self.ranking.queue_state()?;
@@ -104,55 +104,55 @@ impl Worker {
             .collect()
     }
 
-    /// Starts the workers of [`task_parts`](Worker::task_parts) as tasks on
+    /// Starts the workers of [`task_parts`](BoardWorker::task_parts) as tasks on
     /// the current tokio runtime, under one handle.
     pub(crate) fn spawn_tasks(
-        parts: Vec<(Worker, Arc<QueueState>)>,
+        parts: Vec<(BoardWorker, Arc<QueueState>)>,
         offload: impl Offload + Clone,
-    ) -> WorkerHandle {
-        let mut handles: Vec<WorkerHandle> = parts
+    ) -> BoardWorkerHandle {
+        let mut handles: Vec<BoardWorkerHandle> = parts
             .into_iter()
             .map(|(worker, state)| {
                 let stop = Arc::new(AtomicBool::new(false));
-                let live = Live::new(WorkerStats::default());
+                let live = Live::new(BoardWorkerStats::default());
                 let env = InTask(offload.clone());
                 let task = tokio::spawn({
                     let (state, stop, live) = (state.clone(), stop.clone(), live.clone());
                     async move { worker.run_in(&env, &state, &stop, &live).await }
                 });
-                WorkerHandle::of_task(state, stop, live, task)
+                BoardWorkerHandle::of_task(state, stop, live, task)
             })
             .collect();
         if handles.len() == 1 {
             return handles.pop().expect("one");
         }
-        WorkerHandle::of_trees(handles)
+        BoardWorkerHandle::of_trees(handles)
     }
 }
 
-impl WorkerHandle {
-    /// Whether the worker runs as tokio tasks ([`Worker::spawn_tasks`]).
+impl BoardWorkerHandle {
+    /// Whether the worker runs as tokio tasks ([`BoardWorker::spawn_tasks`]).
     pub(crate) fn is_task(&self) -> bool {
-        self.task.is_some() || self.trees.iter().any(WorkerHandle::is_task)
+        self.task.is_some() || self.trees.iter().any(BoardWorkerHandle::is_task)
     }
 
-    /// [`stop`](WorkerHandle::stop) for a worker running as tasks: awaits
+    /// [`stop`](BoardWorkerHandle::stop) for a worker running as tasks: awaits
     /// them instead of joining a thread.
-    pub(crate) async fn stop_task(mut self) -> Result<WorkerStats> {
+    pub(crate) async fn stop_task(mut self) -> Result<BoardWorkerStats> {
         self.request_stop();
         let mut tasks: Vec<_> = self.task.take().into_iter().collect();
         for tree in &mut self.trees {
             tasks.extend(tree.task.take());
         }
         // Every tree's task is awaited, the first error reported.
-        let mut total = Ok(WorkerStats::default());
+        let mut total = Ok(BoardWorkerStats::default());
         for task in tasks {
             let outcome = match task.await {
                 Ok(result) => result,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 // Cancelled: its runtime shut down; what it applied is
                 // committed, its counts are lost with it.
-                Err(_) => Ok(WorkerStats::default()),
+                Err(_) => Ok(BoardWorkerStats::default()),
             };
             match (outcome, &mut total) {
                 (Ok(stats), Ok(sum)) => sum.add(stats),

@@ -14,15 +14,15 @@ use std::time::Duration;
 
 /// Drains a board's queue: one writer applying batches of queued updates.
 ///
-/// Made by [`Ranking::worker`]; [`spawn`](Worker::spawn) runs it on its own
-/// thread, [`drain`](Worker::drain) on the caller's until the queue is
+/// Made by [`Ranking::worker`]; [`spawn`](BoardWorker::spawn) runs it on its own
+/// thread, [`drain`](BoardWorker::drain) on the caller's until the queue is
 /// empty. Any number of workers, in any number of processes, may drain one
 /// board at once: each batch is one write transaction, and a queue shard is
 /// read by one batch at a time (on SQLite the workers take turns on the
 /// file's write lock; on PostgreSQL they drain different shards at once),
 /// so a batch's rows are gone before the next worker reads that shard.
 #[derive(Debug, Clone)]
-pub struct Worker {
+pub struct BoardWorker {
     pub(super) ranking: Ranking,
     batch_size: usize,
     batch_bytes: usize,
@@ -37,7 +37,7 @@ pub struct Worker {
 /// What a worker did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct WorkerStats {
+pub struct BoardWorkerStats {
     /// Transactions that applied at least one update.
     pub batches: u64,
     /// Updates applied.
@@ -51,25 +51,25 @@ pub struct WorkerStats {
     /// invalid player name, a score outside the board, a row the store
     /// could not read).
     pub dead_letters: u64,
-    /// Row reads the worker's [cache](Worker::cache) answered.
+    /// Row reads the worker's [cache](BoardWorker::cache) answered.
     pub cache_hits: u64,
     /// Row reads that went to the store.
     pub cache_misses: u64,
-    /// Players removed by [`keep_top`](Worker::keep_top) trims.
+    /// Players removed by [`keep_top`](BoardWorker::keep_top) trims.
     pub trimmed: u64,
 }
 
-/// [`Worker::batch_size`]'s default: high enough that the memory bound
+/// [`BoardWorker::batch_size`]'s default: high enough that the memory bound
 /// ([`DEFAULT_BATCH_BYTES`]) is the one a backlog meets first.
 pub const DEFAULT_BATCH_SIZE: usize = 1_000_000;
 
-/// [`Worker::batch_bytes`]'s default: 64 MiB, some 150,000 queued updates
+/// [`BoardWorker::batch_bytes`]'s default: 64 MiB, some 150,000 queued updates
 /// with short names and no entry data.
 pub const DEFAULT_BATCH_BYTES: usize = 64 << 20;
 
-impl Worker {
+impl BoardWorker {
     pub(super) fn new(ranking: Ranking) -> Self {
-        Worker {
+        BoardWorker {
             ranking,
             batch_size: DEFAULT_BATCH_SIZE,
             batch_bytes: DEFAULT_BATCH_BYTES,
@@ -84,7 +84,7 @@ impl Worker {
 
     /// Most updates applied per transaction (default
     /// [`DEFAULT_BATCH_SIZE`], a million, at least 1). A batch takes the
-    /// whole backlog up to this bound and [`batch_bytes`](Worker::batch_bytes),
+    /// whole backlog up to this bound and [`batch_bytes`](BoardWorker::batch_bytes),
     /// so batches grow with the backlog: when producers outrun the worker,
     /// the next batch is bigger, and a bigger batch shares more tree nodes
     /// and pages per write and pays its commit once (BENCHMARKS.md, "SQLite
@@ -103,7 +103,7 @@ impl Worker {
     /// for the apply's bookkeeping, so with long names or large entry data
     /// batches hold fewer updates. Rows are read in chunks of 4,096 and a
     /// batch stops once it reaches the bound, so it may pass it by one
-    /// chunk. Not counted: the worker's [cache](Worker::cache), bounded on
+    /// chunk. Not counted: the worker's [cache](BoardWorker::cache), bounded on
     /// its own.
     pub fn batch_bytes(mut self, bytes: usize) -> Self {
         self.batch_bytes = bytes;
@@ -113,7 +113,7 @@ impl Worker {
     /// How long an idle worker sleeps before it looks at the queue again
     /// (default 20 ms). An enqueue or a flush in this process wakes it at
     /// once; an enqueue in another process is seen within this long (then
-    /// the [`linger`](Worker::linger) applies). `Duration::MAX` never looks
+    /// the [`linger`](BoardWorker::linger) applies). `Duration::MAX` never looks
     /// unwoken.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
@@ -149,7 +149,7 @@ impl Worker {
     /// to the database). With `true` (the default) it moves the row to the
     /// board's [dead letters](crate::ranking::Ranking::dead_letters), in the
     /// transaction that applies the rows around it, and counts it in
-    /// [`WorkerStats::dead_letters`], so the rest of the queue keeps
+    /// [`BoardWorkerStats::dead_letters`], so the rest of the queue keeps
     /// draining. With `false` it stops at the row with
     /// [`Error::ScoreOutOfRange`](crate::Error::ScoreOutOfRange) (an
     /// increment) or [`Error::Corrupt`](crate::Error::Corrupt) (the rest),
@@ -186,7 +186,7 @@ impl Worker {
     /// its tree to its top `n`: the board's top `n` are always among them,
     /// and the board holds at most `k · n` (call [`Ranking::keep_top`] for
     /// exactly `n`). The trim is a write of its own, so the worker's
-    /// [cache](Worker::cache) starts over after it.
+    /// [cache](BoardWorker::cache) starts over after it.
     /// `docs/design/ranking-queue.md` ("Trimming a queued board") says why
     /// this is a worker's option rather than a queued operation.
     ///
@@ -206,7 +206,7 @@ impl Worker {
     /// With `n = 0` (which would empty the board after every batch) the
     /// worker applies nothing and ends with
     /// [`Error::InvalidRanking`](crate::Error::InvalidRanking), from
-    /// [`drain`](Worker::drain) or its handle.
+    /// [`drain`](BoardWorker::drain) or its handle.
     pub fn keep_top(mut self, n: u64) -> Self {
         self.keep_top = Some(n);
         self
@@ -219,14 +219,14 @@ impl Worker {
     /// # Errors
     ///
     /// A store error creating the queue tables on first use; the worker's
-    /// own errors come from [`WorkerHandle::stop`] or [`join`](WorkerHandle::join).
-    pub fn spawn(self) -> Result<WorkerHandle> {
+    /// own errors come from [`BoardWorkerHandle::stop`] or [`join`](BoardWorkerHandle::join).
+    pub fn spawn(self) -> Result<BoardWorkerHandle> {
         if !self.ranking.tree_boards().is_empty() {
             return self.spawn_trees();
         }
         let state = self.ranking.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let live = Live::new(WorkerStats::default());
+        let live = Live::new(BoardWorkerStats::default());
         let thread = JobThread::spawn(
             "queue worker",
             format!("autoshard-worker-{}", self.ranking.name()),
@@ -235,7 +235,7 @@ impl Worker {
                 move || self.run(&state, &stop, &live)
             },
         )?;
-        Ok(WorkerHandle {
+        Ok(BoardWorkerHandle {
             state,
             stop,
             live,
@@ -247,21 +247,21 @@ impl Worker {
     }
 
     /// This worker for one tree of a split board.
-    pub(super) fn for_tree(&self, tree: &Ranking) -> Worker {
-        Worker {
+    pub(super) fn for_tree(&self, tree: &Ranking) -> BoardWorker {
+        BoardWorker {
             ranking: tree.clone(),
             ..self.clone()
         }
     }
 
     /// A split board: one worker thread per tree, under one handle.
-    fn spawn_trees(self) -> Result<WorkerHandle> {
+    fn spawn_trees(self) -> Result<BoardWorkerHandle> {
         let trees = self.ranking.tree_boards();
         let handles = trees
             .iter()
             .map(|tree| self.for_tree(tree).spawn())
             .collect::<Result<Vec<_>>>()?;
-        Ok(WorkerHandle::of_trees(handles))
+        Ok(BoardWorkerHandle::of_trees(handles))
     }
 
     /// Applies queued updates on this thread until the queue is empty.
@@ -269,20 +269,20 @@ impl Worker {
     /// # Errors
     ///
     /// The first error that is not a busy store (a busy store is waited
-    /// out): a store error, or with [`dead_letter`](Worker::dead_letter)
+    /// out): a store error, or with [`dead_letter`](BoardWorker::dead_letter)
     /// off the error of a queued update that cannot be applied. Batches
     /// committed before it stay applied.
-    pub fn drain(self) -> Result<WorkerStats> {
+    pub fn drain(self) -> Result<BoardWorkerStats> {
         let trees = self.ranking.tree_boards();
         if !trees.is_empty() {
-            let mut total = WorkerStats::default();
+            let mut total = BoardWorkerStats::default();
             for tree in trees {
                 total.add(self.for_tree(tree).drain()?);
             }
             return Ok(total);
         }
         let state = self.ranking.queue_state()?;
-        let live = Live::new(WorkerStats::default());
+        let live = Live::new(BoardWorkerStats::default());
         self.exit_when_idle(true)
             .run(&state, &AtomicBool::new(false), &live)
     }
@@ -291,8 +291,8 @@ impl Worker {
         self,
         state: &QueueState,
         stop: &AtomicBool,
-        live: &Live<WorkerStats>,
-    ) -> Result<WorkerStats> {
+        live: &Live<BoardWorkerStats>,
+    ) -> Result<BoardWorkerStats> {
         crate::compactor::run_to_end(self.run_in(&OnThread, state, stop, live))
     }
 
@@ -303,13 +303,16 @@ impl Worker {
         env: &impl Env,
         state: &QueueState,
         stop: &AtomicBool,
-        live: &Live<WorkerStats>,
-    ) -> Result<WorkerStats> {
+        live: &Live<BoardWorkerStats>,
+    ) -> Result<BoardWorkerStats> {
         if self.keep_top == Some(0) {
             // Refused before the first batch, as `Ranking::keep_top(0)` is.
-            return self.ranking.keep_top(0).map(|_| WorkerStats::default());
+            return self
+                .ranking
+                .keep_top(0)
+                .map(|_| BoardWorkerStats::default());
         }
-        let mut stats = WorkerStats::default();
+        let mut stats = BoardWorkerStats::default();
         let queues = self.ranking.queues().max(1);
         let mut first = 0;
         // The first batch also deletes what a crashed worker applied but
@@ -399,7 +402,7 @@ impl Worker {
         Ok(stats)
     }
 
-    /// The [`keep_top`](Worker::keep_top) trim after a batch, a busy store
+    /// The [`keep_top`](BoardWorker::keep_top) trim after a batch, a busy store
     /// waited out as a batch's is.
     async fn trim(&self, env: &impl Env) -> Result<u64> {
         let Some(n) = self.keep_top else {
@@ -414,25 +417,25 @@ impl Worker {
     }
 }
 
-/// A running [`Worker`]. Dropping it stops the worker after its current
-/// batch and waits for it; [`stop`](WorkerHandle::stop) does the same and
+/// A running [`BoardWorker`]. Dropping it stops the worker after its current
+/// batch and waits for it; [`stop`](BoardWorkerHandle::stop) does the same and
 /// reports how the worker ended.
 #[derive(Debug)]
 #[must_use = "dropping the handle stops the worker"]
-pub struct WorkerHandle {
+pub struct BoardWorkerHandle {
     state: Arc<QueueState>,
     stop: Arc<AtomicBool>,
-    live: Arc<Live<WorkerStats>>,
-    thread: JobThread<WorkerStats>,
+    live: Arc<Live<BoardWorkerStats>>,
+    thread: JobThread<BoardWorkerStats>,
     /// A worker running as a tokio task instead (`task.rs`).
     #[cfg(feature = "tokio")]
-    pub(super) task: Option<tokio::task::JoinHandle<Result<WorkerStats>>>,
+    pub(super) task: Option<tokio::task::JoinHandle<Result<BoardWorkerStats>>>,
     /// A split board's: one handle per tree (and no thread of its own).
-    pub(super) trees: Vec<WorkerHandle>,
+    pub(super) trees: Vec<BoardWorkerHandle>,
 }
 
-impl WorkerStats {
-    pub(super) fn add(&mut self, other: WorkerStats) {
+impl BoardWorkerStats {
+    pub(super) fn add(&mut self, other: BoardWorkerStats) {
         self.batches += other.batches;
         self.updates += other.updates;
         self.busy += other.busy;
@@ -443,13 +446,13 @@ impl WorkerStats {
     }
 }
 
-impl WorkerHandle {
+impl BoardWorkerHandle {
     /// One handle over a split board's trees' handles (none of its own).
-    pub(super) fn of_trees(trees: Vec<WorkerHandle>) -> Self {
-        WorkerHandle {
+    pub(super) fn of_trees(trees: Vec<BoardWorkerHandle>) -> Self {
+        BoardWorkerHandle {
             state: trees[0].state.clone(),
             stop: Arc::new(AtomicBool::new(false)),
-            live: Live::new(WorkerStats::default()),
+            live: Live::new(BoardWorkerStats::default()),
             thread: JobThread::absent(),
             #[cfg(feature = "tokio")]
             task: None,
@@ -461,10 +464,10 @@ impl WorkerHandle {
     pub(super) fn of_task(
         state: Arc<QueueState>,
         stop: Arc<AtomicBool>,
-        live: Arc<Live<WorkerStats>>,
-        task: tokio::task::JoinHandle<Result<WorkerStats>>,
+        live: Arc<Live<BoardWorkerStats>>,
+        task: tokio::task::JoinHandle<Result<BoardWorkerStats>>,
     ) -> Self {
-        WorkerHandle {
+        BoardWorkerHandle {
             state,
             stop,
             live,
@@ -476,11 +479,11 @@ impl WorkerHandle {
 
     /// What the worker did so far (a split board's: summed over its
     /// trees), while it runs and after it ended.
-    pub fn stats(&self) -> WorkerStats {
+    pub fn stats(&self) -> BoardWorkerStats {
         if self.trees.is_empty() {
             return self.live.get();
         }
-        let mut sum = WorkerStats::default();
+        let mut sum = BoardWorkerStats::default();
         self.trees.iter().for_each(|t| sum.add(t.stats()));
         sum
     }
@@ -490,25 +493,25 @@ impl WorkerHandle {
     ///
     /// # Errors
     ///
-    /// The error that stopped the worker, as [`Worker::drain`] describes.
+    /// The error that stopped the worker, as [`BoardWorker::drain`] describes.
     /// A panic in the worker thread is resumed here.
-    pub fn stop(mut self) -> Result<WorkerStats> {
+    pub fn stop(mut self) -> Result<BoardWorkerStats> {
         self.request_stop();
         self.finish()
     }
 
     /// Waits for the worker to end by itself: at the first error, or when
-    /// it was made with [`Worker::exit_when_idle`] and found the queue empty.
+    /// it was made with [`BoardWorker::exit_when_idle`] and found the queue empty.
     ///
     /// # Errors
     ///
-    /// As [`stop`](WorkerHandle::stop).
-    pub fn join(mut self) -> Result<WorkerStats> {
+    /// As [`stop`](BoardWorkerHandle::stop).
+    pub fn join(mut self) -> Result<BoardWorkerStats> {
         self.finish()
     }
 
     /// Whether the worker has ended (failed, or idle with
-    /// [`Worker::exit_when_idle`]).
+    /// [`BoardWorker::exit_when_idle`]).
     pub fn is_finished(&self) -> bool {
         #[cfg(feature = "tokio")]
         let task_finished = self.task.as_ref().is_none_or(|t| t.is_finished());
@@ -516,18 +519,18 @@ impl WorkerHandle {
         let task_finished = true;
         self.thread.is_finished()
             && task_finished
-            && self.trees.iter().all(WorkerHandle::is_finished)
+            && self.trees.iter().all(BoardWorkerHandle::is_finished)
     }
 
     pub(super) fn request_stop(&self) {
-        self.trees.iter().for_each(WorkerHandle::request_stop);
+        self.trees.iter().for_each(BoardWorkerHandle::request_stop);
         signal_stop(&self.stop, &self.state);
     }
 
-    fn finish(&mut self) -> Result<WorkerStats> {
+    fn finish(&mut self) -> Result<BoardWorkerStats> {
         if !self.trees.is_empty() {
             // Every tree's worker is joined, the first error reported.
-            let mut total = Ok(WorkerStats::default());
+            let mut total = Ok(BoardWorkerStats::default());
             for mut tree in std::mem::take(&mut self.trees) {
                 match (tree.finish(), &mut total) {
                     (Ok(stats), Ok(sum)) => sum.add(stats),
@@ -541,9 +544,9 @@ impl WorkerHandle {
     }
 }
 
-crate::job::impl_job!(WorkerHandle, WorkerStats);
+crate::job::impl_job!(BoardWorkerHandle, BoardWorkerStats);
 
-impl Drop for WorkerHandle {
+impl Drop for BoardWorkerHandle {
     fn drop(&mut self) {
         #[cfg(feature = "tokio")]
         let task = self.task.is_some();

@@ -98,7 +98,7 @@ impl Shape for OneTree {
     }
 
     fn check_integrity(&self, b: &Ranking) -> Result<()> {
-        let shards = b.inner.config.shards();
+        let shards = b.inner.config.node_shards();
         b.read(|st, g| match st.native() {
             Some(native) => native.check(),
             None => integrity::check(st, g, shards),

@@ -344,7 +344,7 @@ impl Ranking {
         }
     }
 
-    /// A [`Worker`](super::Worker) for tree `tree` of a split board only
+    /// A [`BoardWorker`](super::BoardWorker) for tree `tree` of a split board only
     /// (for one of the board's trees: `0..tree_count`); on a board of one
     /// tree, `tree` 0 is the board's own worker. Running one worker per tree
     /// in separate processes spreads the apply over them.
@@ -366,7 +366,7 @@ impl Ranking {
     /// # Errors
     ///
     /// [`Error::InvalidRanking`] for a tree the board does not have.
-    pub fn tree_worker(&self, tree: u32) -> Result<super::Worker> {
+    pub fn tree_worker(&self, tree: u32) -> Result<super::BoardWorker> {
         let k = self.inner.config.trees();
         match self.split() {
             _ if tree >= k => Err(Error::InvalidRanking {
