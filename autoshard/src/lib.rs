@@ -92,13 +92,13 @@
 extern crate self as autoshard;
 
 mod any;
-mod auto_shards;
-mod compaction;
 mod compactor;
 mod counters;
 mod deadline;
 mod entity;
 mod error;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 pub mod fold;
 mod hash;
 mod job;
@@ -155,11 +155,10 @@ mod guide {
 }
 
 #[doc(hidden)]
-#[path = "private/mod.rs"]
+#[path = "private.rs"]
 pub mod __private;
 
 pub use crate::any::{open, AnyStore};
-pub use crate::auto_shards::{AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD};
 #[cfg(feature = "tokio")]
 pub use crate::compactor::CompactorTask;
 pub use crate::compactor::{Compactor, CompactorHandle, CompactorStats};
@@ -174,6 +173,9 @@ pub use crate::nonblocking::{
     BackgroundJob, DEFAULT_THREADS,
 };
 pub use crate::query::{Comparable, Field, Filter, Query, Queryable, SortKey};
+pub use crate::seam::compaction::counts::{
+    AutoStats, CountChange, ShardCount, DEFAULT_QUIET_PERIOD,
+};
 pub use crate::seam::{CompactionStats, Skipped};
 pub use crate::stats::{FieldStats, KindStats};
 pub use crate::store::Store;

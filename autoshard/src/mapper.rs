@@ -25,7 +25,7 @@ pub struct Saved {
     /// For a save that wrote a field with an automatic shard count
     /// (`shards = LOW..=HIGH`; the first such field, if several): the
     /// entity's count after the save and why it has it. `None` otherwise.
-    pub shard_count: Option<crate::auto_shards::ShardCount>,
+    pub shard_count: Option<crate::seam::compaction::counts::ShardCount>,
 }
 
 pub(crate) fn plan_insert<T: Shardable>(entity: &T) -> Result<InsertPlan> {

@@ -6,8 +6,8 @@
 //! A store counts (`seam::Census`, one read snapshot); what the counts mean
 //! is decided here, the same for every store.
 
-use crate::auto_shards::AutoStats;
 use crate::error::Result;
+use crate::seam::compaction::counts::AutoStats;
 use crate::seam::{Census, EntityStore, Kind};
 use std::time::Duration;
 

@@ -1,13 +1,13 @@
 //! The [`Store`] trait: what every store offers, implemented once for all
 //! of them over the seam (`crate::seam`).
 
-use crate::compaction;
 use crate::compactor::Compactor;
 use crate::counters;
 use crate::entity::{key_of, Shardable};
 use crate::error::{Error, Result};
 use crate::mapper::{self, Saved};
 use crate::query::{Query, Queryable};
+use crate::seam::compaction;
 use crate::seam::{Backend, CompactionStats, Kind};
 use crate::stats::KindStats;
 use crate::trace;

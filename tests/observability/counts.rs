@@ -1,7 +1,7 @@
 //! Automatic shard counts: a raise is an event in the span of the save that
 //! raised it, a lowering one in the span of the compaction batch that
 //! halved it. Both come from code every store shares (`Store::save`,
-//! `compaction.rs`), so SQLite, where a save can be made to count as
+//! `seam/compaction/`), so SQLite, where a save can be made to count as
 //! contended at will, stands for the others.
 
 use crate::capture::Capture;

@@ -4,14 +4,14 @@
 //! at most a set share of the time.
 //!
 //! It is written once, over the seam's `compact_batch` (one committed
-//! transaction per call, `crate::compaction` deciding what it folds), so
+//! transaction per call, `crate::seam::compaction` deciding what it folds), so
 //! every store gets it unchanged. Its loop is written once too, as `async
 //! fn`s over an [`Env`]: a thread runs it ([`OnThread`]), and with the
 //! feature `tokio` so does a tokio task (`task.rs`).
 
-use crate::compaction;
 use crate::error::Result;
 use crate::job::JobThread;
+use crate::seam::compaction;
 use crate::seam::{Backend, BatchPlan, CompactionStats, Kind, Resume};
 use std::fmt;
 use std::future::Future;

@@ -29,7 +29,7 @@ impl<O: Offload> Env for InTask<O> {
     fn batch(&self, job: &Job, from: &Resume) -> impl Future<Output = Result<BatchPlan>> {
         let (store, kind, from) = (job.store.clone(), job.kind, from.clone());
         let sent = self.offload.offload(move || {
-            crate::compaction::traced_batch(&kind, || store.compact_batch(&kind, &from))
+            crate::seam::compaction::traced_batch(&kind, || store.compact_batch(&kind, &from))
         });
         async move { sent.await? }
     }

@@ -128,3 +128,23 @@ fn write_board(tx: &dyn BoardTx, name: &str, updates: &[(&str, Option<i64>)]) ->
         apply_updates(st, &geometry, rules, shard, updates, None).map(drop)
     })
 }
+
+/// What a ranked field's type must be: an integer type whose every value a
+/// board's `i64` score holds.
+#[diagnostic::on_unimplemented(
+    message = "a `ranked` field must be an integer type a board score holds, not `{Self}`",
+    label = "not one of i8, i16, i32, i64, u8, u16, u32",
+    note = "a board keeps `i64` scores; `u64` and `usize` totals may not fit"
+)]
+pub trait RankedScore {}
+impl RankedScore for i8 {}
+impl RankedScore for i16 {}
+impl RankedScore for i32 {}
+impl RankedScore for i64 {}
+impl RankedScore for u8 {}
+impl RankedScore for u16 {}
+impl RankedScore for u32 {}
+
+/// The board writer of every ranked field, as the derive wires it to a
+/// kind's ranked fields (`seam::RankedHook`): the stores below only call it.
+pub const RANKED_HOOK: crate::seam::RankedHook = crate::seam::RankedHook(apply);

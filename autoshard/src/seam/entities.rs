@@ -29,12 +29,12 @@ pub(crate) struct Kind {
     /// `compaction_batch_rows`. Stores need not look: [`BatchScan::new`]
     /// applies it.
     ///
-    /// [`BatchScan::new`]: crate::compaction::BatchScan::new
+    /// [`BatchScan::new`]: crate::seam::compaction::BatchScan::new
     pub batch_rows: Option<usize>,
     /// How long an entity must be quiet before compaction lowers its
     /// automatic counts; `None`: [`DEFAULT_QUIET_PERIOD`].
     ///
-    /// [`DEFAULT_QUIET_PERIOD`]: crate::auto_shards::DEFAULT_QUIET_PERIOD
+    /// [`DEFAULT_QUIET_PERIOD`]: crate::seam::compaction::counts::DEFAULT_QUIET_PERIOD
     pub quiet: Option<std::time::Duration>,
     pub(super) fold: FoldFn,
     /// Which fields' folds add numbers (probed once per process).
@@ -84,7 +84,7 @@ impl Kind {
 
     pub fn quiet_period(&self) -> std::time::Duration {
         self.quiet
-            .unwrap_or(crate::auto_shards::DEFAULT_QUIET_PERIOD)
+            .unwrap_or(crate::seam::compaction::counts::DEFAULT_QUIET_PERIOD)
     }
 
     /// The index of the sharded field `name`, if the struct declares it.
@@ -292,7 +292,7 @@ pub(crate) trait EntityStore: Send + Sync {
 
     /// One committed compaction transaction from `from`: the store scans
     /// rows in `(entity, field, shard)` order into a
-    /// [`BatchScan`](crate::compaction::BatchScan) and runs the statements
+    /// [`BatchScan`](crate::seam::compaction::BatchScan) and runs the statements
     /// of the plans it returns.
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan>;
 
@@ -311,7 +311,7 @@ pub(crate) trait EntityStore: Send + Sync {
     fn store_name(&self) -> &'static str;
 
     /// `Ok` if the store keeps automatic shard counts
-    /// (`crate::auto_shards`); the public `Store` refuses a kind with an
+    /// (`crate::seam::compaction::counts`); the public `Store` refuses a kind with an
     /// automatic field on a store that does not, before it reaches it.
     fn automatic_shards(&self) -> Result<()> {
         Err(Error::Unsupported {
@@ -350,4 +350,4 @@ pub(crate) trait EntityStore: Send + Sync {
     }
 }
 
-pub(crate) use crate::auto_shards::AutoCensus;
+pub(crate) use crate::seam::compaction::counts::AutoCensus;

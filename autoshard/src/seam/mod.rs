@@ -6,7 +6,7 @@
 //! - [`EntityStore`]: insert, load, save, delete, one compaction batch, a
 //!   shard count and a census of the rows for a [`Kind`], with the rows the
 //!   mapper planned (`crate::mapper`) and the compaction batch scan decided
-//!   (`crate::compaction`), both as the plan types of `plans.rs`. The
+//!   (`crate::seam::compaction`), both as the plan types of `plans.rs`. The
 //!   store only runs statements.
 //! - [`BoardStore`]: ranking boards: create and open a board, run one read
 //!   or write transaction on it through [`Storage`], and the queue's
@@ -19,6 +19,7 @@
 
 mod approx;
 mod boards;
+pub(crate) mod compaction;
 mod entities;
 mod native;
 mod plans;

@@ -37,8 +37,8 @@ pub(crate) struct SavePlan {
     /// encoded, for the object once the save commits.
     pub(crate) bases: Vec<(usize, Value)>,
     /// What the store did with the first automatic field's count, for
-    /// `Saved::shard_count`; the store sets it (`crate::auto_shards`).
-    pub counted: std::cell::Cell<Option<crate::auto_shards::ShardCount>>,
+    /// `Saved::shard_count`; the store sets it (`crate::seam::compaction::counts`).
+    pub counted: std::cell::Cell<Option<crate::seam::compaction::counts::ShardCount>>,
     /// The deltas of ranked fields, added to their boards in the save's
     /// transaction (`seam/ranked.rs`).
     pub boards: Vec<BoardWrite>,

@@ -1,4 +1,4 @@
-//! Automatic shard counts on PostgreSQL (`crate::auto_shards` decides;
+//! Automatic shard counts on PostgreSQL (`crate::seam::compaction::counts` decides;
 //! this runs the statements).
 //!
 //! Per kind with an automatic field, `as_count_k (entity, field, shards,
@@ -27,9 +27,11 @@
 use super::entities::sql_state;
 use super::schema::KindTables;
 use super::{Concurrency, Postgres, Tx};
-use crate::auto_shards::{self, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount};
 use crate::entity::FieldSpec;
 use crate::error::{Error, Result};
+use crate::seam::compaction::counts::{
+    self as shard_counts, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount,
+};
 use crate::seam::{Delta, Kind, SavePlan, StoredKey};
 use std::cell::RefCell;
 
@@ -192,7 +194,7 @@ pub(super) fn pick(
                 .pending
                 .borrow_mut()
                 .push((delta.index, count.shards, CountChange::LockWait));
-            let wider = auto_shards::raised(spec, count.shards);
+            let wider = shard_counts::raised(spec, count.shards);
             return Ok((crate::seam::pick_shard(wider), count.shards));
         }
     }
@@ -223,8 +225,8 @@ pub(super) fn raise(
         }
         done.push(index);
         let spec = &kind.fields[index];
-        let to = auto_shards::raised(spec, seen);
-        let now = auto_shards::now_ms();
+        let to = shard_counts::raised(spec, seen);
+        let now = shard_counts::now_ms();
         let row = store.read(|tx| {
             Ok(tx.query_opt(
                 &sql(tables).raise,
@@ -289,7 +291,7 @@ pub(super) fn lower(
     tables: &KindTables,
     updates: &[CountUpdate],
 ) -> Result<()> {
-    let now = auto_shards::now_ms();
+    let now = shard_counts::now_ms();
     for u in updates {
         tx.execute(
             &sql(tables).lower,

@@ -1,14 +1,14 @@
 //! The entity operations of the seam on PostgreSQL: the same plans as every
-//! store's (`crate::mapper`, `crate::compaction`), run as PostgreSQL
+//! store's (`crate::mapper`, `crate::seam::compaction`), run as PostgreSQL
 //! statements in the store's concurrency mode.
 
 use super::counts::{self, Observed};
 use super::schema::KindTables;
 use super::values::{columns, param, read_key, value_at};
 use super::{Concurrency, Postgres, Tx};
-use crate::compaction::BatchScan;
 use crate::entity::Key;
 use crate::error::{Error, Result};
+use crate::seam::compaction::BatchScan;
 use crate::seam::query::{ScanPlan, Scanned};
 use crate::seam::{
     BatchPlan, Census, EntityStore, FieldCensus, InsertPlan, Kind, Resume, SavePlan, StaticRead,
@@ -265,7 +265,11 @@ impl EntityStore for Postgres {
         Ok(())
     }
 
-    fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
+    fn auto_census(
+        &self,
+        kind: &Kind,
+        index: usize,
+    ) -> Result<crate::seam::compaction::counts::AutoCensus> {
         self.count_census(kind, index)
     }
 

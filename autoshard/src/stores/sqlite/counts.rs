@@ -1,4 +1,4 @@
-//! Automatic shard counts on SQLite (`crate::auto_shards` decides; this
+//! Automatic shard counts on SQLite (`crate::seam::compaction::counts` decides; this
 //! runs the statements).
 //!
 //! Per kind with an automatic field, `as_count_k (entity, field, shards,
@@ -16,10 +16,12 @@
 
 use super::schema::KindTables;
 use super::Sqlite;
-use crate::auto_shards::{self, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount};
 use crate::entity::Key;
 use crate::error::Result;
 use crate::naming::quote;
+use crate::seam::compaction::counts::{
+    self as shard_counts, AutoCensus, CountChange, CountUpdate, ShardCount, StoredCount,
+};
 use crate::seam::{Delta, Kind, SavePlan, StoredKey};
 use rusqlite::{OptionalExtension, Transaction};
 
@@ -110,15 +112,15 @@ pub(super) fn pick(
     let waited = store
         .contention_wait()
         .is_some_and(|wait| Sqlite::lock_waited() >= wait);
-    let raised = waited && count.shards < auto_shards::raised(spec, count.shards);
+    let raised = waited && count.shards < shard_counts::raised(spec, count.shards);
     if raised {
         let (shards, reason): (i64, i64) = tx.prepare_cached(&sql.raise)?.query_row(
             (
                 key,
                 spec.name,
-                auto_shards::raised(spec, count.shards),
+                shard_counts::raised(spec, count.shards),
                 CountChange::WriterWait.code(),
-                auto_shards::now_ms(),
+                shard_counts::now_ms(),
             ),
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -174,7 +176,7 @@ pub(super) fn lower(
     tables: &KindTables,
     updates: &[CountUpdate],
 ) -> Result<()> {
-    let now = auto_shards::now_ms();
+    let now = shard_counts::now_ms();
     for update in updates {
         tx.prepare_cached(&sql(tables).lower)?.execute((
             update.entity.as_key(),

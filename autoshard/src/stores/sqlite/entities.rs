@@ -3,9 +3,9 @@
 
 use super::schema::KindTables;
 use super::{counts, Sqlite};
-use crate::compaction::BatchScan;
 use crate::entity::Key;
 use crate::error::{Error, Result};
+use crate::seam::compaction::BatchScan;
 use crate::seam::query::{ScanPlan, Scanned};
 use crate::seam::{
     BatchPlan, Census, Delta, EntityStore, FieldCensus, InsertPlan, Kind, Resume, SavePlan,
@@ -171,7 +171,11 @@ impl EntityStore for Sqlite {
         Ok(())
     }
 
-    fn auto_census(&self, kind: &Kind, index: usize) -> Result<crate::auto_shards::AutoCensus> {
+    fn auto_census(
+        &self,
+        kind: &Kind,
+        index: usize,
+    ) -> Result<crate::seam::compaction::counts::AutoCensus> {
         self.count_census(kind, index)
     }
 

@@ -1,10 +1,11 @@
 //! A save's check of each sharded field: it must hold its base folded with
 //! its pending delta, up to floating-point rounding.
 
-use super::{encode_field, invalid_value, ShardValue};
+use super::support::encode_field;
 use crate::error::{Error, Result};
 use crate::fold::FoldOutput;
 use crate::value::{self, Value};
+use crate::value::{invalid_value, ShardValue};
 use std::any::TypeId;
 
 /// What a save's check of one sharded field found.

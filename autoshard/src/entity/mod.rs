@@ -1,5 +1,8 @@
 //! The [`Shardable`] trait, entity ids, and [`Pending`].
 
+pub(crate) mod check;
+pub(crate) mod document;
+pub(crate) mod support;
 use crate::error::{Error, Result};
 use crate::value::Value;
 use std::any::Any;

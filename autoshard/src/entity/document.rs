@@ -2,11 +2,13 @@
 //! generated `save`, read back (with the shard rows) by the generated
 //! constructor.
 
-use super::{fold_typed, invalid_value, FieldSpec, ShardValue};
+use super::support::fold_typed;
+use super::FieldSpec;
 use crate::entity::Shardable;
 use crate::error::{Error, Result};
 use crate::fold::FoldOutput;
 use crate::value::{self, Value};
+use crate::value::{invalid_value, ShardValue};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

@@ -11,7 +11,8 @@
 //! [`CompactionStats::skipped`]; the batch goes on with the other groups,
 //! so one broken entity never stops the compaction of its kind.
 
-use crate::auto_shards::{self, CountUpdate, StoredCount};
+pub(crate) mod counts;
+use self::counts::{CountUpdate, StoredCount};
 use crate::counters;
 use crate::entity::FieldSpec;
 use crate::error::{Error, Result};
@@ -272,14 +273,14 @@ impl<'k> BatchScan<'k> {
         mut self,
         counts: Vec<Option<StoredCount>>,
     ) -> (BatchPlan, Vec<CountUpdate>) {
-        let now = auto_shards::now_ms();
+        let now = counts::now_ms();
         let quiet = self.kind.quiet_period();
         let mut updates = Vec::new();
         let groups = std::mem::take(&mut self.auto_groups);
         for ((entity, index, rows), stored) in groups.into_iter().zip(counts) {
             let spec = &self.kind.fields[index];
             let stored = stored.unwrap_or_else(|| StoredCount::start(spec));
-            let planned = auto_shards::plan_group(spec, stored, quiet, now, &rows, |values| {
+            let planned = counts::plan_group(spec, stored, quiet, now, &rows, |values| {
                 self.kind.raw_fold(index, values)
             });
             match planned {

@@ -211,7 +211,7 @@ pub(crate) fn plan_group(
         min_shards: None,
         ..*spec
     };
-    let plan = crate::compaction::plan(&keep, rows, fold)?;
+    let plan = crate::seam::compaction::plan(&keep, rows, fold)?;
     Ok((plan, lowered))
 }
 
