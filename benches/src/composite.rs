@@ -57,7 +57,7 @@ impl Op {
         match self {
             Op::SetNarrow => "`set_score`, trophies only (0..10,000, depth 2)",
             Op::SetWide => "`set_score`, one score over the encoded range (depth 8)",
-            Op::SetDims => "`set_dims`, trophies / retries / time (depth 8)",
+            Op::SetDims => "`write(Update::dims)`, trophies / retries / time (depth 8)",
             Op::RankNarrow => "`rank_of_score`, trophies only",
             Op::RankWide => "`rank_of_score`, one score over the encoded range",
             Op::RankDims => "`rank_of_dims`, the tuple",
@@ -192,7 +192,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let ratio = |a: usize, b: usize| samples[a].percentile(50.0) / samples[b].percentile(50.0);
     println!();
     println!(
-        "At p50: `set_dims` ÷ `set_score` over the same range = {:.2}× and ÷ trophies only = \
+        "At p50: `write(Update::dims)` ÷ `set_score` over the same range = {:.2}× and ÷ trophies only = \
          {:.2}×; `rank_of_dims` ÷ `rank_of_score` over the same range = {:.2}× and ÷ trophies \
          only = {:.2}×; `top(25)` + decode ÷ `top(25)` = {:.2}×.",
         ratio(2, 1),

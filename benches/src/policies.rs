@@ -37,9 +37,7 @@ impl Op {
         match self {
             Op::SetScore => "`set_score`, `Replace` board",
             Op::Submit => "`submit` (old/new score and rank), `Replace` board",
-            Op::SubmitWith => {
-                "`submit_with` 16 bytes, `Best` lower-is-better board with entry data"
-            }
+            Op::SubmitWith => "`submit_update` with 16 bytes of data, `Best` lower-is-better board",
             Op::Top => "`top(25)`, board without entry data",
             Op::TopWithData => "`top(25)`, board with entry data",
         }
