@@ -106,6 +106,21 @@ impl CompactorTask {
     /// user's fold) is resumed here.
     pub async fn stop(mut self) -> Result<CompactorStats> {
         self.shared.request_stop();
+        self.finish().await
+    }
+
+    /// Waits for the compactor to end by itself, which only an error does,
+    /// then as [`stop`](CompactorTask::stop): the same lifecycle as the
+    /// thread's [`CompactorHandle::join`](crate::CompactorHandle::join).
+    ///
+    /// # Errors
+    ///
+    /// As [`stop`](CompactorTask::stop).
+    pub async fn join(mut self) -> Result<CompactorStats> {
+        self.finish().await
+    }
+
+    async fn finish(&mut self) -> Result<CompactorStats> {
         let task = self.task.take().expect("stopped once");
         match task.await {
             Ok(result) => result.map(|()| self.shared.stats()),

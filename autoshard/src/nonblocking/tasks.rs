@@ -329,4 +329,45 @@ mod tests {
         assert_eq!((stats.rows_merged, stats.passes), (5, 1));
         assert_eq!(db.load::<Page>(&1).await.unwrap().unwrap().views, 5);
     }
+
+    /// `join` on a compactor task waits for it to end by itself and
+    /// returns the error that ended it: here its kind's shard table,
+    /// dropped behind its back. The control is `stop` on a healthy store
+    /// (above), which returns what the compactor did.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_joined_compactor_task_returns_the_error_that_ended_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.db");
+        let db = crate::open_async(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let page = Page {
+            id: 1,
+            views: 0,
+            pending: Pending::default(),
+        };
+        db.insert(&page).await.unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let shard_tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%shard%'")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(!shard_tables.is_empty());
+        for table in &shard_tables {
+            conn.execute_batch(&format!("DROP TABLE \"{table}\""))
+                .unwrap();
+        }
+        let compactor = db
+            .compactor::<Page>()
+            .interval(std::time::Duration::from_millis(5));
+        let running = db.spawn_compactor(compactor);
+        let limit = std::time::Duration::from_secs(30);
+        let ended = tokio::time::timeout(limit, running.join())
+            .await
+            .expect("the compactor ends by itself at an error it cannot retry");
+        assert!(ended.is_err(), "{ended:?}");
+    }
 }
