@@ -7,7 +7,7 @@
 //! all 9 (plus the family's players board, which stores the values) in one
 //! transaction. Compared, same players, scores and board shape:
 //!
-//! - `family`: `Family::entry(..).filter(..).filter(..).at(ts).submit()`;
+//! - `family`: `Family::submission(..).filter(..).filter(..).at(ts).submit()`;
 //! - `9 boards`: `Ranking::submit` on 9 plain boards, 9 transactions;
 //! - `1 board`: one `Ranking::submit` on one plain board;
 //! - Redis (standalone, 127.0.0.1:6379, if it answers): the 9 `ZADD`s and
@@ -83,7 +83,7 @@ impl Boards {
         match op {
             Op::Family => drop(black_box(
                 self.family
-                    .entry(who, score)
+                    .submission(who, score)
                     .filter(AGE.0, AGE.1)
                     .filter(WEIGHT.0, WEIGHT.1)
                     .at(ts)
@@ -112,7 +112,7 @@ fn create(db: &impl RankingStore, players: u32, ts: i64, rng: &mut Rng) -> Resul
     let family = Family::create(db, FAMILY, family_config())?;
     // Creates the 9 members of the periods containing `ts`.
     family
-        .entry(&player(0), 0)
+        .submission(&player(0), 0)
         .filter(AGE.0, AGE.1)
         .filter(WEIGHT.0, WEIGHT.1)
         .at(ts)

@@ -108,7 +108,7 @@ fn load(segments: &[Family], riders: usize, now: i64) -> Result<()> {
                 let at = now - rng.random_range(0..DAYS * 86_400);
                 let effort = format!("e{n}-{s}-{e}");
                 segment
-                    .entry(&r.name, secs)
+                    .submission(&r.name, secs)
                     .filter("age_group", r.age_group)
                     .filter("weight_class", r.weight_class)
                     .at(at)
@@ -223,7 +223,7 @@ fn new_record(segment: &Family, me: &Rider, now: i64) -> Result<()> {
     let secs = (best * 9 / 10).max(1);
     let effort = "e-today";
     let done = segment
-        .entry(&me.name, secs)
+        .submission(&me.name, secs)
         .filter("age_group", me.age_group)
         .filter("weight_class", me.weight_class)
         .at(now)

@@ -215,14 +215,14 @@ async fn async_script(db: &AsyncStore) -> Transcript {
     };
     let at = 1_795_516_200;
     let done = family
-        .entry("ann", 120)
+        .submission("ann", 120)
         .filter("country", "fr")
         .at(at)
         .submit()
         .await;
     note(&mut t, "family submit", done.map(|d| d.members.len()));
     let bad = family
-        .entry("bo", 90)
+        .submission("bo", 90)
         .filter("country", "xx")
         .at(at)
         .submit()
@@ -334,13 +334,13 @@ fn sync_script(db: &AnyStore) -> Transcript {
     };
     let at = 1_795_516_200;
     let done = family
-        .entry("ann", 120)
+        .submission("ann", 120)
         .filter("country", "fr")
         .at(at)
         .submit();
     note(&mut t, "family submit", done.map(|d| d.members.len()));
     let bad = family
-        .entry("bo", 90)
+        .submission("bo", 90)
         .filter("country", "xx")
         .at(at)
         .submit();
@@ -513,7 +513,7 @@ fn futures_are_send(db: AsyncStore, board: AsyncRanking, family: AsyncFamily, mu
     send(board.among(&["a"]));
     send(board.spawn_worker(board.worker()));
     send(AsyncFamily::open(&db, "f"));
-    send(family.entry("a", 1).filter("k", "v").submit());
+    send(family.submission("a", 1).filter("k", "v").submit());
     send(family.board(Window::AllTime, Period::Current, None));
     send(db.spawn_compactor(db.compactor::<Question>()).stop());
 }

@@ -203,7 +203,7 @@ fn produce_family(family: &Family, players: usize) {
             s.spawn(move || {
                 for i in (t..players).step_by(8) {
                     let player = format!("p{i}");
-                    let entry = family.entry(&player, (i % 1000) as i64);
+                    let entry = family.submission(&player, (i % 1000) as i64);
                     entry.at(0).enqueue().unwrap();
                 }
             });

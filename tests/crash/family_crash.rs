@@ -100,11 +100,11 @@ fn family_child() {
             let entry = queued
                 .as_ref()
                 .expect("queued family")
-                .entry(player, 1)
+                .submission(player, 1)
                 .at(AT);
             entry.enqueue().expect("child: enqueue");
         } else if mode == "atomic" {
-            let entry = family.entry(player, seq).at(AT).filter("age", age);
+            let entry = family.submission(player, seq).at(AT).filter("age", age);
             entry
                 .filter("weight", weight)
                 .submit()
@@ -147,7 +147,7 @@ fn prepare(db: &autoshard::AnyStore) -> i64 {
     let mut seq = 0;
     while seq < 18 {
         let (player, age, weight) = submission(seq);
-        let entry = family.entry(player, seq).at(AT).filter("age", age);
+        let entry = family.submission(player, seq).at(AT).filter("age", age);
         entry.filter("weight", weight).submit().unwrap();
         seq += 1;
     }
@@ -262,7 +262,7 @@ fn sqlite_family_enqueues_killed_20_times_are_all_or_nothing() {
         config = config.window(w);
     }
     let queued = Family::create(&db, "crashq", config).unwrap();
-    queued.entry("ann", 1).at(AT).enqueue().unwrap();
+    queued.submission("ann", 1).at(AT).enqueue().unwrap();
     let mut acked = 1;
     for round in 0..kills(KILLS) {
         let child = Child::spawn(

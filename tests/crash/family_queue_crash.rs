@@ -193,7 +193,7 @@ fn queue_more(db: &autoshard::AnyStore, filtered: bool, queued: &mut [u64; 3]) {
         for (i, player) in PLAYERS.iter().enumerate() {
             let (ts, age) = submission(queued[i]);
             if filtered {
-                f.entry(player, 1)
+                f.submission(player, 1)
                     .at(ts)
                     .filter("age", age)
                     .enqueue()
@@ -204,7 +204,7 @@ fn queue_more(db: &autoshard::AnyStore, filtered: bool, queued: &mut [u64; 3]) {
                     let board = match f.board(w, Period::At(ts), None).unwrap() {
                         Some(b) => b,
                         None => {
-                            f.entry(player, 0).at(ts).submit().unwrap();
+                            f.submission(player, 0).at(ts).submit().unwrap();
                             f.board(w, Period::At(ts), None).unwrap().unwrap()
                         }
                     };

@@ -55,7 +55,7 @@ fn block_4(db: Sqlite) -> autoshard::Result<()> {
 fn block_5(db: Sqlite) -> autoshard::Result<()> {
     let config = FamilyConfig::new(RankingConfig::new(0..1_000_000)).window(Window::Week).filter("age", ["u35", "35+"]);
     let game = Family::open_or_create(&db, "game", config)?;
-    game.entry("ann", 120).filter("age", "35+").submit()?;
+    game.submission("ann", 120).filter("age", "35+").submit()?;
     let this_week = game.board(Window::Week, Period::Current, None)?;
     assert_eq!(this_week.expect("submitted this week").len()?, 1);
     Ok(())

@@ -29,8 +29,8 @@ fn family_worker_batches_are_spans_with_the_family_and_sizes<S: TestStore>() {
     let game = Family::create(&*db, "game", config).unwrap();
     let capture = Capture::default();
     let stats = capture.run(|| {
-        game.entry("ann", 42).at(0).enqueue().unwrap();
-        game.entry("bo", 7).at(0).enqueue().unwrap();
+        game.submission("ann", 42).at(0).enqueue().unwrap();
+        game.submission("bo", 7).at(0).enqueue().unwrap();
         game.worker().drain().unwrap()
     });
     assert_eq!(stats.submissions, 2);

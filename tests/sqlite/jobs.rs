@@ -88,8 +88,8 @@ fn every_job_reports_live_stats_and_stops_with_them() {
     )
     .unwrap();
     let family_worker = family.worker().spawn().unwrap();
-    family.entry("ann", 5).enqueue().unwrap();
-    family.entry("bo", 7).enqueue().unwrap();
+    family.submission("ann", 5).enqueue().unwrap();
+    family.submission("bo", 7).enqueue().unwrap();
     live_then_stopped(family_worker, "family worker", |s| s.submissions == 2);
 
     let approx =

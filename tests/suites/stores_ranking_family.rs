@@ -66,7 +66,7 @@ fn strava_best_time_by_age_group_and_weight_class<S: stores::TestStore>() {
     let db = S::fresh();
     let hill = Family::create(&*db, "hawk-hill", strava()).unwrap();
     let ride = |who: &str, secs: i64, age: &str, weight: &str, at: i64, effort: &[u8]| {
-        let f = hill.entry(who, secs).filter("age_group", age);
+        let f = hill.submission(who, secs).filter("age_group", age);
         f.filter("weight_class", weight)
             .at(at)
             .data(effort)
@@ -132,7 +132,7 @@ fn strava_best_time_by_age_group_and_weight_class<S: stores::TestStore>() {
     assert_eq!(all.score("ann").unwrap(), Some(300));
     // A ride without a weight class leaves the weight boards too.
     let unweighed = hill
-        .entry("cy", 315)
+        .submission("cy", 315)
         .filter("age_group", "u35")
         .at(NOV_24 + 7200);
     assert_eq!(unweighed.submit().unwrap().left.len(), 3);
@@ -157,7 +157,7 @@ fn daily_weekly_all_time_across_midnight_and_sunday<S: stores::TestStore>() {
     let saturday_late = 1_795_928_370;
     let sunday_early = saturday_late + 60; // 00:00:30 local, Sunday
     let play = |who: &str, points: i64, at: i64| {
-        game.entry(who, points).at(at).submit().unwrap();
+        game.submission(who, points).at(at).submit().unwrap();
     };
     play("ann", 10, saturday_late - 3 * DAY); // Wednesday, same week
     play("ann", 5, saturday_late);
@@ -200,13 +200,13 @@ fn refused<T>(r: autoshard::Result<T>) -> Error {
 fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
     let db = S::fresh();
     let hill = Family::create(&*db, "hill", strava()).unwrap();
-    hill.entry("ann", 300)
+    hill.submission("ann", 300)
         .filter("age_group", "u35")
         .at(NOV_24)
         .submit()
         .unwrap();
     let before = snapshot(&hill);
-    let at = |p: i64| hill.entry("ann", p).at(NOV_24);
+    let at = |p: i64| hill.submission("ann", p).at(NOV_24);
     assert!(matches!(
         refused(at(200).filter("age", "u35").submit()),
         Error::UnknownFilter { value: None, .. }
@@ -235,7 +235,7 @@ fn bad_input_is_refused_with_nothing_written<S: stores::TestStore>() {
         Error::EntryDataTooLarge { .. }
     ));
     assert!(matches!(
-        refused(hill.entry("", 200).submit()),
+        refused(hill.submission("", 200).submit()),
         Error::InvalidName { .. }
     ));
     assert!(matches!(
@@ -305,7 +305,7 @@ fn a_sum_out_of_range_on_one_member_writes_no_member<S: stores::TestStore>() {
         .window(Window::Day)
         .filter("team", ["red", "blue"]);
     let game = Family::create(&*db, "points", config).unwrap();
-    let play = |p: i64, at: i64| game.entry("ann", p).filter("team", "red").at(at).submit();
+    let play = |p: i64, at: i64| game.submission("ann", p).filter("team", "red").at(at).submit();
     play(90, NOV_24).unwrap();
     play(-10, NOV_24).unwrap();
     // Tomorrow's boards start at 0, the all-time one is at 80: +30 fits the
@@ -325,7 +325,7 @@ fn a_sum_out_of_range_on_one_member_writes_no_member<S: stores::TestStore>() {
     ));
     assert_eq!(non_empty(snapshot(&game)), before);
     // ... nor a player moving team: red's board keeps her, blue's lacks her.
-    let moving = game.entry("ann", 30).filter("team", "blue").at(tomorrow);
+    let moving = game.submission("ann", 30).filter("team", "blue").at(tomorrow);
     assert!(moving.submit().is_err());
     assert_eq!(non_empty(snapshot(&game)), before);
 
@@ -352,8 +352,8 @@ fn families_are_listed_deleted_and_hidden_from_boards<S: stores::TestStore>() {
     let b = Family::create(&*db, "b", config().filter("g", ["x", "y"])).unwrap();
     Ranking::create(&*db, "plain", RankingConfig::new(0..10)).unwrap();
     for d in 0..5 {
-        a.entry("ann", d).at(d * DAY).submit().unwrap();
-        b.entry("bo", d)
+        a.submission("ann", d).at(d * DAY).submit().unwrap();
+        b.submission("bo", d)
             .filter("g", "x")
             .at(d * DAY)
             .submit()
@@ -386,7 +386,7 @@ fn families_are_listed_deleted_and_hidden_from_boards<S: stores::TestStore>() {
     assert!(Family::delete(&*db, "a").unwrap());
     assert!(!Family::delete(&*db, "a").unwrap());
     assert!(matches!(
-        a.entry("ann", 1).at(4 * DAY).submit().unwrap_err(),
+        a.submission("ann", 1).at(4 * DAY).submit().unwrap_err(),
         Error::RankingNotFound { .. }
     ));
     let again = Family::create(&*db, "a", config()).unwrap();
@@ -429,7 +429,7 @@ fn stale_family_handles_see_deletes_made_elsewhere<S: stores::TestStore>() {
         .filter("g", ["x", "y"]);
     let mine = Family::create(&*db, "f", config).unwrap();
     for d in 0..3 {
-        mine.entry("ann", d)
+        mine.submission("ann", d)
             .filter("g", "x")
             .at(d * DAY)
             .submit()
@@ -464,7 +464,7 @@ fn stale_family_handles_see_deletes_made_elsewhere<S: stores::TestStore>() {
     assert_eq!(kept.len().unwrap(), 1);
     // A submission recreates a dropped period, and this handle sees it.
     other
-        .entry("bo", 7)
+        .submission("bo", 7)
         .filter("g", "y")
         .at(0)
         .submit()
@@ -477,7 +477,7 @@ fn stale_family_handles_see_deletes_made_elsewhere<S: stores::TestStore>() {
         Error::RankingNotFound { name } => assert_eq!(name, "f", "{what}"),
         other => panic!("{what} after Family::delete: {other:?}"),
     };
-    match mine.entry("ann", 1).at(2 * DAY).enqueue() {
+    match mine.submission("ann", 1).at(2 * DAY).enqueue() {
         Err(e) => not_found("enqueue", e),
         Ok(()) => panic!("enqueue after Family::delete: Ok(())"),
     }
@@ -494,7 +494,7 @@ fn stale_family_handles_see_deletes_made_elsewhere<S: stores::TestStore>() {
     }
     not_found(
         "submit",
-        mine.entry("ann", 1).at(2 * DAY).submit().unwrap_err(),
+        mine.submission("ann", 1).at(2 * DAY).submit().unwrap_err(),
     );
 }
 
@@ -514,12 +514,12 @@ fn a_future_stamped_submission_does_not_expire_todays_boards<S: stores::TestStor
         .as_secs() as i64;
     let config = FamilyConfig::new(RankingConfig::new(0..100)).keep(Window::Day, 1);
     let f = Family::create(&*db, "f", config).unwrap();
-    f.entry("ann", 1).at(now - 5 * DAY).submit().unwrap();
-    f.entry("ann", 2).at(now).submit().unwrap();
+    f.submission("ann", 1).at(now - 5 * DAY).submit().unwrap();
+    f.submission("ann", 2).at(now).submit().unwrap();
     let today = Period::At(now);
     let ahead = now + 400 * DAY;
-    f.entry("bo", 3).at(ahead).submit().unwrap();
-    f.entry("cy", 4).at(ahead + DAY).enqueue().unwrap();
+    f.submission("bo", 3).at(ahead).submit().unwrap();
+    f.submission("cy", 4).at(ahead + DAY).enqueue().unwrap();
     f.drain_queued().unwrap();
     let kept = f.board(Window::Day, today, None).unwrap();
     assert!(

@@ -68,7 +68,7 @@ fn the_tuples_rank_with_ties_broken_by_the_next_dimension<S: stores::TestStore>(
     let game = Family::create(&*db, "levels", levels()).unwrap();
     let play = |who: &str, run: [i64; 3], at: i64| {
         let score = game.encode(&run).unwrap();
-        game.entry(who, score).at(at).submit().unwrap()
+        game.submission(who, score).at(at).submit().unwrap()
     };
     let wednesday = SATURDAY_LATE - 3 * DAY;
     play("ann", [10, 2, 50_000], wednesday);
@@ -142,7 +142,7 @@ fn bad_tuples_are_refused_with_nothing_written<S: stores::TestStore>() {
     let db = S::fresh();
     let game = Family::create(&*db, "levels", levels()).unwrap();
     let run = game.encode(&[3, 1, 500]).unwrap();
-    game.entry("ann", run).at(SUNDAY_EARLY).submit().unwrap();
+    game.submission("ann", run).at(SUNDAY_EARLY).submit().unwrap();
     assert!(matches!(
         game.encode(&[3, 1]),
         Err(Error::DimensionCount {
@@ -157,7 +157,7 @@ fn bad_tuples_are_refused_with_nothing_written<S: stores::TestStore>() {
     // An encoded score beyond the tuples' range is refused by the entry.
     let past = game.config().board().range().end;
     assert!(matches!(
-        game.entry("ann", past).at(SUNDAY_EARLY).submit(),
+        game.submission("ann", past).at(SUNDAY_EARLY).submit(),
         Err(Error::ScoreOutOfRange { .. })
     ));
     assert!(matches!(

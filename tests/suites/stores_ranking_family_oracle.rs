@@ -319,7 +319,7 @@ fn families_agree_with_a_model<S: stores::TestStore>() {
                 0 => op.value,
                 d => f.encode(&op.tuple[..d])?,
             };
-            let mut entry = f.entry(PLAYERS[op.player], value).at(ts);
+            let mut entry = f.submission(PLAYERS[op.player], value).at(ts);
             for (d, v) in op.filters.iter().enumerate() {
                 if let Some(v) = v {
                     entry = entry.filter(DIMS[d].0, DIMS[d].1[*v]);

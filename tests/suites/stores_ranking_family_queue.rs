@@ -105,7 +105,7 @@ fn queued_twin_ends_where_direct_twin_does<S: stores::TestStore>() {
             time: i64,
             data: &'a str,
         ) -> autoshard::ranking::FamilyUpdate<'a> {
-            let mut e = f.entry(player, time).at(at).data(data.as_bytes());
+            let mut e = f.submission(player, time).at(at).data(data.as_bytes());
             // Age group changes every 5th effort, club every 3rd, none at times.
             if i % 7 != 3 {
                 e = e.filter("age", AGES[(i / 5 % 3) as usize]);
@@ -168,9 +168,9 @@ fn reader_never_sees_a_queued_submission_half_applied<S: stores::TestStore>() {
     let db = S::fresh();
     let f = reader_family(&*db, "game");
     // Both members exist before the reader starts.
-    f.entry("ann", 1).at(NOV_24).submit().unwrap();
+    f.submission("ann", 1).at(NOV_24).submit().unwrap();
     for _ in 0..200 {
-        f.entry("ann", 1).at(NOV_24).enqueue().unwrap();
+        f.submission("ann", 1).at(NOV_24).enqueue().unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let reader = std::thread::spawn({
@@ -194,7 +194,7 @@ fn member_by_member_apply_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let db = autoshard::Sqlite::open(dir.path().join("control.db")).unwrap();
     let f = reader_family(&db, "game");
-    f.entry("ann", 1).at(NOV_24).submit().unwrap();
+    f.submission("ann", 1).at(NOV_24).submit().unwrap();
     for w in [Window::AllTime, Window::Day] {
         let board = f.board(w, Period::At(NOV_24), None).unwrap().unwrap();
         for _ in 0..300 {
@@ -223,7 +223,7 @@ fn concurrent_enqueues_are_group_committed<S: stores::TestStore>() {
             let f = f.clone();
             std::thread::spawn(move || {
                 for _ in 0..50 {
-                    f.entry(&format!("p{t}"), 1).at(NOV_24).enqueue().unwrap();
+                    f.submission(&format!("p{t}"), 1).at(NOV_24).enqueue().unwrap();
                 }
             })
         })
@@ -255,7 +255,7 @@ fn worker_and_direct_submitters_changing_values_agree<S: stores::TestStore>() {
                 // Always the one value the queued submissions never carry:
                 // a batch's peek never opens that board to leave.
                 let age = AGES[2];
-                f.entry("ann", 500 + i as i64)
+                f.submission("ann", 500 + i as i64)
                     .filter("age", age)
                     .at(NOV_24)
                     .submit()
@@ -265,7 +265,7 @@ fn worker_and_direct_submitters_changing_values_agree<S: stores::TestStore>() {
     });
     for i in 0..60 {
         let age = AGES[i % 2];
-        f.entry("ann", i as i64)
+        f.submission("ann", i as i64)
             .filter("age", age)
             .at(NOV_24)
             .enqueue()
@@ -303,7 +303,7 @@ fn the_largest_entry_data_goes_through<S: stores::TestStore>() {
         .filter("club", ["a-long-club-name"]);
     let f = Family::create(&*db, "big", config).unwrap();
     let data = vec![0xA5; max as usize];
-    let entry = f.entry("ann", 7).filter("club", "a-long-club-name");
+    let entry = f.submission("ann", 7).filter("club", "a-long-club-name");
     entry.data(&data).at(NOV_24).enqueue().unwrap();
     assert_eq!(f.drain_queued().unwrap(), 1);
     let club = Some(("club", "a-long-club-name"));
@@ -329,7 +329,7 @@ fn a_worker_stopped_by_a_delete_ends_typed_naming_the_family<S: stores::TestStor
         let f = Family::create(&*db, &name, config).unwrap();
         let worker = f.worker().batch_size(7).spawn().unwrap();
         for i in 0..200 {
-            f.entry(&format!("p{}", i % 40), i)
+            f.submission(&format!("p{}", i % 40), i)
                 .filter("age", AGES[(i % 3) as usize])
                 .at(NOV_24)
                 .enqueue()
@@ -381,14 +381,14 @@ fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::Test
     for (i, age) in AGES.iter().enumerate() {
         let p = format!("x{i}");
         other
-            .entry(&p, 1)
+            .submission(&p, 1)
             .filter("age", age)
             .at(NOV_24)
             .submit()
             .unwrap();
     }
     other
-        .entry("ann", 1)
+        .submission("ann", 1)
         .filter("age", AGES[0])
         .at(NOV_24)
         .submit()
@@ -400,7 +400,7 @@ fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::Test
             let n = calls.get() + 1;
             calls.set(n);
             other
-                .entry("ann", 100 + i64::from(n))
+                .submission("ann", 100 + i64::from(n))
                 .filter("age", AGES[(n % 2) as usize])
                 .at(NOV_24)
                 .submit()
@@ -409,7 +409,7 @@ fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::Test
     })));
     let outcome: Vec<_> = (0..20)
         .map(|i| {
-            f.entry("ann", 500 + i)
+            f.submission("ann", 500 + i)
                 .filter("age", AGES[2])
                 .at(NOV_24)
                 .submit()

@@ -70,7 +70,7 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
         today.store(day, Ordering::SeqCst);
         for p in 0..PLAYERS {
             let g = ["x", "y"][p as usize % 2];
-            f.entry(&format!("p{p}"), 1)
+            f.submission(&format!("p{p}"), 1)
                 .filter("g", g)
                 .at(day * DAY + p as i64)
                 .submit()
@@ -103,7 +103,7 @@ fn expired_periods_drop_while_a_writer_submits<S: stores::TestStore>() {
             control.delete_period(Window::Day, Period::At(0)).unwrap();
         }
         control
-            .entry(&format!("p{p}"), 1)
+            .submission(&format!("p{p}"), 1)
             .filter("g", "x")
             .at(0)
             .submit()
@@ -152,7 +152,7 @@ fn concurrent_submitters_add_up_exactly<S: stores::TestStore>() {
                 for i in 0..EACH {
                     let p = ((t + i) % 3) as usize;
                     let entry = f
-                        .entry(players[p], 1)
+                        .submission(players[p], 1)
                         .at(NOV_24)
                         .filter("g", ["x", "y"][p % 2]);
                     entry.filter("h", ["u", "v"][p / 2]).submit().unwrap();
@@ -204,8 +204,8 @@ fn queued_submissions_end_where_direct_ones_do<S: stores::TestStore>() {
     ];
     for (who, points, day) in plays {
         let at = NOV_24 + day * DAY;
-        direct.entry(who, points).at(at).submit().unwrap();
-        queued.entry(who, points).at(at).enqueue().unwrap();
+        direct.submission(who, points).at(at).submit().unwrap();
+        queued.submission(who, points).at(at).enqueue().unwrap();
     }
     assert!(
         non_empty(snapshot(&queued)).is_empty(),
@@ -217,19 +217,19 @@ fn queued_submissions_end_where_direct_ones_do<S: stores::TestStore>() {
     let before = snapshot(&queued);
     let refused = |e: autoshard::Result<()>| e.unwrap_err();
     assert!(matches!(
-        refused(queued.entry("", 1).enqueue()),
+        refused(queued.submission("", 1).enqueue()),
         Error::InvalidName { .. }
     ));
     assert!(matches!(
-        refused(queued.entry("ann", 1).at(i64::MAX).enqueue()),
+        refused(queued.submission("ann", 1).at(i64::MAX).enqueue()),
         Error::InvalidRanking { .. }
     ));
     assert!(matches!(
-        refused(queued.entry("ann", 1).data(b"x").enqueue()),
+        refused(queued.submission("ann", 1).data(b"x").enqueue()),
         Error::EntryDataTooLarge { .. }
     ));
     assert!(matches!(
-        refused(queued.entry("ann", 1).filter("age", "u35").enqueue()),
+        refused(queued.submission("ann", 1).filter("age", "u35").enqueue()),
         Error::UnknownFilter { .. }
     ));
     assert_eq!(queued.drain_queued().unwrap(), 0, "nothing was queued");

@@ -28,8 +28,8 @@ use std::sync::Arc;
 ///     .window(Window::AllTime)
 ///     .filter("country", ["fr", "de"]);
 /// let family = AsyncFamily::create(&db, "points", config).await?;
-/// family.entry("alice", 120).filter("country", "fr").submit().await?;
-/// family.entry("bob", 90).filter("country", "fr").submit().await?;
+/// family.submission("alice", 120).filter("country", "fr").submit().await?;
+/// family.submission("bob", 90).filter("country", "fr").submit().await?;
 /// let fr = family
 ///     .board(Window::Day, Period::Current, Some(("country", "fr")))
 ///     .await?
@@ -175,9 +175,9 @@ impl AsyncFamily {
         self.family.get().span(window, period)
     }
 
-    /// Starts a submission, as [`Family::entry`]; the builder owns its
+    /// Starts a submission, as [`Family::submission`]; the builder owns its
     /// arguments, so it may be kept across awaits.
-    pub fn entry(&self, player: &str, score: i64) -> AsyncFamilyUpdate {
+    pub fn submission(&self, player: &str, score: i64) -> AsyncFamilyUpdate {
         AsyncFamilyUpdate {
             family: self.clone(),
             player: player.to_owned(),
@@ -196,7 +196,7 @@ impl AsyncFamily {
     /// As [`Family::update`].
     pub fn update(&self, update: Update<'_>) -> Result<AsyncFamilyUpdate> {
         let score = update.score_by(|values| self.family.get().encode(values))?;
-        let mut entry = self.entry(update.player(), score);
+        let mut entry = self.submission(update.player(), score);
         entry.data = update.data().map(<[u8]>::to_vec);
         Ok(entry)
     }
@@ -274,7 +274,7 @@ impl AsyncFamily {
     }
 }
 
-/// A submission being put together: see [`AsyncFamily::entry`] and
+/// A submission being put together: see [`AsyncFamily::submission`] and
 /// [`FamilyUpdate`](crate::ranking::FamilyUpdate), whose calls it mirrors.
 #[derive(Debug, Clone)]
 #[must_use = "nothing is written until `submit` or `enqueue`"]
@@ -330,7 +330,7 @@ impl AsyncFamilyUpdate {
     }
 
     fn build<'a>(&'a self, family: &'a Family) -> crate::ranking::FamilyUpdate<'a> {
-        let mut entry = family.entry(&self.player, self.score);
+        let mut entry = family.submission(&self.player, self.score);
         for (dimension, value) in &self.filters {
             entry = entry.filter(dimension, value);
         }

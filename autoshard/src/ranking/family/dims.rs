@@ -9,7 +9,7 @@ use crate::ranking::composite::Codec;
 impl Family {
     /// The encoded score of a tuple on this family's boards, as
     /// [`Ranking::encode`](crate::ranking::Ranking::encode) gives it on a
-    /// member: what [`entry`](Family::entry) takes. On a single-dimension
+    /// member: what [`submission`](Family::submission) takes. On a single-dimension
     /// family the tuple is one score, encoded as itself.
     ///
     /// ```
@@ -19,8 +19,8 @@ impl Family {
     /// // Trophies higher-better, then retries lower-better.
     /// let levels = RankingConfig::dimensions([Dim::higher(0..100), Dim::lower(0..10)]);
     /// let daily = Family::create(&db, "levels", FamilyConfig::new(levels).window(Window::Day))?;
-    /// daily.entry("ann", daily.encode(&[12, 3])?).submit()?;
-    /// daily.entry("bo", daily.encode(&[12, 1])?).submit()?;
+    /// daily.submission("ann", daily.encode(&[12, 3])?).submit()?;
+    /// daily.submission("bo", daily.encode(&[12, 1])?).submit()?;
     /// let today = daily.board(Window::Day, Period::Current, None)?.unwrap();
     /// let first = &today.top(1)?[0];
     /// assert_eq!((first.player.as_str(), daily.decode(first.score)?), ("bo", vec![12, 1]));

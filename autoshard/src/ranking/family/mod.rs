@@ -99,9 +99,9 @@ fn hidden_config() -> BoardConfig {
 /// let hawk_hill = Family::create(&db, "hawk-hill", config)?;
 ///
 /// let nov_24 = 1_795_516_200; // 2026-11-24 10:30 UTC
-/// hawk_hill.entry("ann", 301).filter("age_group", "35-44").at(nov_24).submit()?;
-/// hawk_hill.entry("bo", 290).filter("age_group", "u35").at(nov_24).submit()?;
-/// let pr = hawk_hill.entry("ann", 285).filter("age_group", "35-44").at(nov_24 + 60).submit()?;
+/// hawk_hill.submission("ann", 301).filter("age_group", "35-44").at(nov_24).submit()?;
+/// hawk_hill.submission("bo", 290).filter("age_group", "u35").at(nov_24).submit()?;
+/// let pr = hawk_hill.submission("ann", 285).filter("age_group", "35-44").at(nov_24 + 60).submit()?;
 /// assert!(pr.get(Window::Month, None).unwrap().new_best);
 ///
 /// let month = hawk_hill.board(Window::Month, Period::At(nov_24), None)?.unwrap();
@@ -354,11 +354,11 @@ impl Family {
     /// let db = autoshard::Sqlite::memory()?;
     /// let config = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Day);
     /// let daily = Family::create(&db, "daily", config)?;
-    /// daily.entry("ann", 5).submit()?;
+    /// daily.submission("ann", 5).submit()?;
     /// assert_eq!(Family::list(&db)?, ["daily"]);
     /// assert!(Family::delete(&db, "daily")?);
     /// assert!(Family::list(&db)?.is_empty());
-    /// assert!(daily.entry("ann", 6).submit().is_err());
+    /// assert!(daily.submission("ann", 6).submit().is_err());
     /// # Ok(()) }
     /// ```
     ///

@@ -40,8 +40,8 @@ impl FamilyUpdate<'_> {
     ///     .window(Window::Day)
     ///     .filter("league", ["gold", "silver"]);
     /// let game = Family::create(&db, "points", config)?;
-    /// game.entry("ann", 10).filter("league", "gold").at(0).enqueue()?;
-    /// game.entry("ann", 5).filter("league", "silver").at(86_400).enqueue()?;
+    /// game.submission("ann", 10).filter("league", "gold").at(0).enqueue()?;
+    /// game.submission("ann", 5).filter("league", "silver").at(86_400).enqueue()?;
     /// assert_eq!(game.drain_queued()?, 2); // 2 submissions
     /// let all = game.board(Window::AllTime, Period::At(86_400), None)?.unwrap();
     /// assert_eq!(all.score("ann")?, Some(15));
@@ -247,7 +247,7 @@ mod tests {
                 s.spawn(move || {
                     start.wait();
                     for _ in 0..each {
-                        f.entry(&format!("p{t}"), 1).at(0).enqueue().unwrap();
+                        f.submission(&format!("p{t}"), 1).at(0).enqueue().unwrap();
                     }
                 });
             }
@@ -261,7 +261,7 @@ mod tests {
         );
         assert_eq!(f.drain_queued().unwrap(), enqueues);
         for _ in 0..10 {
-            f.entry("alone", 1).at(0).enqueue().unwrap();
+            f.submission("alone", 1).at(0).enqueue().unwrap();
         }
         let alone = f.inner.players.group_commits().unwrap() - commits;
         assert_eq!(alone, 10, "one commit per enqueue without company");
@@ -273,9 +273,9 @@ mod tests {
     fn an_increment_out_of_range_is_a_dead_letter_on_no_member() {
         let db = crate::Sqlite::memory().unwrap();
         let f = game(&db);
-        f.entry("ann", 60).at(0).enqueue().unwrap();
-        f.entry("ann", 50).at(0).enqueue().unwrap(); // 110: out of 0..100
-        f.entry("ann", 30).at(0).enqueue().unwrap();
+        f.submission("ann", 60).at(0).enqueue().unwrap();
+        f.submission("ann", 50).at(0).enqueue().unwrap(); // 110: out of 0..100
+        f.submission("ann", 30).at(0).enqueue().unwrap();
         let stats = f.worker().drain().unwrap();
         assert_eq!((stats.submissions, stats.dead_letters), (2, 1));
         for w in [Window::AllTime, Window::Day] {

@@ -88,7 +88,7 @@ impl Family {
     /// let daily = Family::create(&db, "daily", config)?;
     /// let day = 86_400;
     /// for d in 0..4 {
-    ///     daily.entry("ann", d).at(d * day).submit()?;
+    ///     daily.submission("ann", d).at(d * day).submit()?;
     /// }
     /// assert_eq!(daily.periods(Window::Day)?.len(), 4);
     /// assert_eq!(daily.drop_expired_at(3 * day)?, 2); // days 0 and 1

@@ -57,7 +57,7 @@ impl FamilySubmission {
     }
 }
 
-/// A submission being put together: see [`Family::entry`].
+/// A submission being put together: see [`Family::submission`].
 #[derive(Debug, Clone)]
 #[must_use = "nothing is written until `submit`"]
 pub struct FamilyUpdate<'a> {
@@ -73,7 +73,7 @@ impl Family {
     /// Starts a submission of `score` for `player`; add the player's filter
     /// values, a timestamp and entry data, then
     /// [`submit`](FamilyUpdate::submit).
-    pub fn entry<'a>(&'a self, player: &'a str, score: i64) -> FamilyUpdate<'a> {
+    pub fn submission<'a>(&'a self, player: &'a str, score: i64) -> FamilyUpdate<'a> {
         FamilyUpdate {
             family: self,
             player,
@@ -107,7 +107,7 @@ impl Family {
     /// `submit` or `enqueue`.
     pub fn update<'a>(&'a self, update: Update<'a>) -> Result<FamilyUpdate<'a>> {
         let score = update.score_by(|values| self.encode(values))?;
-        let entry = self.entry(update.player(), score);
+        let entry = self.submission(update.player(), score);
         Ok(match update.data() {
             Some(data) => entry.data(data),
             None => entry,

@@ -54,7 +54,7 @@ const TRIES: u32 = 16;
 /// let config = FamilyConfig::new(RankingConfig::new(0..100)).window(Window::Week);
 /// let game = Family::create(&db, "game", config)?;
 /// let worker = game.worker().batch_size(100).spawn()?;
-/// game.entry("ann", 42).at(0).enqueue()?;
+/// game.submission("ann", 42).at(0).enqueue()?;
 /// while game.queued()? > 0 {
 ///     std::thread::sleep(std::time::Duration::from_millis(5));
 /// }
