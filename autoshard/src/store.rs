@@ -16,7 +16,7 @@ use serde::Serialize;
 /// The span of a save or `save_delta` of a `$t`: `kind`, `id`, and what
 /// [`traced`] records once it is done.
 macro_rules! save_span {
-    ($t:ty, $id:expr $(, $($more:tt)*)?) => {
+    ($t:ty, $id:expr_2021 $(, $($more:tt)*)?) => {
         trace::span!(DEBUG, "autoshard.save", kind = <$t as Shardable>::KIND, id = %$id,
             $($($more)*,)? attempts = tracing::field::Empty,
             shard_writes = tracing::field::Empty, error = tracing::field::Empty)

@@ -305,7 +305,12 @@ fn a_sum_out_of_range_on_one_member_writes_no_member<S: stores::TestStore>() {
         .window(Window::Day)
         .filter("team", ["red", "blue"]);
     let game = Family::create(&*db, "points", config).unwrap();
-    let play = |p: i64, at: i64| game.submission("ann", p).filter("team", "red").at(at).submit();
+    let play = |p: i64, at: i64| {
+        game.submission("ann", p)
+            .filter("team", "red")
+            .at(at)
+            .submit()
+    };
     play(90, NOV_24).unwrap();
     play(-10, NOV_24).unwrap();
     // Tomorrow's boards start at 0, the all-time one is at 80: +30 fits the
@@ -325,7 +330,10 @@ fn a_sum_out_of_range_on_one_member_writes_no_member<S: stores::TestStore>() {
     ));
     assert_eq!(non_empty(snapshot(&game)), before);
     // ... nor a player moving team: red's board keeps her, blue's lacks her.
-    let moving = game.submission("ann", 30).filter("team", "blue").at(tomorrow);
+    let moving = game
+        .submission("ann", 30)
+        .filter("team", "blue")
+        .at(tomorrow);
     assert!(moving.submit().is_err());
     assert_eq!(non_empty(snapshot(&game)), before);
 

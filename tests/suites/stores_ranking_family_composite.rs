@@ -142,7 +142,10 @@ fn bad_tuples_are_refused_with_nothing_written<S: stores::TestStore>() {
     let db = S::fresh();
     let game = Family::create(&*db, "levels", levels()).unwrap();
     let run = game.encode(&[3, 1, 500]).unwrap();
-    game.submission("ann", run).at(SUNDAY_EARLY).submit().unwrap();
+    game.submission("ann", run)
+        .at(SUNDAY_EARLY)
+        .submit()
+        .unwrap();
     assert!(matches!(
         game.encode(&[3, 1]),
         Err(Error::DimensionCount {

@@ -223,7 +223,10 @@ fn concurrent_enqueues_are_group_committed<S: stores::TestStore>() {
             let f = f.clone();
             std::thread::spawn(move || {
                 for _ in 0..50 {
-                    f.submission(&format!("p{t}"), 1).at(NOV_24).enqueue().unwrap();
+                    f.submission(&format!("p{t}"), 1)
+                        .at(NOV_24)
+                        .enqueue()
+                        .unwrap();
                 }
             })
         })

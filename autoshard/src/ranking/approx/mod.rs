@@ -154,10 +154,10 @@ impl Ranking {
         };
         let current = current.ok_or_else(no_snapshot)?;
         let cache = &self.inner.approx.0;
-        if let Some(s) = &*cache.read().unwrap_or_else(|p| p.into_inner()) {
-            if s.id() == current {
-                return Ok(s.clone());
-            }
+        if let Some(s) = &*cache.read().unwrap_or_else(|p| p.into_inner())
+            && s.id() == current
+        {
+            return Ok(s.clone());
         }
         // Pointer and rows in one transaction: maybe newer than `current`,
         // never a mix.

@@ -487,10 +487,10 @@ pub(super) fn decode_values(
     let mut out = vec![None; config.filters().len()];
     let text = stored.map(String::from_utf8_lossy).unwrap_or_default();
     for line in text.lines() {
-        if let Some((dim, value)) = line.split_once('\u{1}') {
-            if let Some(i) = config.filters().iter().position(|(d, _)| d == dim) {
-                out[i] = Some(value.to_owned());
-            }
+        if let Some((dim, value)) = line.split_once('\u{1}')
+            && let Some(i) = config.filters().iter().position(|(d, _)| d == dim)
+        {
+            out[i] = Some(value.to_owned());
         }
     }
     out

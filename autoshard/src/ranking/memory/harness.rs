@@ -187,7 +187,7 @@ impl Oracle {
     /// Ranking order: score descending, then who reached it first.
     pub fn entries(&self) -> Vec<Entry> {
         let mut sorted: Vec<_> = self.players.iter().collect();
-        sorted.sort_by_key(|(_, &(score, at))| (std::cmp::Reverse(score), at));
+        sorted.sort_by_key(|&(_, &(score, at))| (std::cmp::Reverse(score), at));
         let mut out: Vec<Entry> = Vec::new();
         for (i, (player, &(score, _))) in sorted.into_iter().enumerate() {
             let (rank, dense) = match out.last() {
@@ -445,7 +445,7 @@ pub(crate) fn inflict(t: &mut Tables, d: &Damage) -> bool {
     let players: Vec<String> = t.players().keys().cloned().collect();
     let player = |n: usize| players.get(n.checked_rem(players.len())?).cloned();
     macro_rules! on_row {
-        ($tree:expr, $row:expr, |$v:ident| $body:expr) => {
+        ($tree:expr_2021, $row:expr_2021, |$v:ident| $body:expr_2021) => {
             if $tree {
                 let Some(key) = nth(&t.nodes, $row) else {
                     return false;

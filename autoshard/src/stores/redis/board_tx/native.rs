@@ -80,10 +80,10 @@ impl BoardTx<'_> {
             let position = start + i as u64 + 1;
             let (score, _) = parse_row(member.get(..16).unwrap_or_default())
                 .ok_or_else(|| self.bad_reply("member"))?;
-            if let Some(last) = out.last() {
-                if last.score != score {
-                    (rank, dense) = (position, dense + 1);
-                }
+            if let Some(last) = out.last()
+                && last.score != score
+            {
+                (rank, dense) = (position, dense + 1);
             }
             let player = String::from_utf8(member[16..].to_vec()).map_err(|_| {
                 self.corrupt("ranking order".into(), "a player that is not UTF-8".into())
