@@ -15,8 +15,16 @@ struct Question {
 
 fn main() {
     let fields = <Question as Shardable>::__FIELDS;
-    assert_eq!((fields[0].min_shards, fields[0].shards), (Some(1), Some(256)));
+    assert_eq!(
+        (fields[0].min_shards, fields[0].shards),
+        (Some(1), Some(256))
+    );
     assert_eq!((fields[1].min_shards, fields[1].shards), (None, Some(10)));
-    let q = Question { id: 1, votes: 0, views: 0, pending: Pending::default() };
+    let q = Question {
+        id: 1,
+        votes: 0,
+        views: 0,
+        pending: Pending::default(),
+    };
     let _ = (q.id, q.votes, q.views);
 }
