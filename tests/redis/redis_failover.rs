@@ -13,7 +13,8 @@
 //! writers go on for a moment and stop; the total is compared with the
 //! acknowledgements. 5 rounds per mode by default;
 //! `AUTOSHARD_FAILOVER_ROUNDS=N` for a longer soak
-//! (`cargo test --test redis -- --ignored soak` runs 20).
+//! (`cargo test --test store_specific -- --ignored soak` runs 20
+//! with the SQLite soak; add `redis::` to run this one alone).
 //!
 //! Also here: a ranking board across a kill of its master, in each mode
 //! (`a_board_survives_a_master_failover_*`, one kill each).

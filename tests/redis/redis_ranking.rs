@@ -392,7 +392,7 @@ fn queue_entries_written_behind_the_stores_back_are_set_aside() {
 
 /// Board write rates on the test cluster, printed (not asserted: the
 /// machine is shared). Run with
-/// `cargo test --release --features redis --test redis -- --ignored --nocapture measure`;
+/// `cargo test --release --features redis --test store_specific -- --ignored --nocapture measure`;
 /// figures in docs/design/store-redis.md ("Ranking boards on Redis Cluster").
 #[test]
 #[ignore = "a measurement, not a test"]

@@ -11,7 +11,7 @@
 //! shares with it leaves it refused; a sharded field assigned directly is
 //! refused at save.
 //!
-//! `PROPTEST_CASES=2000 cargo test --test sqlite model::` runs a longer
+//! `PROPTEST_CASES=2000 cargo test --test store_specific sqlite::model::` runs a longer
 //! search; the default (64 cases) takes seconds.
 
 use autoshard::{shard_fold, shard_method, Error, Pending, Shardable, Sqlite, Store, Synchronous};

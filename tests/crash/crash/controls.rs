@@ -84,7 +84,7 @@ fn control_a_row_written_twice_is_reported_as_counted_twice() {
 /// 200 kills of each kind (`AUTOSHARD_KILLS` for another count). Run it
 /// with `cargo test --test crash -- --ignored soak --nocapture` (set
 /// AUTOSHARD_CRASH_SEED to repeat a run's delays). The other crash tests
-/// soak with `AUTOSHARD_KILLS=200 cargo test --test crash --test sqlite
+/// soak with `AUTOSHARD_KILLS=200 cargo test --test crash --test store_specific
 /// --test suites -- killed`.
 #[test]
 #[ignore = "soak: 200 kills of each kind, minutes"]

@@ -1,17 +1,7 @@
 //! What only the Redis Cluster store has: its guarantees where they differ
 //! from SQLite and PostgreSQL, entity boards refused, exactly-once saves
 //! through a breaking connection, kill -9 of a master, its boards.
-//! `cargo test --test redis redis_failover::`.
-
-#[path = "../common/entities.rs"]
-mod entities;
-#[path = "../common/hammer.rs"]
-mod hammer;
-#[path = "../common/redis_proxy.rs"]
-mod redis_proxy;
-#[macro_use]
-#[path = "../common/stores.rs"]
-mod stores;
+//! `cargo test --test store_specific redis::redis_failover::`.
 
 mod redis_cluster;
 mod redis_entity_board;

@@ -1,13 +1,7 @@
 //! What only the PostgreSQL store has: identifier and server limits, the
 //! two concurrency modes meeting real transactions, boards at the engine's
 //! own pace, exactly-once saves through a breaking connection.
-//! `cargo test --test postgres pg_store::`.
-
-#[path = "../common/proxy.rs"]
-mod proxy;
-#[macro_use]
-#[path = "../common/stores.rs"]
-mod stores;
+//! `cargo test --test store_specific postgres::pg_store::`.
 
 mod pg_boards;
 mod pg_exactly_once;

@@ -2,20 +2,7 @@
 //! derive, the fold laws, the model-based property test): raw-SQL checks of
 //! the rows, the ranking tree's damage handling, several writer processes on
 //! one file, the job-aggregation queue on SQLite, a read-only file.
-//! `cargo test --test sqlite ranking_queue::`.
-
-#[path = "../common/child.rs"]
-mod child;
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../common/entities.rs"]
-mod entities;
-#[path = "../common/hammer.rs"]
-mod hammer;
-#[path = "../common/ledger.rs"]
-mod ledger;
-#[path = "../common/queue_oracle.rs"]
-mod queue_oracle;
+//! `cargo test --test store_specific sqlite::ranking_queue::`.
 
 mod concurrency;
 mod derive;
