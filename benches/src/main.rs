@@ -38,6 +38,7 @@ mod machine;
 mod mapper;
 mod model;
 mod pg_native;
+mod pg_reads;
 mod policies;
 mod query;
 mod ranking;
@@ -55,7 +56,7 @@ mod voting;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|ranking-ranges|policies|composite|family|redis|redis-boards|redis-trees|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|all]... [--quick]";
+    "usage: autoshard-benches [mapper|voting|compaction|compactor|contention|sweep|auto|query|ranking|ranking-queue|ranking-trees|ranking-ranges|policies|composite|family|redis|redis-boards|redis-trees|approx|entity-board|sqlite-keepup|async-calls|tracing-overhead|pg-reads|all]... [--quick]";
 
 fn main() {
     let mut quick = false;
@@ -66,9 +67,8 @@ fn main() {
             "mapper" | "voting" | "compaction" | "compactor" | "contention" | "sweep" | "auto"
             | "query" | "ranking" | "ranking-queue" | "ranking-trees" | "ranking-ranges"
             | "policies" | "redis" | "redis-boards" | "redis-trees" | "composite" | "family"
-            | "approx" | "entity-board" | "sqlite-keepup" | "async-calls" | "tracing-overhead" => {
-                which.push(arg)
-            }
+            | "approx" | "entity-board" | "sqlite-keepup" | "async-calls" | "tracing-overhead"
+            | "pg-reads" => which.push(arg),
             "all" => which.extend(
                 ["mapper", "voting", "compaction", "compactor", "ranking"].map(String::from),
             ),
@@ -121,6 +121,7 @@ fn main() {
             "sqlite-keepup" => sqlite_keepup::run(dir.path(), quick).map_err(|e| e as _),
             "async-calls" => async_calls::run(dir.path(), quick),
             "tracing-overhead" => tracing_overhead::run(quick),
+            "pg-reads" => pg_reads::run().map_err(|e| e as _),
             _ => compaction::run(dir.path(), quick),
         };
         result

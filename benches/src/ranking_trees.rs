@@ -127,7 +127,7 @@ fn rank_queries(board: &Ranking, players: usize) -> Result<[Samples; 3]> {
 /// generic plan), then `rank`,
 /// `score_at_rank` and `page` (ten entries) on `db`. Interleaved per
 /// query, so load moves both `rank` variants together.
-fn pg_reads(
+pub(crate) fn pg_reads(
     url: &str,
     db: &autoshard::Postgres,
     name: &str,
