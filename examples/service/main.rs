@@ -19,9 +19,13 @@
 
 mod app;
 mod backend;
+#[cfg(test)]
+mod client;
 mod model;
 mod probe;
 mod routes;
+#[cfg(test)]
+mod tests;
 
 use std::process::ExitCode;
 

@@ -1,7 +1,8 @@
 //! The async API (feature `tokio`): `AsyncStore` on every store and both
 //! runtime flavors, the sync API inside a runtime, the queue worker as a
-//! tokio task. (The voting service's test, `tests/service.rs`, is a binary
-//! of its own: the example's modules name each other from its crate root.)
+//! tokio task. (The voting service's tests are in the example,
+//! `examples/service/tests.rs`: its modules name each other from its crate
+//! root.)
 //! `cargo test --test async async_stores::`.
 
 #[path = "../common/probe.rs"]

@@ -4,21 +4,11 @@
 //! store is real (a SQLite file, a PostgreSQL schema, the Redis Cluster),
 //! and what the service acknowledged is checked by reading the store
 //! directly after its graceful shutdown.
+//!
+//! In the example itself (`cargo test --example service`), not a test
+//! binary of its own: the service's code is compiled once, for both.
 
-#[path = "../examples/service/app.rs"]
-mod app;
-#[path = "../examples/service/backend.rs"]
-mod backend;
-#[path = "../examples/service/client.rs"]
-mod client;
-#[path = "../examples/service/model.rs"]
-#[allow(dead_code)] // the load generator's half is not used here
-mod model;
-#[path = "../examples/service/probe.rs"]
-mod probe;
-#[path = "../examples/service/routes.rs"]
-mod routes;
-
+use super::{app, client, model};
 use autoshard::ranking::Ranking;
 use autoshard::Store;
 use client::{BoxError, Client};
