@@ -15,8 +15,9 @@
 //!   `ZADD` alone.
 //!
 //! on SQLite (`synchronous = FULL`, the default, and `NORMAL`: the same
-//! file through two handles) and PostgreSQL (`AUTOSHARD_PG_URL`; skipped
-//! with a message if unset). Every board (the 9 members, the 9 plain
+//! file through two handles), PostgreSQL (`AUTOSHARD_PG_URL`) and Redis
+//! Cluster (`AUTOSHARD_REDIS_CLUSTER_URL`, under a prefix of this run; each
+//! skipped with a message if unset). Every board (the 9 members, the 9 plain
 //! boards, the single board, the 9 sorted sets) is pre-loaded with the same
 //! players; the variants run interleaved, in rotated order, round by round,
 //! so a noisy machine hits them alike and the ratios are what counts.
@@ -27,7 +28,7 @@ use crate::stats::{thousands, us, Rng, Samples};
 use autoshard::ranking::{
     Family, FamilyConfig, Period, Ranking, RankingConfig, RankingStore, Window,
 };
-use autoshard::{Postgres, Sqlite, Synchronous};
+use autoshard::{Postgres, RedisCluster, Sqlite, Synchronous};
 use std::error::Error;
 use std::hint::black_box;
 use std::path::Path;
@@ -139,6 +140,16 @@ fn create(db: &impl RankingStore, players: u32, ts: i64, rng: &mut Rng) -> Resul
             b.set_scores(&scores)?;
         }
     }
+    Ok(())
+}
+
+/// Deletes what [`create`] made.
+fn drop_boards(db: &impl RankingStore) -> Result<()> {
+    Family::delete(db, FAMILY)?;
+    for i in 0..9 {
+        Ranking::delete(db, &format!("famex-plain-{i}"))?;
+    }
+    Ranking::delete(db, "famex-one")?;
     Ok(())
 }
 
@@ -294,6 +305,27 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         eprintln!("family: PostgreSQL loaded in {:?}", started.elapsed());
         stores.push(("PostgreSQL".into(), Boards::open(pg)?));
     }
+    // Redis Cluster keeps a family's boards on one slot (one master).
+    let cluster = match std::env::var("AUTOSHARD_REDIS_CLUSTER_URL") {
+        Ok(url) => {
+            let nodes = url
+                .strip_prefix("redis-cluster://")
+                .ok_or("AUTOSHARD_REDIS_CLUSTER_URL is not a redis-cluster:// URL")?;
+            let nodes: Vec<&str> = nodes.split(',').collect();
+            let prefix = format!("bench_famex_{}", std::process::id());
+            Some(RedisCluster::builder(&nodes).prefix(&prefix).open()?)
+        }
+        Err(_) => {
+            eprintln!("family: AUTOSHARD_REDIS_CLUSTER_URL is unset: Redis Cluster skipped");
+            None
+        }
+    };
+    if let Some(cluster) = &cluster {
+        let started = Instant::now();
+        create(cluster, players, ts, &mut rng)?;
+        eprintln!("family: Redis Cluster loaded in {:?}", started.elapsed());
+        stores.push(("Redis Cluster".into(), Boards::open(cluster)?));
+    }
     let mut redis = Redis::connect(players, &mut rng);
 
     // Variant v: (store, op) for v < 3 × stores, then Redis MULTI, Redis one.
@@ -323,11 +355,10 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         r.clean();
     }
     if let Some(pg) = &pg {
-        Family::delete(pg, FAMILY)?;
-        for i in 0..9 {
-            Ranking::delete(pg, &format!("famex-plain-{i}"))?;
-        }
-        Ranking::delete(pg, "famex-one")?;
+        drop_boards(pg)?;
+    }
+    if let Some(cluster) = &cluster {
+        drop_boards(cluster)?;
     }
     let after = uptime();
     report(&stores, &samples, redis.is_some(), players, rounds, ops);

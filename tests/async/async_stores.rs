@@ -205,14 +205,9 @@ async fn async_script(db: &AsyncStore) -> Transcript {
     let family = FamilyConfig::new(RankingConfig::new(0..1_000))
         .window(Window::AllTime)
         .filter("country", ["fr", "de"]);
-    let family = match AsyncFamily::create(db, "async-family", family).await {
-        Ok(family) => family,
-        Err(e) => {
-            // Redis Cluster keeps no families: the same error both ways.
-            note(&mut t, "family", Err::<(), _>(e));
-            return t;
-        }
-    };
+    let family = AsyncFamily::create(db, "async-family", family)
+        .await
+        .expect("a family");
     let at = 1_795_516_200;
     let done = family
         .submission("ann", 120)
@@ -324,14 +319,7 @@ fn sync_script(db: &AnyStore) -> Transcript {
     let family = FamilyConfig::new(RankingConfig::new(0..1_000))
         .window(Window::AllTime)
         .filter("country", ["fr", "de"]);
-    let family = match Family::create(db, "async-family", family) {
-        Ok(family) => family,
-        Err(e) => {
-            // Redis Cluster keeps no families: the same error both ways.
-            note(&mut t, "family", Err::<(), _>(e));
-            return t;
-        }
-    };
+    let family = Family::create(db, "async-family", family).expect("a family");
     let at = 1_795_516_200;
     let done = family
         .submission("ann", 120)

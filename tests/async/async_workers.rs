@@ -6,8 +6,8 @@
 //! would freeze) the probe of `async_stores.rs` stays quiet. Its control:
 //! the same drain run in place, as a thread runs it, is caught.
 //!
-//! The family queue worker likewise (`AsyncFamily::spawn_worker`, on the
-//! stores that keep families): a task on the runtime, no thread of its
+//! The family queue worker likewise (`AsyncFamily::spawn_worker`, on
+//! every store): a task on the runtime, no thread of its
 //! own (its control: the sync `spawn` starts one), quiet under the probe
 //! while it drains a backlog (its control: the family's drain in place).
 #![cfg(feature = "tokio")]
@@ -285,6 +285,11 @@ mod family_stores {
     #[tokio::test(flavor = "current_thread")]
     async fn postgres_family_worker_task_drains_without_blocking() {
         super::family_task_drains_without_blocking(super::urls::postgres).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn redis_family_worker_task_drains_without_blocking() {
+        super::family_task_drains_without_blocking(super::urls::redis).await;
     }
 }
 

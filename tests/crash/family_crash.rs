@@ -3,7 +3,7 @@
 //! and two filter dimensions) plus the family's players board, every
 //! submission ONE transaction on all of them, is SIGKILLed at a random
 //! moment, 20 times per store (`AUTOSHARD_KILLS` overrides), on a SQLite
-//! file and on PostgreSQL. After each kill:
+//! file, on PostgreSQL and on Redis Cluster. After each kill:
 //!
 //! - every member board agrees on each player: the score `s` on the
 //!   all-time overall board (Replace, every submission's score is its
@@ -317,6 +317,21 @@ fn postgres_family_submissions_killed_20_times_are_all_or_nothing() {
     // The killed child's server session may still be committing.
     let wait = || db.settle();
     let acked = kill_rounds((url, child_url), "atomic", kills(KILLS), 200, &wait);
+    let acked = acked.unwrap();
+    eprintln!("{acked} submissions acknowledged across the kills");
+    assert!(acked > 0, "the children submitted nothing");
+}
+
+/// On Redis Cluster a family's boards share one slot and a submission
+/// commits with one script: a kill lands before it was sent or after the
+/// server ran it whole.
+#[cfg(feature = "redis")]
+#[test]
+fn redis_family_submissions_killed_20_times_are_all_or_nothing() {
+    let prefix = stores::redis_cluster::new_prefix();
+    let _cleanup = stores::redis_cluster::DropPrefix(prefix.clone());
+    let url = stores::redis_cluster::url(&prefix);
+    let acked = kill_rounds((&url, &url), "atomic", kills(KILLS), 200, &|| {});
     let acked = acked.unwrap();
     eprintln!("{acked} submissions acknowledged across the kills");
     assert!(acked > 0, "the children submitted nothing");

@@ -4,8 +4,8 @@
 //! turn, the age group changing every second submission of a player, so
 //! players leave boards), and a child drains them with a
 //! [`FamilyWorker`](autoshard::ranking::FamilyWorker) in batches of 3
-//! until it is SIGKILLed at a random moment; 20 kills on a SQLite file
-//! and 20 on PostgreSQL (`AUTOSHARD_KILLS` overrides). After each kill:
+//! until it is SIGKILLed at a random moment; 20 kills each on a SQLite
+//! file, on PostgreSQL and on Redis Cluster (`AUTOSHARD_KILLS` overrides). After each kill:
 //!
 //! - each player's all-time count `n` is at most what was queued for them,
 //!   and every member board holds exactly what the first `n` of the
@@ -299,6 +299,15 @@ fn postgres_family_worker_killed_20_times_applies_each_submission_once() {
     // The killed child's server session may still be committing.
     let wait = || db.settle();
     kill_rounds((url, child_url), true, kills(KILLS), 150, &wait).unwrap();
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_family_worker_killed_20_times_applies_each_submission_once() {
+    let prefix = stores::redis_cluster::new_prefix();
+    let _cleanup = stores::redis_cluster::DropPrefix(prefix.clone());
+    let url = stores::redis_cluster::url(&prefix);
+    kill_rounds((&url, &url), true, kills(KILLS), 200, &|| {}).unwrap();
 }
 
 #[test]

@@ -23,7 +23,7 @@ use crate::family;
 use crate::stores;
 use family::{non_empty, snapshot};
 
-store_tests!(
+every_store_tests!(
     strava_best_time_by_age_group_and_weight_class,
     daily_weekly_all_time_across_midnight_and_sunday,
     bad_input_is_refused_with_nothing_written,
@@ -32,7 +32,6 @@ store_tests!(
     stale_family_handles_see_deletes_made_elsewhere,
     a_future_stamped_submission_does_not_expire_todays_boards,
 );
-redis_cluster_tests!(families_are_unsupported_on_redis_cluster);
 
 const DAY: i64 = 86_400;
 /// 2026-11-24 10:30 UTC, a Tuesday.
@@ -403,28 +402,10 @@ fn families_are_listed_deleted_and_hidden_from_boards<S: stores::TestStore>() {
     assert_eq!(Ranking::list(&*db).unwrap(), ["plain"]);
 }
 
-fn families_are_unsupported_on_redis_cluster<S: stores::TestStore>() {
-    let db = S::fresh();
-    let config = FamilyConfig::new(RankingConfig::new(0..10)).window(Window::Day);
-    let err = Family::create(&*db, "daily", config).map(drop).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Unsupported {
-                store: "redis-cluster",
-                ..
-            }
-        ),
-        "{err}"
-    );
-    assert!(Ranking::list(&*db).unwrap().is_empty(), "nothing written");
-}
-
 /// A handle whose periods another handle dropped answers `None` for them
 /// (not a cached board whose `len` then fails), and a handle of a deleted
 /// family refuses `enqueue` and `board`, typed and naming the family
-/// (issue 21). Families exist on SQLite and PostgreSQL only (Redis Cluster
-/// refuses them, above). On the old code sqlite, postgres and
+/// (issue 21). On the old code sqlite, postgres and
 /// postgres_optimistic all failed at the first check with `board of a
 /// period dropped elsewhere: Some(Err(RankingNotFound { name:
 /// "\u{2}1\u{2}day\u{2}0" }))` (a hidden name, too); issue 21 reports the

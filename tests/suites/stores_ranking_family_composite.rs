@@ -19,7 +19,7 @@ use autoshard::Error;
 
 use crate::stores;
 
-store_tests!(
+every_store_tests!(
     the_tuples_rank_with_ties_broken_by_the_next_dimension,
     bad_tuples_are_refused_with_nothing_written,
 );

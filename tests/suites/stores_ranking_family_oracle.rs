@@ -39,7 +39,7 @@ use crate::family;
 use crate::stores;
 use family::{non_empty, snapshot, MemberKey};
 
-store_tests!(families_agree_with_a_model);
+every_store_tests!(families_agree_with_a_model);
 
 const DAY: i64 = 86_400;
 /// 2026-12-28 00:00 UTC, a Monday: nine days from here cross a week, a

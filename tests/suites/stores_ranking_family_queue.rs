@@ -36,7 +36,7 @@ use crate::family;
 use crate::stores;
 use family::snapshot;
 
-store_tests!(
+every_store_tests!(
     queued_twin_ends_where_direct_twin_does,
     reader_never_sees_a_queued_submission_half_applied,
     concurrent_enqueues_are_group_committed,

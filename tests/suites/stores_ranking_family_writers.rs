@@ -21,7 +21,7 @@ use crate::family;
 use crate::stores;
 use family::{non_empty, snapshot};
 
-store_tests!(
+every_store_tests!(
     expired_periods_drop_while_a_writer_submits,
     concurrent_submitters_add_up_exactly,
     queued_submissions_end_where_direct_ones_do,

@@ -226,9 +226,9 @@ pub(crate) trait BoardStore: Send + Sync {
     /// canonical order, before any other lock (so two multi-board writers
     /// never wait for each other in a cycle); `f` then writes the boards in
     /// the order given, which callers keep canonical too (ascending id).
-    /// [`Error::Unsupported`] on a store that cannot (Redis Cluster: the
-    /// boards live in different slots). Used by board families
-    /// (`ranking/family/`).
+    /// [`Error::Unsupported`] on a store that cannot (Redis Cluster, for
+    /// boards on different slots: a family creates its boards on one).
+    /// Used by board families (`ranking/family/`).
     fn write_boards(
         &self,
         boards: &[Board<'_>],

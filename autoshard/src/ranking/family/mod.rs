@@ -82,8 +82,9 @@ fn hidden_config() -> BoardConfig {
 /// committed), which a [`FamilyWorker`] or [`Family::drain_queued`] applies
 /// exactly once, to every member in one transaction as `submit` would.
 ///
-/// Redis Cluster keeps each board in its own hash slot, so no transaction
-/// spans two: families fail there with [`Error::Unsupported`].
+/// On Redis Cluster a family's boards are created on one hash slot (the
+/// family's), so that a submission, like a worker's batch, commits on all
+/// of them with one script.
 ///
 /// ```
 /// use autoshard::ranking::{Family, FamilyConfig, ScoreOrder, Period, Policy, RankingConfig, Window};
@@ -176,7 +177,7 @@ impl Family {
     /// [`Error::InvalidName`] for a bad name, filter dimension or value;
     /// [`Error::InvalidRanking`] for a board shape [`Ranking::create`]
     /// refuses, no window, an offset beyond ±18 hours, a filter without
-    /// values or with one twice; [`Error::Unsupported`] on Redis Cluster.
+    /// values or with one twice.
     /// Nothing is written on error, except that a create interrupted by a
     /// crash leaves a family [`open`](Family::open) reports as
     /// [`Error::Corrupt`] until it is [deleted](Family::delete).
@@ -184,8 +185,6 @@ impl Family {
         check_label("family name", name)?;
         config.validate()?;
         let boards = db.__boards().0;
-        // No transaction spans boards on this store: say so before writing.
-        boards.write_boards(&[], &mut |_| Ok(()))?;
         if boards.open_board(name)?.is_some() {
             return Err(Error::RankingExists { name: name.into() });
         }
@@ -228,11 +227,10 @@ impl Family {
     ///
     /// [`Error::RankingNotFound`] if there is none; [`Error::Corrupt`] if
     /// its stored configuration is unreadable or missing (a create that did
-    /// not finish); [`Error::Unsupported`] on Redis Cluster.
+    /// not finish).
     pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
         check_label("family name", name)?;
         let boards = db.__boards().0;
-        boards.write_boards(&[], &mut |_| Ok(()))?;
         let not_found = || Error::RankingNotFound { name: name.into() };
         let (registry, _) = hidden_board(&boards, &registry_name(name), &hidden_config(), false)?
             .ok_or_else(not_found)?;

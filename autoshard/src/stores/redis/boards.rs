@@ -41,7 +41,7 @@
 //! | `P:{t}:rk<id>:d`, `:di` | hash, string | dead letters (id -> JSON) and their counter |
 
 use super::board_codec::{parse_record, record};
-use super::board_tx::{BoardTx, Mode};
+use super::board_tx::{self, BoardTx, Mode};
 use super::keys::{key_slot, tag};
 use super::{scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
@@ -160,29 +160,50 @@ impl RedisCluster {
             .insert(id, (spec, native));
     }
 
-    /// Runs `f` in one transaction on `board`, again whole whenever it read
-    /// a state that a concurrent commit replaced (a read transaction's
-    /// reads must all be of one state, a write transaction's commit must
-    /// find the state its reads saw).
+    /// Runs `f` in one transaction on `boards` (one slot: a commit is one
+    /// script), again whole whenever it read a state that a concurrent
+    /// commit replaced (a read transaction's reads must all be of one state
+    /// of each board, a write transaction's commit must find the states
+    /// its reads saw).
     fn board_transaction(
         &self,
-        board: Board<'_>,
+        boards: &[Board<'_>],
         mode: Mode,
-        f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
-        let (spec, native) = self.board_spec(board.id)?;
-        let keys = BoardKeys::new(self.prefix(), board.id);
+        let mut shapes = Vec::with_capacity(boards.len());
+        for board in boards {
+            let (spec, native) = self.board_spec(board.id)?;
+            shapes.push((spec, native, BoardKeys::new(self.prefix(), board.id)));
+        }
+        if shapes.windows(2).any(|w| w[0].2.slot != w[1].2.slot) {
+            // Only a family's boards are written together, and they are
+            // created on one slot (`placement.rs`).
+            return Err(Error::Unsupported {
+                store: "redis-cluster",
+                operation: "one write to boards on different slots",
+            });
+        }
         let mut conn = self.checkout()?;
         for attempt in 1..=TX_ATTEMPTS {
-            let tx = BoardTx::new(self, &mut conn, &keys, board.name, spec.clone(), mode);
-            tx.native.set(native);
-            let outcome = f(&tx).and_then(|()| tx.confirm());
+            let shared = std::cell::RefCell::new(&mut *conn);
+            let txs: Vec<BoardTx<'_>> = boards
+                .iter()
+                .zip(&shapes)
+                .map(|(board, (spec, native, keys))| {
+                    let tx = BoardTx::new(self, &shared, keys, board.name, spec.clone(), mode);
+                    tx.native.set(*native);
+                    tx
+                })
+                .collect();
+            let storages: Vec<&dyn Storage> = txs.iter().map(|tx| tx as &dyn Storage).collect();
+            let outcome = f(&storages).and_then(|()| txs.iter().try_for_each(BoardTx::confirm));
             // A read that found the state moved ends the run with an error
             // of its own; whatever `f` made of it, the run is void.
-            if tx.stale() {
+            if txs.iter().any(BoardTx::stale) {
                 let _retry = trace::retry!(
                     store = "redis",
-                    board = board.name,
+                    board = boards.first().map_or("", |b| b.name),
                     attempt,
                     error = "a read found the board moved"
                 );
@@ -190,12 +211,12 @@ impl RedisCluster {
                 continue;
             }
             outcome?;
-            if tx.commit()? {
+            if board_tx::commit(&txs)? {
                 return Ok(());
             }
             let _retry = trace::retry!(
                 store = "redis",
-                board = board.name,
+                board = boards.first().map_or("", |b| b.name),
                 attempt,
                 error = "the board changed before the commit"
             );
@@ -271,7 +292,7 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.board_transaction(board, Mode::Read, f)
+        self.board_transaction(&[board], Mode::Read, &mut |sts| f(sts[0]))
     }
 
     fn write_board(
@@ -279,7 +300,7 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.board_transaction(board, Mode::Write, f)
+        self.board_transaction(&[board], Mode::Write, &mut |sts| f(sts[0]))
     }
 
     // The streams need no preparing; and whether two handles reach one
@@ -290,14 +311,13 @@ impl BoardStore for RedisCluster {
 
     fn write_boards(
         &self,
-        _boards: &[Board<'_>],
-        _f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
-        // Each board lives in its own hash slot: no transaction spans two.
-        Err(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "ranking families (one write to several boards)",
-        })
+        if boards.is_empty() {
+            return f(&[]);
+        }
+        self.board_transaction(boards, Mode::Write, f)
     }
 
     fn write_native(

@@ -25,6 +25,9 @@ use crate::error::Result;
 /// (`ranking/trees/`).
 const TREE_SEPARATOR: char = '\u{1f}';
 
+/// The first character of a family's boards' names (`ranking/family/`).
+const FAMILY_MARK: char = '\u{2}';
+
 /// The suffix of a split board's stored policy, `replace+trees=<k>`
 /// (`ranking/trees/`): how many trees the board has.
 const TREES_TAG: &str = "+trees=";
@@ -47,10 +50,17 @@ pub(super) fn id_on_slot(prefix: &str, slot: u16) -> i64 {
 
 impl RedisCluster {
     /// The id of the new board `name`: random; for a tree of a split
-    /// board, random among those on the tree's slot. A tree whose board's
+    /// board, random among those on the tree's slot; for a family's board,
+    /// random among those on the family's slot. A tree whose board's
     /// record is gone (a crash in a delete, which the next `create`
     /// cleans up) is not placed.
     pub(super) fn new_board_id(&self, name: &str) -> Result<i64> {
+        if let Some(family) = family_of(name) {
+            return Ok(id_on_slot(
+                self.prefix(),
+                BoardKeys::new(self.prefix(), family).slot,
+            ));
+        }
         let Some((board, t)) = name.split_once(TREE_SEPARATOR) else {
             return Ok(crate::random::range(1..i64::MAX));
         };
@@ -75,6 +85,15 @@ impl RedisCluster {
     }
 }
 
+/// The family a board belongs to, by its stored name `\u{2}<id>\u{2}...`
+/// (`ranking/family/`: `<id>` is the family's registry board): a family
+/// writes its members and its players board in one transaction, which on
+/// Redis Cluster means one slot, the registry board's.
+fn family_of(name: &str) -> Option<i64> {
+    let (id, _) = name.strip_prefix(FAMILY_MARK)?.split_once(FAMILY_MARK)?;
+    id.parse().ok()
+}
+
 /// The tree count a split board's stored policy names.
 fn trees_of(policy: &str) -> Option<u32> {
     let (_, k) = policy.split_once(TREES_TAG)?;
@@ -84,7 +103,7 @@ fn trees_of(policy: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seam::{BoardSpec, BoardStore};
+    use crate::seam::{Board, BoardSpec, BoardStore};
     use std::collections::BTreeSet;
 
     fn nodes() -> Vec<String> {
@@ -205,6 +224,58 @@ mod tests {
         for name in db.list().unwrap() {
             db.delete(&name).unwrap();
         }
+    }
+
+    /// A family's boards (`\u{2}<id>\u{2}...`, `<id>` its registry board)
+    /// share the registry board's slot, so one commit writes them all.
+    /// Control: boards named otherwise land on random slots, and a write
+    /// to two of them is refused.
+    #[test]
+    fn a_familys_boards_share_its_slot_and_others_are_refused_together() {
+        let nodes = nodes();
+        let prefix = format!(
+            "family_slot_{}_{}",
+            std::process::id(),
+            crate::random::range(0..u32::MAX)
+        );
+        let db = RedisCluster::builder(&nodes)
+            .prefix(prefix.clone())
+            .open()
+            .expect("the test cluster");
+        let family = db
+            .create_board("\u{2}family\u{2}f", &spec("replace"))
+            .unwrap();
+        let slot = |id| BoardKeys::new(&prefix, id).slot;
+        let names = ["players", "day\u{2}20416", "all\u{2}0\u{2}age\u{2}35-44"];
+        let members: Vec<i64> = names
+            .iter()
+            .map(|n| db.create_board(&format!("\u{2}{family}\u{2}{n}"), &spec("replace")))
+            .collect::<Result<_>>()
+            .unwrap();
+        assert!(members.iter().all(|&m| slot(m) == slot(family)));
+        let boards: Vec<Board<'_>> = members.iter().map(|&id| Board { name: "m", id }).collect();
+        db.write_boards(&boards, &mut |sts| {
+            assert_eq!(sts.len(), 3);
+            Ok(())
+        })
+        .unwrap();
+        let plain: Vec<i64> = (0..2)
+            .map(|i| db.create_board(&format!("plain-{i}"), &spec("replace")))
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_ne!(slot(plain[0]), slot(plain[1]), "1 in 16,384");
+        let boards: Vec<Board<'_>> = plain.iter().map(|&id| Board { name: "p", id }).collect();
+        let refused = db.write_boards(&boards, &mut |_| Ok(()));
+        assert!(
+            matches!(refused, Err(crate::Error::Unsupported { .. })),
+            "{refused:?}"
+        );
+        for name in db.list().unwrap() {
+            db.delete(&name).unwrap();
+        }
+        assert_eq!(family_of("\u{2}12\u{2}day\u{2}3"), Some(12));
+        assert_eq!(family_of("\u{2}family\u{2}f"), None);
+        assert_eq!(family_of("12\u{2}day"), None);
     }
 
     #[test]

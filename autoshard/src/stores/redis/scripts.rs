@@ -291,40 +291,53 @@ local function check_types(types)
 end
 "#;
 
-/// Commits a board write transaction: if the version still is `ARGV[4]`
-/// (empty: the transaction read nothing), applies the writes `ARGV[6..]`
-/// and sets the version to `ARGV[5]`; otherwise `CONFLICT`, nothing
-/// written. `KEYS[3..9]` are the board's nodes, arrivals, players, ranking
-/// order, dead letters, dead-letter counter and entry data, `KEYS[10..]`
-/// the rest as below. A write is an opcode, a key's index in
-/// `KEYS` and its arguments: `H` field value (`HSET`), `h` field (`HDEL`),
-/// `Z` member (`ZADD` at 0), `z` member (`ZREM`), `X` id (`XTRIM MINID`),
-/// `D` counter-index payload (a dead letter under the counter's next
-/// value); `C`, a count and that many key indexes unlinks those keys (a
-/// reset); `M` player score-key old-row moves a player of a native board
-/// (`board_tx/native.rs`): out of the order (and their old score's
-/// multiplicity, and the distinct scores when it was the last) if
-/// `old-row` (16 bytes) is not empty; then to `score-key` (8 bytes) with
-/// the next arrival of the counter `KEYS[12]`, or, if it is empty, out of
-/// the players and their entry data. `KEYS[10..12]` are a native board's
-/// distinct scores, multiplicities and arrival counter, `KEYS[13..]` the
-/// queue shards.
+/// Commits a write transaction on one or more boards of one slot, all or
+/// nothing. `KEYS[1]` is the first board's version; every other key is
+/// named by its index in `KEYS`. `ARGV[4]` is the new version,
+/// `ARGV[5]` one type letter per key from `KEYS[3]` on (`h` hash, `z`
+/// sorted set, `s` string, `x` stream), `ARGV[6]` the number of boards `n`
+/// and then `n` triples: the index of the board's version key, the version
+/// its reads saw (empty: none) and whether it was written (`1`). If any
+/// board's version moved, `CONFLICT` and nothing written; then every key
+/// is checked to be of its type (a foreign key under the prefix fails the
+/// commit before anything is written); then the writes that follow
+/// apply; then every written board's version becomes the new one.
+///
+/// A write is an opcode, a key's index in `KEYS` and its arguments: `H`
+/// field value (`HSET`), `h` field (`HDEL`), `Z` member (`ZADD` at 0), `z`
+/// member (`ZREM`), `X` id (`XTRIM MINID`), `D` counter-index payload (a
+/// dead letter under the counter's next value); `C`, a count and that many
+/// key indexes unlinks those keys (a reset); `M` base player score-key
+/// moves a player of a native board (`board_tx/native.rs`) whose data keys
+/// (`BoardKeys::data`) are `KEYS[base + 1 ..]`: out of the order (and
+/// their old score's multiplicity, and the distinct scores when it was the
+/// last) if they have a row; then to `score-key` (8 bytes) with the
+/// board's next arrival, or, if it is empty, out of the players and their
+/// entry data.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
         &S,
-        &format!(
-            "{BOARD_TYPES}{}",
-            r#"
-if ARGV[4] ~= '' and (redis.call('GET', KEYS[1]) or '0') ~= ARGV[4] then return 'CONFLICT' end
-local bad = check_types({[3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string', [9] = 'hash', [10] = 'zset', [11] = 'hash', [12] = 'string'})
-if bad then return bad end
+        r#"
+local n = tonumber(ARGV[6])
+for b = 0, n - 1 do
+  local at, seen = 7 + 3 * b, ARGV[8 + 3 * b]
+  if seen ~= '' and (redis.call('GET', KEYS[tonumber(ARGV[at])]) or '0') ~= seen then return 'CONFLICT' end
+end
+local types = {h = 'hash', z = 'zset', s = 'string', x = 'stream'}
+for k = 3, #KEYS do
+  local want = types[string.sub(ARGV[5], k - 2, k - 2)]
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('autoshard: board key ' .. KEYS[k] .. ' is a ' .. t .. ', not a ' .. tostring(want))
+  end
+end
 local function be8(n)
   local b = {}
   for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
   return string.char(unpack(b))
 end
-local i = 6
+local i = 7 + 3 * n
 while i <= #ARGV do
   local op, k = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
   if op == 'H' then redis.call('HSET', k, ARGV[i + 2], ARGV[i + 3]); i = i + 4
@@ -336,38 +349,45 @@ while i <= #ARGV do
     local id = redis.call('INCR', KEYS[tonumber(ARGV[i + 2])])
     redis.call('HSET', k, id, ARGV[i + 3]); i = i + 4
   elseif op == 'C' then
-    local n = tonumber(ARGV[i + 1])
-    for j = 2, n + 1 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
-    i = i + n + 2
+    local c = tonumber(ARGV[i + 1])
+    for j = 2, c + 1 do redis.call('UNLINK', KEYS[tonumber(ARGV[i + j])]) end
+    i = i + c + 2
   elseif op == 'M' then
-    local player, new, old = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local d = tonumber(ARGV[i + 1])
+    local players, order, data = KEYS[d + 3], KEYS[d + 4], KEYS[d + 7]
+    local distinct, counts, arrivals = KEYS[d + 8], KEYS[d + 9], KEYS[d + 10]
+    local player, new = ARGV[i + 2], ARGV[i + 3]
+    -- Read here, not sent: an earlier move of this commit may have moved
+    -- the player already.
+    local old = redis.call('HGET', players, player) or ''
     i = i + 4
     if old ~= '' then
-      redis.call('ZREM', KEYS[6], old .. player)
+      redis.call('ZREM', order, old .. player)
       local pre = string.sub(old, 1, 8)
-      if redis.call('HINCRBY', KEYS[11], pre, -1) <= 0 then
-        redis.call('HDEL', KEYS[11], pre)
-        redis.call('ZREM', KEYS[10], pre)
+      if redis.call('HINCRBY', counts, pre, -1) <= 0 then
+        redis.call('HDEL', counts, pre)
+        redis.call('ZREM', distinct, pre)
       end
     end
     if new ~= '' then
-      local row = new .. be8(redis.call('INCR', KEYS[12]))
-      redis.call('ZADD', KEYS[6], 0, row .. player)
-      redis.call('HSET', KEYS[5], player, row)
-      if redis.call('HINCRBY', KEYS[11], new, 1) == 1 then redis.call('ZADD', KEYS[10], 0, new) end
+      local row = new .. be8(redis.call('INCR', arrivals))
+      redis.call('ZADD', order, 0, row .. player)
+      redis.call('HSET', players, player, row)
+      if redis.call('HINCRBY', counts, new, 1) == 1 then redis.call('ZADD', distinct, 0, new) end
     else
-      redis.call('HDEL', KEYS[5], player)
-      redis.call('HDEL', KEYS[9], player)
+      redis.call('HDEL', players, player)
+      redis.call('HDEL', data, player)
     end
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
   end
 end
-redis.call('SET', KEYS[1], ARGV[5])
+for b = 0, n - 1 do
+  if ARGV[9 + 3 * b] == '1' then redis.call('SET', KEYS[tonumber(ARGV[7 + 3 * b])], ARGV[4]) end
+end
 mark()
 return 'OK'
-"#
-        ),
+"#,
     )
 }
 

@@ -68,12 +68,11 @@ enum Write {
     DeadLetter(String),
     /// Unlinks the keys of [`CLEARED`]: a reset.
     Clear,
-    /// A native board's move of a player: from their stored row (16
-    /// bytes, empty if absent) to a score key (8 bytes, empty: removed).
+    /// A native board's move of a player, from wherever the commit finds
+    /// them, to a score key (8 bytes, empty: removed).
     Move {
         player: Vec<u8>,
         to: Vec<u8>,
-        from: Vec<u8>,
     },
 }
 
@@ -82,7 +81,8 @@ type Known = HashMap<(Hash, Vec<u8>), Option<Vec<u8>>>;
 
 pub(crate) struct BoardTx<'a> {
     db: &'a RedisCluster,
-    conn: RefCell<&'a mut Conn>,
+    /// Shared by the boards of one multi-board transaction.
+    conn: &'a RefCell<&'a mut Conn>,
     keys: &'a BoardKeys,
     version_key: String,
     data: Vec<String>,
@@ -106,7 +106,7 @@ pub(crate) struct BoardTx<'a> {
 impl<'a> BoardTx<'a> {
     pub fn new(
         db: &'a RedisCluster,
-        conn: &'a mut Conn,
+        conn: &'a RefCell<&'a mut Conn>,
         keys: &'a BoardKeys,
         name: &'a str,
         spec: BoardSpec,
@@ -114,7 +114,7 @@ impl<'a> BoardTx<'a> {
     ) -> Self {
         BoardTx {
             db,
-            conn: RefCell::new(conn),
+            conn,
             keys,
             version_key: keys.version(),
             data: keys.data(),
@@ -252,40 +252,62 @@ impl<'a> BoardTx<'a> {
         self.known.borrow_mut().insert((hash, field), value);
     }
 
-    /// Commits the buffered writes: `false` if a concurrent commit came
-    /// first (run the transaction again). A transaction that wrote nothing
-    /// has nothing to commit: its reads were of one state already.
-    pub fn commit(self) -> Result<bool> {
+    /// Appends this board's part of a commit (`scripts::board_commit`):
+    /// its keys (and their type letters) to `keys`, its version triple to
+    /// `heads`, its writes to `ops`. The first board's version key is
+    /// `KEYS[1]`, not in `keys`.
+    fn encode(&self, first: bool, commit: &mut Commit) {
+        // `KEYS[1]` and `KEYS[2]` (the writer table) precede `keys`.
+        let index_of_next = |keys: &Vec<String>| keys.len() + 3;
+        let version_at = if first {
+            1
+        } else {
+            commit.keys.push(self.version_key.clone());
+            commit.types.push('s');
+            commit.keys.len() + 2
+        };
+        // Data key `i` (0-based, `BoardKeys::data`) is `KEYS[base + 1 + i]`.
+        let base = index_of_next(&commit.keys) - 1;
+        commit.keys.extend(self.data.iter().cloned());
+        commit.types.push_str(DATA_TYPES);
         let writes = self.writes.take();
-        if writes.is_empty() {
-            return Ok(true);
-        }
-        let mut keys = self.data.clone();
-        let mut queues: HashMap<u32, usize> = HashMap::new();
-        let mut args: Vec<Vec<u8>> = Vec::new();
-        let index = |i: usize| (i + 3).to_string().into_bytes();
+        commit.heads.extend([
+            version_at.to_string().into_bytes(),
+            self.version
+                .borrow()
+                .clone()
+                .unwrap_or_default()
+                .into_bytes(),
+            if writes.is_empty() { b"0" } else { b"1" }.to_vec(),
+        ]);
+        let index = |i: usize| (base + 1 + i).to_string().into_bytes();
+        let mut queues: HashMap<u32, Vec<u8>> = HashMap::new();
+        let ops = &mut commit.ops;
         for write in writes {
             match write {
                 Write::Put(h, field, value) => {
-                    args.extend([b"H".to_vec(), index(h as usize), field, value]);
+                    ops.extend([b"H".to_vec(), index(h as usize), field, value]);
                 }
-                Write::Delete(h, field) => args.extend([b"h".to_vec(), index(h as usize), field]),
-                Write::Rank(member) => args.extend([b"Z".to_vec(), index(ORDER), member]),
-                Write::Unrank(member) => args.extend([b"z".to_vec(), index(ORDER), member]),
+                Write::Delete(h, field) => ops.extend([b"h".to_vec(), index(h as usize), field]),
+                Write::Rank(member) => ops.extend([b"Z".to_vec(), index(ORDER), member]),
+                Write::Unrank(member) => ops.extend([b"z".to_vec(), index(ORDER), member]),
                 Write::Trim(queue, below) => {
-                    let at = *queues.entry(queue).or_insert_with(|| {
-                        keys.push(self.keys.queue(queue));
-                        keys.len() - 1
+                    let at = queues.entry(queue).or_insert_with(|| {
+                        commit.keys.push(self.keys.queue(queue));
+                        commit.types.push('x');
+                        (commit.keys.len() + 2).to_string().into_bytes()
                     });
-                    args.extend([b"X".to_vec(), index(at), below.into_bytes()]);
+                    ops.extend([b"X".to_vec(), at.clone(), below.into_bytes()]);
                 }
                 Write::Clear => {
-                    args.extend([b"C".to_vec(), CLEARED.len().to_string().into_bytes()]);
-                    args.extend(CLEARED.iter().map(|&i| index(i)));
+                    ops.extend([b"C".to_vec(), CLEARED.len().to_string().into_bytes()]);
+                    ops.extend(CLEARED.iter().map(|&i| index(i)));
                 }
-                Write::Move { player, to, from } => args.extend([b"M".to_vec(), player, to, from]),
+                Write::Move { player, to } => {
+                    ops.extend([b"M".to_vec(), base.to_string().into_bytes(), player, to]);
+                }
                 Write::DeadLetter(json) => {
-                    args.extend([
+                    ops.extend([
                         b"D".to_vec(),
                         index(DEAD),
                         index(DEAD_IDS),
@@ -294,29 +316,69 @@ impl<'a> BoardTx<'a> {
                 }
             }
         }
-        let mut conn = self.conn.borrow_mut();
-        let id = self.db.next_seq(&mut conn);
-        // The commit's operation id is the new version: unique, so a state
-        // rolled back by a failover never passes for a later one.
-        let expected = self.version.take().unwrap_or_default();
-        let mut binary = vec![
-            expected.into_bytes(),
-            format!("{}:{}", id.0, id.1).into_bytes(),
-        ];
-        binary.extend(args);
-        let piece = Piece {
-            script: scripts::board_commit(),
-            key: &self.version_key,
-            slot: self.keys.slot,
-            args: Vec::new(),
-            binary,
-            more_keys: &keys,
-        };
-        let reply = self.db.run(&mut conn, &piece, id)?;
-        match reply {
-            Reply::Conflict => Ok(false),
-            reply if reply.applied() => Ok(true),
-            other => Err(self.unexpected(format!("{other:?} to a commit"))),
-        }
+    }
+
+    fn wrote(&self) -> bool {
+        !self.writes.borrow().is_empty()
+    }
+}
+
+/// The type letters of [`BoardKeys::data`] for `scripts::board_commit`.
+const DATA_TYPES: &str = "hhhzhshzhs";
+
+/// A commit script's arguments, built board by board.
+#[derive(Default)]
+struct Commit {
+    /// `KEYS[3..]`.
+    keys: Vec<String>,
+    /// One type letter per key of `keys`.
+    types: String,
+    /// Per board: version key index, version read, written.
+    heads: Vec<Vec<u8>>,
+    ops: Vec<Vec<u8>>,
+}
+
+/// Commits the buffered writes of `txs` (boards of one slot, sharing one
+/// connection) in one script, all or nothing: `false` if a concurrent
+/// commit moved any of them since its reads (run the transaction again). A
+/// board only read is checked, not moved; a transaction that wrote nothing
+/// has nothing to commit: its reads were of one state of each board
+/// already.
+pub(crate) fn commit(txs: &[BoardTx<'_>]) -> Result<bool> {
+    let Some(first) = txs.first() else {
+        return Ok(true);
+    };
+    if !txs.iter().any(BoardTx::wrote) {
+        return Ok(true);
+    }
+    debug_assert!(txs.iter().all(|tx| tx.keys.slot == first.keys.slot));
+    let mut commit = Commit::default();
+    for (i, tx) in txs.iter().enumerate() {
+        tx.encode(i == 0, &mut commit);
+    }
+    let mut conn = first.conn.borrow_mut();
+    let id = first.db.next_seq(&mut conn);
+    // The commit's operation id is the new version: unique, so a state
+    // rolled back by a failover never passes for a later one.
+    let mut binary = vec![
+        format!("{}:{}", id.0, id.1).into_bytes(),
+        commit.types.into_bytes(),
+        txs.len().to_string().into_bytes(),
+    ];
+    binary.extend(commit.heads);
+    binary.extend(commit.ops);
+    let piece = Piece {
+        script: scripts::board_commit(),
+        key: &first.version_key,
+        slot: first.keys.slot,
+        args: Vec::new(),
+        binary,
+        more_keys: &commit.keys,
+    };
+    let reply = first.db.run(&mut conn, &piece, id)?;
+    match reply {
+        Reply::Conflict => Ok(false),
+        reply if reply.applied() => Ok(true),
+        other => Err(first.unexpected(format!("{other:?} to a commit"))),
     }
 }

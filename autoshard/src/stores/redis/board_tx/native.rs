@@ -100,26 +100,31 @@ impl BoardTx<'_> {
     }
 }
 
+/// The arrival a player moved in this transaction reads with: the
+/// commit draws the real one, the next of the board's counter.
+const PENDING: u64 = i64::MAX as u64;
+
 // Lua's numbers are doubles: every count and position handed to a script
 // stays below 2^53.
 const LUA_EXACT: u64 = 1 << 52;
 
 impl NativeBoard for BoardTx<'_> {
-    fn place(&self, player: &str, from: Option<(i64, u64)>, to: Option<i64>) -> Result<()> {
+    // `from` is not sent: the commit reads the player's row where it moves
+    // them, which also sees an earlier move of this transaction.
+    fn place(&self, player: &str, _from: Option<(i64, u64)>, to: Option<i64>) -> Result<()> {
         let field = player.as_bytes().to_vec();
         self.writes.borrow_mut().push(Write::Move {
             player: field.clone(),
             to: to.map_or_else(Vec::new, |s| descending(s).to_be_bytes().to_vec()),
-            from: from.map_or_else(Vec::new, |(s, a)| row(s, a)),
         });
-        // The arrival is drawn by the commit: a later read of this player
-        // in the transaction would not know it, and the ranking layer makes
-        // none (`ranking/native.rs`).
-        self.known
-            .borrow_mut()
-            .remove(&(Hash::Players, field.clone()));
+        // A later read of the player in this transaction (a family worker
+        // applies several submissions in one) sees the new score. Its
+        // arrival is drawn by the commit; until then it reads as after
+        // every arrival so far, which is where the commit puts it.
+        let mut known = self.known.borrow_mut();
+        known.insert((Hash::Players, field.clone()), to.map(|s| row(s, PENDING)));
         if to.is_none() {
-            self.known.borrow_mut().insert((Hash::Data, field), None);
+            known.insert((Hash::Data, field), None);
         }
         Ok(())
     }
