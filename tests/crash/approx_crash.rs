@@ -3,7 +3,7 @@
 //! transaction, a new "round" of scores) and refreshing, with its refresh
 //! stretched (one bucket per transaction, 300 µs apart, 3 ms on PostgreSQL) so most kills land
 //! in the middle of one. After every kill the parent checks, on a real
-//! SQLite file and on the PostgreSQL server:
+//! SQLite file, on the PostgreSQL server and on Redis Cluster:
 //!
 //! - the board still answers `approx_rank`, from a snapshot that is
 //!   complete and equals the buckets of one round of scores exactly
@@ -28,6 +28,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::child;
+#[cfg(feature = "redis")]
+use crate::stores;
 use child::{kills, Child};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -264,6 +266,41 @@ fn postgres_refresh_killed_midway_leaves_the_last_complete_snapshot() {
         rand::random::<u32>()
     );
     let caught = kill_refreshes(&pg_url(), &name, kills(20), false, &|| 0);
+    assert_eq!(caught, 0);
+}
+
+/// Bucket rows under `prefix` of snapshots other than the published one
+/// (the snapshot hash's fields `<snapshot>:<i>`, `stores/redis/approx.rs`).
+#[cfg(feature = "redis")]
+fn redis_rows_left(prefix: &str) -> u64 {
+    use std::collections::HashMap;
+    let mut left = 0;
+    let mut masters = stores::redis_cluster::masters();
+    for (master, key) in stores::redis_cluster::scan(&format!("{prefix}:*:rk*:x")) {
+        let fields: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(&key)
+            .query(&mut masters[master])
+            .unwrap();
+        let current = fields.get("current").cloned().unwrap_or_default();
+        left += fields
+            .keys()
+            .filter_map(|f| f.split_once(':'))
+            .filter(|(snapshot, _)| *snapshot != current)
+            .count() as u64;
+    }
+    left
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_refresh_killed_midway_leaves_the_last_complete_snapshot() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = stores::redis_cluster::new_prefix();
+    let _cleanup = stores::redis_cluster::DropPrefix(prefix.clone());
+    let url = stores::redis_cluster::url(&prefix);
+    let caught = kill_refreshes(&url, "board", kills(20), false, &|| {
+        redis_rows_left(&prefix)
+    });
     assert_eq!(caught, 0);
 }
 

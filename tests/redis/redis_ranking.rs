@@ -58,6 +58,47 @@ fn a_board_lives_in_one_slot_and_boards_spread_over_masters() {
     assert!(used.len() >= 2, "12 boards on masters {used:?}");
 }
 
+/// An approximate board's snapshots are one hash in the board's slot
+/// (`:x`), beside its players and ranking order and no count tree; a
+/// refresh fills it, and deleting the board unlinks it with the rest.
+#[test]
+fn an_approximate_boards_snapshots_live_in_its_slot_and_go_with_it() {
+    let store = RedisCluster::fresh();
+    let config = RankingConfig::new(0..1_000).approximate(4);
+    let board = Ranking::create(&*store, "approx", config).unwrap();
+    let scores: Vec<(String, i64)> = (0..40).map(|i| (format!("p{i}"), i * 7)).collect();
+    let scores: Vec<(&str, i64)> = scores.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    board.set_scores(&scores).unwrap();
+    board.refresh().unwrap();
+    board.refresh().unwrap();
+    assert_eq!(board.approx_rank(273).unwrap(), 1);
+    let keys = |store: &RedisCluster| -> BTreeSet<String> {
+        rc::scan(&format!("{}:*:rk*", store.prefix()))
+            .into_iter()
+            .map(|(_, key)| key.rsplit(':').next().unwrap().to_owned())
+            .collect()
+    };
+    let found = keys(&store);
+    assert!(found.contains("x") && found.contains("o"), "{found:?}");
+    assert!(!found.contains("n") && !found.contains("a"), "{found:?}");
+    let places = board_keys(store.prefix());
+    assert!(places.values().all(|p| p.len() == 1), "{places:?}");
+    let snapshots: BTreeMap<String, String> = {
+        let (master, key) = rc::scan(&format!("{}:*:rk*:x", store.prefix())).remove(0);
+        redis::cmd("HGETALL")
+            .arg(&key)
+            .query(&mut rc::masters()[master])
+            .unwrap()
+    };
+    // The second refresh's 4 rows, its pointer fields; the first's rows
+    // were deleted when it published.
+    let rows: Vec<&String> = snapshots.keys().filter(|k| k.contains(':')).collect();
+    assert_eq!(rows.len(), 4, "{snapshots:?}");
+    assert!(rows.iter().all(|k| k.starts_with("2:")), "{snapshots:?}");
+    assert!(Ranking::delete(&*store, "approx").unwrap());
+    assert_eq!(keys(&store), BTreeSet::from(["v".to_owned()]));
+}
+
 /// A board of one tree is stored natively: its keys are the ranking
 /// order, players, distinct scores, their counts, the arrival counter, the
 /// version and the queue's heads and stream; no count-tree rows (`:n`, `:a`), whatever wrote

@@ -173,11 +173,21 @@ pub(super) fn record(id: i64, spec: &BoardSpec, native: bool) -> String {
         "" => record,
         dims => format!("{record}|{dims}"),
     };
+    // An approximate board's bucket count and exact top are one more
+    // field, marked, so every other board's record stays as it was.
+    let record = match spec.buckets {
+        0 => record,
+        buckets => format!("{record}|{APPROX}{buckets}:{}", spec.exact_top),
+    };
     match native {
         true => format!("{record}|{NATIVE}"),
         false => record,
     }
 }
+
+/// The start of the field of an approximate board's record:
+/// `~approx=<buckets>:<exact top>`.
+const APPROX: &str = "~approx=";
 
 /// A registry record's id, configuration and whether the board is stored
 /// natively.
@@ -193,6 +203,15 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, 
     if native {
         fields.pop();
     }
+    let approx = match fields.last().and_then(|f| f.strip_prefix(APPROX)) {
+        Some(mode) => {
+            let (buckets, top) = mode.split_once(':').ok_or_else(corrupt)?;
+            let mode = buckets.parse().ok().zip(top.parse().ok());
+            fields.pop();
+            mode.ok_or_else(corrupt)?
+        }
+        None => (0, 0),
+    };
     let dims = match fields.len() {
         10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
         _ => "",
@@ -229,8 +248,8 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, 
                 order: order.to_owned(),
                 entry_data: entry_data.parse().ok()?,
                 dims: dims.to_owned(),
-                buckets: 0,
-                exact_top: 0,
+                buckets: approx.0,
+                exact_top: approx.1,
             },
             native,
         ))
@@ -303,6 +322,15 @@ mod tests {
             parse_record("b", &record(7, &composite, true)).unwrap(),
             (7, composite, true)
         );
+        let approximate = BoardSpec {
+            buckets: 64,
+            exact_top: 10,
+            ..spec.clone()
+        };
+        assert_eq!(
+            parse_record("b", &record(9, &approximate, false)).unwrap(),
+            (9, approximate, false)
+        );
         // A record from before policies and orders reads as the defaults.
         let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
         assert_eq!(
@@ -313,7 +341,13 @@ mod tests {
                 ..spec
             }
         );
-        for bad in ["", "1|2|3", "x|0|1|2|1|1", "1|0|1|2|1|1|9"] {
+        for bad in [
+            "",
+            "1|2|3",
+            "x|0|1|2|1|1",
+            "1|0|1|2|1|1|9",
+            "1|0|1|2|1|1|~approx=x:1",
+        ] {
             assert!(
                 matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),
                 "{bad}"

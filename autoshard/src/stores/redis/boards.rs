@@ -31,6 +31,7 @@
 //! | `P:{t}:rk<id>:s` | sorted set | a native board's distinct scores: members `desc(score)`, all at 0 |
 //! | `P:{t}:rk<id>:m` | hash | a native board's players per score: `desc(score)` -> count |
 //! | `P:{t}:rk<id>:c` | string | a native board's arrival counter |
+//! | `P:{t}:rk<id>:x` | hash | an approximate board's snapshots (`approx.rs`) |
 //!
 //! A board stored natively (every board of one tree; its registry record
 //! ends in `~native`) has no `:n` and `:a` rows: its players' rows are the
@@ -91,6 +92,16 @@ impl BoardKeys {
         data.push(format!("{}:e", self.base));
         data.extend(["s", "m", "c"].iter().map(|k| format!("{}:{k}", self.base)));
         data
+    }
+
+    /// The ranking order (sorted set): `desc(score) ‖ arrival ‖ name`.
+    pub fn order(&self) -> String {
+        format!("{}:o", self.base)
+    }
+
+    /// An approximate board's snapshots (`approx.rs`).
+    pub fn approx(&self) -> String {
+        format!("{}:x", self.base)
     }
 
     /// The dead letters: id -> JSON (`board_codec::dead_letter_json`).
@@ -242,12 +253,6 @@ impl RedisCluster {
 
 impl BoardStore for RedisCluster {
     fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
-        if spec.buckets > 0 {
-            return Err(Error::Unsupported {
-                store: "redis-cluster",
-                operation: "approximate ranking boards",
-            });
-        }
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
         // old one's keys. A tree of a split board's id puts it on its own
@@ -307,6 +312,10 @@ impl BoardStore for RedisCluster {
     // cluster cannot be told for sure from their seed addresses.
     fn prepare_queue(&self) -> Result<Option<String>> {
         Ok(None)
+    }
+
+    fn approx(&self) -> Result<&dyn crate::seam::ApproxStore> {
+        Ok(self)
     }
 
     fn write_boards(

@@ -78,7 +78,7 @@ impl RedisCluster {
         for key in keys.data() {
             invocation.key(key);
         }
-        invocation.key(keys.heads());
+        invocation.key(keys.heads()).key(keys.approx());
         for queue in 0..spec.queues {
             invocation.key(keys.queue(queue));
         }

@@ -18,6 +18,7 @@
 //! pieces guarantees, and what it does not, is in `docs/design/store-redis.md`
 //! ("Redis Cluster").
 
+mod approx;
 mod board_codec;
 mod board_tx;
 mod boards;
