@@ -9,7 +9,7 @@
 //! "better" is always "higher"; only `Increment` adds in real scores.
 //! `docs/design/ranking-tree.md` ("Ranking tree", "Policies and order") has the reasons.
 
-use super::apply::{apply_updates_from, store_entry_data};
+use super::apply::{apply_updates_from, store_entry_data, Step};
 use super::handle::check_player;
 use super::query::{self, Want};
 use super::storage::Storage;
@@ -274,6 +274,26 @@ impl Ranking {
         self.write_with(|st| self.submit_in(st, shard, player, score, data))
     }
 
+    /// [`submit_in`](Ranking::submit_in) without the ranks it reports: the
+    /// write alone, for a caller that drops the report. A family worker
+    /// applies a batch's submissions in one transaction, where the ranks of
+    /// a native board (read from the state before the transaction) would
+    /// not account for a player's earlier move in it.
+    pub(crate) fn write_in(
+        &self,
+        st: &dyn Storage,
+        shard: u32,
+        player: &str,
+        score: i64,
+        data: Option<&[u8]>,
+    ) -> Result<Step> {
+        let (rules, g) = (self.rules(), self.geometry());
+        let (update, floor) = ([(player, Some(score))], self.arrival_floor(1));
+        let step = apply_updates_from(st, g, rules, shard, &update, None, &|_| floor)?[0];
+        store_entry_data(st, rules, &update, [data], &[step], &[])?;
+        Ok(step)
+    }
+
     /// The body of [`submit`](Ranking::submit) in a write transaction that
     /// is already open (a family's multi-board write runs it once per
     /// member); `player` and `score` are checked.
@@ -288,11 +308,8 @@ impl Ranking {
         let rules = self.rules();
         {
             let g = self.geometry();
-            let (update, floor) = ([(player, Some(score))], self.arrival_floor(1));
-            let step = apply_updates_from(st, g, rules, shard, &update, None, &|_| floor)?[0];
+            let step = self.write_in(st, shard, player, score, data)?;
             let new = step.after.expect("a score, not a removal");
-            let updates = [(player, Some(score))];
-            store_entry_data(st, rules, &updates, [data], &[step], &[])?;
             let above = |tree: i64| -> Result<u64> {
                 let offset = g.offset(tree).expect("checked by the update");
                 Ok(query::place_of(st, g, offset, Want::default())?.above)

@@ -214,7 +214,7 @@ impl Family {
         registry.write_with(|st| {
             // Replace: each chunk's data is written with its score.
             for (player, data) in &chunks {
-                registry.submit_in(st, 0, player, 0, Some(data))?;
+                registry.write_in(st, 0, player, 0, Some(data))?;
             }
             Ok(())
         })?;

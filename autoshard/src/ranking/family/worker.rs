@@ -592,14 +592,14 @@ impl Family {
         let encoded = encode_values(config, &q.values());
         if stored.as_deref() != Some(encoded.as_bytes()) {
             let players = &self.inner.players;
-            players.submit_in(pst, 0, player, 0, Some(encoded.as_bytes()))?;
+            players.write_in(pst, 0, player, 0, Some(encoded.as_bytes()))?;
         }
         for ((board, st), leave) in writes {
             if leave {
                 let (g, rules) = (board.geometry(), board.rules());
                 apply_updates(st, g, rules, shard, &[(player, None)], None)?;
             } else {
-                board.submit_in(st, shard, player, q.score, q.data.as_deref())?;
+                board.write_in(st, shard, player, q.score, q.data.as_deref())?;
             }
         }
         Ok(true)

@@ -308,12 +308,13 @@ end
 /// member (`ZREM`), `X` id (`XTRIM MINID`), `D` counter-index payload (a
 /// dead letter under the counter's next value); `C`, a count and that many
 /// key indexes unlinks those keys (a reset); `M` base player score-key
-/// moves a player of a native board (`board_tx/native.rs`) whose data keys
-/// (`BoardKeys::data`) are `KEYS[base + 1 ..]`: out of the order (and
-/// their old score's multiplicity, and the distinct scores when it was the
-/// last) if they have a row; then to `score-key` (8 bytes) with the
-/// board's next arrival, or, if it is empty, out of the players and their
-/// entry data.
+/// old-row moves a player of a native board (`board_tx/native.rs`) whose
+/// data keys (`BoardKeys::data`) are `KEYS[base + 1 ..]`: out of the order
+/// (and their old score's multiplicity, and the distinct scores when it
+/// was the last) if `old-row` (16 bytes; `?`: the row an earlier move of
+/// this commit wrote, read here) is not empty; then to `score-key` (8
+/// bytes) with the board's next arrival, or, if it is empty, out of the
+/// players and their entry data.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -356,11 +357,11 @@ while i <= #ARGV do
     local d = tonumber(ARGV[i + 1])
     local players, order, data = KEYS[d + 3], KEYS[d + 4], KEYS[d + 7]
     local distinct, counts, arrivals = KEYS[d + 8], KEYS[d + 9], KEYS[d + 10]
-    local player, new = ARGV[i + 2], ARGV[i + 3]
-    -- Read here, not sent: an earlier move of this commit may have moved
-    -- the player already.
-    local old = redis.call('HGET', players, player) or ''
-    i = i + 4
+    local player, new, old = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+    -- `?`: an earlier move of this commit moved the player; their row is
+    -- the one it wrote.
+    if old == '?' then old = redis.call('HGET', players, player) or '' end
+    i = i + 5
     if old ~= '' then
       redis.call('ZREM', order, old .. player)
       local pre = string.sub(old, 1, 8)

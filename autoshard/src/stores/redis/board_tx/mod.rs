@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::seam::BoardSpec;
 use redis::Value;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 mod native;
 mod storage;
@@ -68,11 +68,14 @@ enum Write {
     DeadLetter(String),
     /// Unlinks the keys of [`CLEARED`]: a reset.
     Clear,
-    /// A native board's move of a player, from wherever the commit finds
-    /// them, to a score key (8 bytes, empty: removed).
+    /// A native board's move of a player: from their stored row (16
+    /// bytes, empty if absent; `None`: where an earlier move of this
+    /// transaction put them, which the commit reads) to a score key (8
+    /// bytes, empty: removed).
     Move {
         player: Vec<u8>,
         to: Vec<u8>,
+        from: Option<Vec<u8>>,
     },
 }
 
@@ -100,6 +103,8 @@ pub(crate) struct BoardTx<'a> {
     cleared: Cell<bool>,
     /// Hash fields read or written so far (`None`: absent).
     known: RefCell<Known>,
+    /// The players of a native board this transaction moved.
+    moved: RefCell<HashSet<Vec<u8>>>,
     writes: RefCell<Vec<Write>>,
 }
 
@@ -126,6 +131,7 @@ impl<'a> BoardTx<'a> {
             stale: Cell::new(false),
             cleared: Cell::new(false),
             known: RefCell::default(),
+            moved: RefCell::default(),
             writes: RefCell::default(),
         }
     }
@@ -303,8 +309,15 @@ impl<'a> BoardTx<'a> {
                     ops.extend([b"C".to_vec(), CLEARED.len().to_string().into_bytes()]);
                     ops.extend(CLEARED.iter().map(|&i| index(i)));
                 }
-                Write::Move { player, to } => {
-                    ops.extend([b"M".to_vec(), base.to_string().into_bytes(), player, to]);
+                Write::Move { player, to, from } => {
+                    let from = from.unwrap_or_else(|| b"?".to_vec());
+                    ops.extend([
+                        b"M".to_vec(),
+                        base.to_string().into_bytes(),
+                        player,
+                        to,
+                        from,
+                    ]);
                 }
                 Write::DeadLetter(json) => {
                     ops.extend([

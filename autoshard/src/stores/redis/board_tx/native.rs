@@ -109,13 +109,15 @@ const PENDING: u64 = i64::MAX as u64;
 const LUA_EXACT: u64 = 1 << 52;
 
 impl NativeBoard for BoardTx<'_> {
-    // `from` is not sent: the commit reads the player's row where it moves
-    // them, which also sees an earlier move of this transaction.
-    fn place(&self, player: &str, _from: Option<(i64, u64)>, to: Option<i64>) -> Result<()> {
+    fn place(&self, player: &str, from: Option<(i64, u64)>, to: Option<i64>) -> Result<()> {
         let field = player.as_bytes().to_vec();
+        // A player moved before in this transaction has a row only the
+        // commit knows (it draws the arrival): it reads it there.
+        let first = self.moved.borrow_mut().insert(field.clone());
         self.writes.borrow_mut().push(Write::Move {
             player: field.clone(),
             to: to.map_or_else(Vec::new, |s| descending(s).to_be_bytes().to_vec()),
+            from: first.then(|| from.map_or_else(Vec::new, |(s, a)| row(s, a))),
         });
         // A later read of the player in this transaction (a family worker
         // applies several submissions in one) sees the new score. Its

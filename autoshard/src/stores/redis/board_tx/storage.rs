@@ -393,6 +393,7 @@ impl Storage for BoardTx<'_> {
         writes.clear();
         writes.push(Write::Clear);
         self.known.borrow_mut().clear();
+        self.moved.borrow_mut().clear();
         self.cleared.set(true);
         Ok(())
     }
