@@ -20,6 +20,8 @@ use std::collections::{HashMap, HashSet};
 
 mod native;
 mod storage;
+#[cfg(test)]
+mod tests;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
