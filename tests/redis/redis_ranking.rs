@@ -285,6 +285,11 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
         assert_eq!(board.score("a").unwrap(), None);
         let submit = trips(&mut || assert!(board.submit("d", 9).unwrap().changed()));
         assert!(submit > 1, "{policy:?}: a submit counted {submit}");
+        // A player on the board: their row, both ranks' counts in one read
+        // (`ABOVES`; it was two reads, 4 round trips), the commit.
+        let next = if policy == Policy::Worst { 8 } else { 11 };
+        let again = trips(&mut || assert!(board.submit("d", next).unwrap().changed()));
+        assert_eq!((submit, again), (3, 3), "{policy:?}");
         board.check_integrity().unwrap();
     }
 }

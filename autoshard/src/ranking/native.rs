@@ -89,13 +89,17 @@ pub(super) fn submission_ranks(
     before: Option<i64>,
     after: i64,
 ) -> Result<(Option<u64>, u64)> {
-    let (above_new, _) = native.above(after, false)?;
+    let scores: Vec<i64> = [Some(after), before].into_iter().flatten().collect();
+    let above = native.above_each(&scores)?;
+    let [above_new, ..] = above[..] else {
+        return Err(crate::Error::SchemaMismatch {
+            kind: "ranking".into(),
+            reason: format!("{} counts for {} scores", above.len(), scores.len()),
+        });
+    };
     // Counted among the players above `after` while still at a better
     // `before`; not once moved.
     let new_rank = above_new - u64::from(before.is_some_and(|b| b > after)) + 1;
-    let old_rank = match before {
-        Some(b) => Some(native.above(b, false)?.0 + 1),
-        None => None,
-    };
+    let old_rank = above.get(1).map(|n| n + 1);
     Ok((old_rank, new_rank))
 }

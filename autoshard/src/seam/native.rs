@@ -52,6 +52,10 @@ pub(crate) trait NativeBoard {
     /// `distinct` the distinct scores strictly better too (else 0).
     fn above(&self, score: i64, distinct: bool) -> Result<(u64, u64)>;
 
+    /// Players with a tree score strictly better than each of `scores`,
+    /// in one read (a submission's old and new rank).
+    fn above_each(&self, scores: &[i64]) -> Result<Vec<u64>>;
+
     /// `player`'s rank of kind `kind` (counting only that), `None` if they
     /// are not on the board.
     fn rank_of(&self, player: &str, kind: RankKind) -> Result<Option<u64>>;

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 ///
 /// - `ABOVE key distinct`: `{players before key, distinct scores before
 ///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
+/// - `ABOVES key...`: the players before each key;
 /// - `RANK player kind`: nil if absent, else the players before them
 ///   (`s`: with a better score; `o`: in ranking order) or the distinct
 ///   better scores (`d`);
@@ -50,6 +51,9 @@ if op == 'ABOVE' then
   local distinct = 0
   if ARGV[4] == '1' then distinct = redis.call('ZLEXCOUNT', s, '-', '(' .. ARGV[3]) end
   r = {above, distinct}
+elseif op == 'ABOVES' then
+  r = {}
+  for i = 3, #ARGV do r[#r + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
 elseif op == 'AROUND' then
   local row = redis.call('HGET', p, ARGV[3])
   if not row then

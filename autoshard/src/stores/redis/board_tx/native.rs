@@ -131,6 +131,23 @@ impl NativeBoard for BoardTx<'_> {
         Ok(())
     }
 
+    fn above_each(&self, scores: &[i64]) -> Result<Vec<u64>> {
+        let keys: Vec<[u8; 8]> = scores
+            .iter()
+            .map(|&s| descending(s).to_be_bytes())
+            .collect();
+        let args: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        let counts: Vec<u64> = array(self.native_read("ABOVES", &args)?)
+            .into_iter()
+            .map(|n| number(Some(n)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("counts"))?;
+        if counts.len() != scores.len() {
+            return Err(self.bad_reply("counts"));
+        }
+        Ok(counts)
+    }
+
     fn above(&self, score: i64, distinct: bool) -> Result<(u64, u64)> {
         let key = descending(score).to_be_bytes();
         let flag: &[u8] = if distinct { b"1" } else { b"0" };
