@@ -99,6 +99,30 @@ pub mod redis_hooks {
     pub fn round_trips() -> u64 {
         crate::stores::redis::exec::round_trips()
     }
+
+    /// On this thread, a save, insert or delete of a kind with a ranked
+    /// field pauses this long between its pieces and its board writes: a
+    /// test's kill then often lands where a board write is owed
+    /// (`tests/crash/entity_board_crash.rs`).
+    pub fn pause_before_board_writes(pause: std::time::Duration) {
+        crate::stores::redis::ranked_hooks::PAUSE.set(pause);
+    }
+
+    /// On this thread, such a write returns after its pieces, its board
+    /// writes owed, as a writer killed there leaves them
+    /// (`tests/redis/redis_entity_board.rs`).
+    pub fn leave_board_writes_owed(on: bool) {
+        use crate::stores::redis::ranked_hooks::{Owe, OWE};
+        OWE.set(if on { Owe::All } else { Owe::Nothing });
+    }
+
+    /// On this thread, such a write applies its board writes but keeps
+    /// their intents, as a writer killed before clearing them does: a
+    /// recovery must then find them applied.
+    pub fn keep_paid_intents(on: bool) {
+        use crate::stores::redis::ranked_hooks::{Owe, OWE};
+        OWE.set(if on { Owe::Intents } else { Owe::Nothing });
+    }
 }
 
 /// Hooks of the split boards' oracle tests (`tests/suites/stores_ranking_trees.rs`).

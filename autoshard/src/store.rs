@@ -359,8 +359,8 @@ pub(crate) fn traced(span: &trace::Entered, saved: std::result::Result<&Saved, &
 /// them (Redis Cluster), is refused at its first use, before the store
 /// sees it: [`Error::Unsupported`](crate::Error::Unsupported).
 ///
-/// So is a kind with a ranked field on a store that cannot write its board
-/// in the entity's transaction (Redis Cluster; `seam/ranked.rs`).
+/// So is a kind with a ranked field on a store that cannot write its
+/// boards (`seam/ranked.rs`); every store here can.
 pub(crate) fn auto_supported<T: Shardable>(store: &(impl Backend + ?Sized)) -> Result<()> {
     if Kind::of::<T>().has_auto() {
         store.__entities().0.automatic_shards()?;

@@ -28,8 +28,7 @@ const FLUSH_LIMIT: Duration = Duration::from_secs(60);
 /// request (`Arc<Backend>`).
 pub struct Backend {
     store: AsyncStore,
-    /// `None` on Redis Cluster: entity boards are `Error::Unsupported` there.
-    questions: Option<AsyncRanking>,
+    questions: AsyncRanking,
     game: AsyncRanking,
     jobs: Mutex<Option<Jobs>>,
     next_id: AtomicU64,
@@ -74,24 +73,19 @@ impl Backend {
         // 8: the load generator's 8 clients' calls in flight at once).
         let store = autoshard::open_async(&url).await?;
         let game = open_or_create(&store, GAME_BOARD, game_board_config()).await?;
-        let questions = match store.scheme() {
-            "redis-cluster" => None,
-            _ => Some(open_or_create(&store, QUESTIONS_BOARD, questions_board_config()).await?),
-        };
-        let (next_id, votes_at_start) = match &questions {
-            Some(board) => (board.len().await? + 1, board_total(board).await?),
-            None => (1, 0),
-        };
+        let questions = open_or_create(&store, QUESTIONS_BOARD, questions_board_config()).await?;
+        let (next_id, votes_at_start) =
+            (questions.len().await? + 1, board_total(&questions).await?);
         let worker = game.spawn_worker(game.worker()).await?;
-        let compactor = questions.as_ref().map(|_| {
+        let compactor = {
             let running = store.spawn_compactor(store.compactor::<Question>());
             let (stop, stopped) = oneshot::channel::<()>();
             let task = tokio::spawn(async move {
                 let _ = stopped.await;
                 running.stop().await.map(|_| ())
             });
-            (stop, task)
-        });
+            Some((stop, task))
+        };
         let jobs = Jobs { worker, compactor };
         Ok(Arc::new(Backend {
             store,
@@ -112,17 +106,8 @@ impl Backend {
         self.store.scheme()
     }
 
-    fn questions(&self) -> autoshard::Result<&AsyncRanking> {
-        self.questions.as_ref().ok_or(Error::Unsupported {
-            store: "redis-cluster",
-            operation: "entity boards (`ranked = ...`), so the Moderator's questions \
-                        (use SQLite or PostgreSQL; the game leaderboard works here)",
-        })
-    }
-
     /// Stores a new question with 0 votes (and so puts it on the board).
     pub async fn ask(&self, text: String) -> autoshard::Result<QuestionView> {
-        self.questions()?;
         loop {
             let id = self.next_id.fetch_add(1, Relaxed);
             let q = Question {
@@ -150,7 +135,6 @@ impl Backend {
     /// One vote: +1 on one of the question's ten shard rows, and on the
     /// board, in one transaction. `Error::NotFound` for a missing question.
     pub async fn vote(&self, id: u64) -> autoshard::Result<()> {
-        self.questions()?;
         self.store
             .save_delta::<Question, _>(&id, "votes", &1i64)
             .await?;
@@ -161,7 +145,7 @@ impl Backend {
 
     /// A question with its loaded total and its board rank.
     pub async fn question(&self, id: u64) -> autoshard::Result<QuestionView> {
-        let board = self.questions()?;
+        let board = &self.questions;
         let q = self
             .store
             .load::<Question>(&id)
@@ -182,7 +166,7 @@ impl Backend {
     /// The `n` most voted questions, from the entity board.
     pub async fn top_questions(&self, n: u64) -> autoshard::Result<Vec<QuestionView>> {
         let mut out = Vec::new();
-        for e in self.questions()?.top(n).await? {
+        for e in self.questions.top(n).await? {
             let id: u64 = e.player.parse().map_err(|_| Error::Corrupt {
                 kind: "Question",
                 id: e.player.clone(),
@@ -269,11 +253,11 @@ impl Backend {
             votes_acked: self.votes_acked.load(Relaxed),
             scores_acked: self.scores_acked.load(Relaxed),
             scores_queued_after_flush: self.game.queued().await?,
-            questions_enabled: self.questions.is_some(),
             probe: self.probe.view(),
             ..ShutdownReport::default()
         };
-        if let Some(board) = &self.questions {
+        {
+            let board = &self.questions;
             report.votes_counted = board_total(board).await? - self.votes_at_start;
             let voted: Vec<u64> = lock(&self.voted).iter().copied().collect();
             for id in voted {

@@ -111,9 +111,6 @@ pub struct ShutdownReport {
     /// flush (0 when every one reached the board).
     pub scores_acked: u64,
     pub scores_queued_after_flush: u64,
-    /// Whether the entity-board part ran (false on Redis Cluster, where
-    /// entity boards are `Unsupported`).
-    pub questions_enabled: bool,
     pub probe: ProbeView,
 }
 

@@ -1,7 +1,8 @@
 //! The HTTP side: routes, their JSON, and errors as statuses with a JSON
 //! body (`{"error": ..., "status": ...}`): a missing question or player is
 //! 404, bad input (a malformed body or path, an empty text, a score out of
-//! range, a bad player name) is 400, a store without entity boards is 501,
+//! range, a bad player name) is 400, an operation the store does not support
+//! is 501,
 //! a retryable store condition 503, anything else 500.
 
 use crate::backend::Backend;

@@ -344,35 +344,15 @@ async fn every_vote_and_score_counted_exactly_on_postgres() -> TestResult {
     exactly_once_suite(&pg.url).await
 }
 
-/// Redis Cluster has no entity boards (`Error::Unsupported`), so the
-/// Moderator's routes answer 501 saying so; the game leaderboard runs, and
-/// every acknowledged score reaches the board.
+/// The same on Redis Cluster, where a vote's board write follows the
+/// vote's pieces (`stores/redis/ranked.rs`).
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster_counts_every_score_and_refuses_questions_with_501() -> TestResult {
+async fn every_vote_and_score_counted_exactly_on_redis_cluster() -> TestResult {
     let base = off_runtime(autoshard_test_servers::redis_cluster_url).await;
     let glue = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{glue}prefix=svc{}", rand::random::<u32>());
-    let running = start(&url).await?;
-    let mut c = Client::connect(running.addr).await?;
-    let r = c.post("/questions", Some("{\"text\": \"hi\"}")).await?;
-    assert_error(&r, 501);
-    assert!(r.body.contains("entity boards"), "{}", r.body);
-    assert_error(&c.post("/questions/1/vote", None).await?, 501);
-    assert_error(&c.get("/questions/top").await?, 501);
-    drop(c);
-    let tally = hammer(running.addr, &[], false).await?;
-    let report = running.shutdown().await?;
-    assert!(report.exact() && !report.questions_enabled, "{report:?}");
-    assert_eq!(report.scores_acked as usize, CLIENTS * REQUESTS);
-    off_runtime(move || -> TestResult {
-        let game = Ranking::open(&autoshard::open(&url)?, GAME_BOARD)?;
-        for (player, best) in &tally.best {
-            assert_eq!(game.score(player)?, Some(*best), "{player}");
-        }
-        Ok(())
-    })
-    .await
+    exactly_once_suite(&url).await
 }
 
 /// The control of the shutdown check: a vote written behind the service's

@@ -168,3 +168,21 @@ pub fn test_path(module: &str, test: &str) -> String {
         None => test.to_string(),
     }
 }
+
+/// In a child: a panic aborts the process (the parent sees a signal, not
+/// an exit code a test harness chose), after the usual report.
+pub fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+}
+
+/// In a child: one line to the parent, flushed at once.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").expect("parent closed the pipe");
+    out.flush().expect("parent closed the pipe");
+}

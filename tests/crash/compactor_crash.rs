@@ -39,11 +39,11 @@
 //! The tests take a lock so they run one after another.
 #![cfg(unix)]
 
+use crate::child::say;
 use autoshard::{Sqlite, Store, Synchronous};
 use rand::RngExt;
 use std::any::Any;
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -217,11 +217,7 @@ fn compactor_child() {
     ) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say(""); // end the harness's `test compactor_child ... ` line
     let child: u64 = child.parse().unwrap();
     match store.as_str() {
@@ -271,12 +267,6 @@ fn pause_between_transactions() {
     say("ready");
     thread::sleep(CHILD_LIFETIME);
     std::process::exit(0);
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
 }
 
 // ---------------------------------------------------------------------------

@@ -45,11 +45,11 @@
 //! make kills land mostly during process start-up.
 #![cfg(unix)]
 
+use crate::child::say;
 use autoshard::{Sqlite, Store, Synchronous};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Barrier, Mutex};
@@ -149,11 +149,7 @@ fn child_saver() {
     };
     // A panic in any thread ends the child at once: a writer that died
     // would otherwise leave the others waiting for it forever.
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     // The harness has printed `test child_saver ... ` without a newline;
     // end that line so every protocol line stands alone.
     say("");
@@ -177,14 +173,6 @@ fn child_open(path: &Path) -> autoshard::SqliteBuilder {
         other => panic!("bad {ENV_SYNC}: {other:?}"),
     };
     Sqlite::builder(path).synchronous(synchronous)
-}
-
-/// One line to the parent. A write error means the parent is gone; the
-/// panic ends the child.
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
 }
 
 fn say_ready() {

@@ -28,9 +28,9 @@
 //! them is killed in `tests/crash/family_queue_crash.rs`.
 #![cfg(unix)]
 
+use crate::child::say;
 use autoshard::ranking::{Family, FamilyConfig, Period, RankingConfig, Window};
 use autoshard::Sqlite;
-use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -67,12 +67,6 @@ fn submission(seq: i64) -> (&'static str, &'static str, &'static str) {
     (PLAYERS[s % 3], AGES[(s / 3) % 3], WEIGHTS[(s / 9) % 2])
 }
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
-}
-
 /// The child's entry point; without the parent's environment it returns.
 #[test]
 #[ignore = "the crash tests run it as a child process"]
@@ -80,11 +74,7 @@ fn family_child() {
     let (Ok(url), Ok(mode)) = (std::env::var(ENV_URL), std::env::var(ENV_MODE)) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say("");
     let db = autoshard::open(&url).expect("child: open");
     let family = Family::open(&db, "crash").expect("child: family");

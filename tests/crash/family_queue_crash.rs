@@ -23,9 +23,9 @@
 //! queueing was before) is caught half-applied after some kill of 20.
 #![cfg(unix)]
 
+use crate::child::say;
 use autoshard::ranking::{Family, FamilyConfig, Period, Policy, RankingConfig, Window};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -62,12 +62,6 @@ fn submission(j: u64) -> (i64, &'static str) {
     (AT + j as i64 * 7_200, AGES[(j / 2 % 3) as usize])
 }
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
-}
-
 /// The child's entry point; without the parent's environment it returns.
 #[test]
 #[ignore = "the crash tests run it as a child process"]
@@ -75,11 +69,7 @@ fn famq_child() {
     let (Ok(url), Ok(mode)) = (std::env::var(ENV_URL), std::env::var(ENV_MODE)) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say("");
     let db = autoshard::open(&url).expect("child: open");
     let family = Family::open(&db, "crash").expect("child: family");

@@ -17,6 +17,7 @@ mod approx_crash;
 mod board_delete_crash;
 mod compactor_crash;
 mod crash;
+mod entity_board_crash;
 mod family_crash;
 mod family_queue_crash;
 mod pg_crash;

@@ -25,9 +25,9 @@
 //! load just before it, the last child's in-flight save committing late.
 #![cfg(all(unix, feature = "postgres"))]
 
+use crate::child::say;
 use autoshard::{Concurrency, Pending, Postgres, Store};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::process::Command;
 use std::sync::{Barrier, Mutex};
 use std::thread;
@@ -105,11 +105,7 @@ fn child() {
     ) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say("");
     let child: u64 = child.parse().unwrap();
     let mode = [Mode::Static, Mode::Dynamic, Mode::Mixed]
@@ -135,12 +131,6 @@ fn child() {
             });
         }
     });
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
 }
 
 fn writer(schema: &str, mode: Mode, child: u64, thread: u64, ready: &Barrier) {

@@ -30,6 +30,7 @@
 #![cfg(unix)]
 
 use crate::child;
+use crate::child::say;
 use crate::common;
 use crate::queue_oracle as oracle;
 use child::Child;
@@ -43,7 +44,6 @@ mod several_processes;
 
 use autoshard::ranking::Ranking;
 use autoshard::{Sqlite, Synchronous};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Barrier, Mutex};
@@ -156,11 +156,7 @@ fn child_process() {
     ) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say(""); // end the harness's `test child_process ... ` line
     let mode = *Mode::ALL
         .iter()
@@ -280,12 +276,6 @@ fn split_worker(board: &Ranking) {
             .unwrap();
         }
     }
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
 }
 
 fn spawn(db: &Path, mode: Mode, child: u64, sync: &str) -> Child {

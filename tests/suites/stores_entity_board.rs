@@ -24,7 +24,7 @@ use std::thread;
 use crate::stores;
 use stores::{Options, TestStore};
 
-store_tests!(
+every_store_tests!(
     board_equals_folded_totals_after_a_concurrent_run_with_compaction,
     the_check_catches_a_skipped_or_doubled_board_write,
     insert_save_save_delta_and_delete_move_the_board,

@@ -4,7 +4,11 @@
 //! writes the entity (`seam/ranked.rs`), so a board follows its field's
 //! folded total exactly:
 //! the board write commits with the save or not at all, and a save retried
-//! by its store is retried with its board write, never counted twice.
+//! by its store is retried with its board write, never counted twice. On
+//! Redis Cluster, where a save is pieces on several slots, the board write
+//! follows the pieces, exactly once under its own operation id; a process
+//! killed in between leaves it owed to the kind's next compaction pass
+//! (docs/design/store-redis.md, "Entity boards on Redis Cluster").
 //!
 //! The application creates the board, once, with [`Policy::Increment`]
 //! (the field's total moves by each save's delta, so the board adds it):

@@ -327,9 +327,11 @@ pub(crate) trait EntityStore: Send + Sync {
         self.automatic_shards().map(|()| AutoCensus::default())
     }
 
-    /// `Ok` if the store writes entity boards in the entity's transaction
-    /// (`seam/ranked.rs`); the public `Store` refuses a kind with a ranked
-    /// field on a store that does not, before it reaches it.
+    /// `Ok` if the store writes entity boards (`seam/ranked.rs`): in the
+    /// entity's transaction, or, on Redis Cluster, after the entity's
+    /// pieces, each exactly once (`stores/redis/ranked.rs`); the public
+    /// `Store` refuses a kind with a ranked field on a store that does
+    /// not, before it reaches it.
     fn ranked_boards(&self) -> Result<()> {
         Err(Error::Unsupported {
             store: self.store_name(),

@@ -43,7 +43,7 @@ pub(crate) use self::entities::{
 pub(crate) use self::native::{NativeBoard, NativeEntry, RankKind};
 pub(crate) use self::plans::{pick_shard, BatchPlan, Delta, InsertPlan, Plan, Resume, SavePlan};
 pub use self::plans::{CompactionStats, Skipped};
-pub(crate) use self::ranked::{BoardTx, BoardWrite};
+pub(crate) use self::ranked::{player as entity_player, BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
 pub(crate) use self::sums::StaticRead;
 

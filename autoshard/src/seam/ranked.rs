@@ -129,6 +129,16 @@ impl Kind {
         Ok(writes)
     }
 
+    /// The boards the kind's ranked fields feed.
+    pub(crate) fn ranked_boards(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.ranked.fields.iter().map(|(_, board)| *board)
+    }
+
+    /// The board sharded field `index` feeds, if it is ranked.
+    pub(crate) fn board_of(&self, index: usize) -> Option<&'static str> {
+        self.ranked.board_of(index)
+    }
+
     /// The board writes of a delete: the entity leaves every board.
     pub(crate) fn board_removals(&self, key: Key<'_>) -> Vec<BoardWrite> {
         self.ranked

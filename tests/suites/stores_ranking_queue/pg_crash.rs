@@ -7,13 +7,13 @@
 
 use super::oracle::{apply_as, assert_board, write, Scores, RANGE};
 use super::seed;
+use crate::child::say;
 use crate::child::Child;
 use crate::stores::{self, TestStore};
 use autoshard::ranking::{Policy, Ranking, RankingConfig};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -29,12 +29,6 @@ const BATCH: usize = 8;
 /// `(queue shard, seq) -> (player, score)`.
 type Rows = BTreeMap<(i32, i64), (String, Option<i64>)>;
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").expect("parent closed the pipe");
-    out.flush().expect("parent closed the pipe");
-}
-
 /// The child's entry point: drains the board's queue with small batches
 /// until it is killed (or the queue is empty); with `ENV_SPLIT`, as the
 /// buggy worker of the control does. Without the parent's environment
@@ -45,11 +39,7 @@ fn pg_worker_child() {
     let Ok(schema) = std::env::var(ENV_SCHEMA) else {
         return;
     };
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        report(info);
-        std::process::abort();
-    }));
+    crate::child::abort_on_panic();
     say(""); // end the harness's `test ... ` line
     let db = autoshard::Postgres::builder(&stores::pg::tagged_url(&child_tag(&schema)))
         .schema(&schema)

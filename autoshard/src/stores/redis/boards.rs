@@ -42,9 +42,9 @@
 //! | `P:{t}:rk<id>:d`, `:di` | hash, string | dead letters (id -> JSON) and their counter |
 
 use super::board_codec::{parse_record, record};
-use super::board_tx::{self, BoardTx, Mode};
+use super::board_tx::{self, BoardTx, Ending, Mode};
 use super::keys::{key_slot, tag};
-use super::{scripts, Piece, RedisCluster, Reply};
+use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
 use crate::trace;
@@ -147,10 +147,17 @@ impl RedisCluster {
         if let Some(spec) = self.inner.boards.lock().expect("not poisoned").get(&id) {
             return Ok(spec.clone());
         }
+        self.board_spec_on(&mut *self.checkout()?, id)
+    }
+
+    /// [`board_spec`](Self::board_spec) on a connection the caller holds.
+    fn board_spec_on(&self, conn: &mut Conn, id: i64) -> Result<(BoardSpec, bool)> {
+        if let Some(spec) = self.inner.boards.lock().expect("not poisoned").get(&id) {
+            return Ok(spec.clone());
+        }
         let registry = registry(self.prefix());
-        let mut conn = self.checkout()?;
         let all: HashMap<String, String> =
-            self.with_conn(&mut conn, |c| redis::cmd("HGETALL").arg(&registry).query(c))?;
+            self.with_conn(conn, |c| redis::cmd("HGETALL").arg(&registry).query(c))?;
         for (name, stored) in &all {
             let (found, spec, native) = parse_record(name, stored)?;
             if found == id {
@@ -180,11 +187,27 @@ impl RedisCluster {
         &self,
         boards: &[Board<'_>],
         mode: Mode,
+        how: Ending,
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        let mut conn = self.checkout()?;
+        self.board_transaction_on(&mut conn, boards, mode, how, f)
+    }
+
+    /// [`board_transaction`](Self::board_transaction) on a connection
+    /// the caller holds (an entity write's, `ranked.rs`: a second one from
+    /// the pool could wait for ever on writers that each hold one).
+    pub(super) fn board_transaction_on(
+        &self,
+        conn: &mut Conn,
+        boards: &[Board<'_>],
+        mode: Mode,
+        how: Ending,
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
         let mut shapes = Vec::with_capacity(boards.len());
         for board in boards {
-            let (spec, native) = self.board_spec(board.id)?;
+            let (spec, native) = self.board_spec_on(conn, board.id)?;
             shapes.push((spec, native, BoardKeys::new(self.prefix(), board.id)));
         }
         if shapes.windows(2).any(|w| w[0].2.slot != w[1].2.slot) {
@@ -195,7 +218,6 @@ impl RedisCluster {
                 operation: "one write to boards on different slots",
             });
         }
-        let mut conn = self.checkout()?;
         for attempt in 1..=TX_ATTEMPTS {
             let shared = std::cell::RefCell::new(&mut *conn);
             let txs: Vec<BoardTx<'_>> = boards
@@ -222,7 +244,7 @@ impl RedisCluster {
                 continue;
             }
             outcome?;
-            if board_tx::commit(&txs)? {
+            if board_tx::commit(&txs, how)? {
                 return Ok(());
             }
             let _retry = trace::retry!(
@@ -236,6 +258,26 @@ impl RedisCluster {
         Err(Error::Conflict {
             attempts: TX_ATTEMPTS,
         })
+    }
+
+    /// [`BoardStore::open_board`] on a connection the caller holds.
+    pub(super) fn open_board_on(
+        &self,
+        conn: &mut Conn,
+        name: &str,
+    ) -> Result<Option<(i64, BoardSpec)>> {
+        let stored: Option<String> = self.with_conn(conn, |c| {
+            redis::cmd("HGET")
+                .arg(registry(self.prefix()))
+                .arg(name)
+                .query(c)
+        })?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let (id, spec, native) = parse_record(name, &stored)?;
+        self.remember(id, spec.clone(), native);
+        Ok(Some((id, spec)))
     }
 
     /// Runs a piece on the board's slot (its writer table is there too).
@@ -282,14 +324,7 @@ impl BoardStore for RedisCluster {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        let stored: Option<String> =
-            self.board_query(redis::cmd("HGET").arg(registry(self.prefix())).arg(name))?;
-        let Some(stored) = stored else {
-            return Ok(None);
-        };
-        let (id, spec, native) = parse_record(name, &stored)?;
-        self.remember(id, spec.clone(), native);
-        Ok(Some((id, spec)))
+        self.open_board_on(&mut *self.checkout()?, name)
     }
 
     fn read_board(
@@ -297,7 +332,7 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.board_transaction(&[board], Mode::Read, &mut |sts| f(sts[0]))
+        self.board_transaction(&[board], Mode::Read, Ending::Fresh, &mut |sts| f(sts[0]))
     }
 
     fn write_board(
@@ -305,7 +340,7 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
-        self.board_transaction(&[board], Mode::Write, &mut |sts| f(sts[0]))
+        self.board_transaction(&[board], Mode::Write, Ending::Fresh, &mut |sts| f(sts[0]))
     }
 
     // The streams need no preparing; and whether two handles reach one
@@ -326,7 +361,7 @@ impl BoardStore for RedisCluster {
         if boards.is_empty() {
             return f(&[]);
         }
-        self.board_transaction(boards, Mode::Write, f)
+        self.board_transaction(boards, Mode::Write, Ending::Fresh, f)
     }
 
     fn write_native(

@@ -22,7 +22,12 @@ pub(super) fn compact_batch(db: &RedisCluster, kind: &Kind, from: &Resume) -> Re
     let mut stats = CompactionStats::default();
     let mut skipped = Vec::new();
     let mut start = match from {
-        Resume::Done => "-".to_owned(),
+        Resume::Done => {
+            // A pass starts by paying the entity board writes that crashed
+            // writers owe (`ranked.rs`).
+            db.recover_intents(kind)?;
+            "-".to_owned()
+        }
         Resume::After(key) | Resume::At(key) => format!("({}", keys::encode_id(key.as_key())),
     };
     loop {

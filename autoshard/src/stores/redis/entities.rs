@@ -2,6 +2,7 @@
 //! (`crate::mapper`) cut into single-slot pieces.
 
 use super::keys::{self, KindKeys, BUCKETS};
+use super::ranked::Intents;
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
@@ -10,7 +11,6 @@ use crate::seam::{
     BatchPlan, Census, EntityStore, InsertPlan, Kind, Resume, SavePlan, Stored, StoredKey,
 };
 use crate::stores::registry::KindTables;
-use crate::trace;
 use crate::value::Value;
 use redis::cluster::{cluster_pipe, ClusterConnection};
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ pub(crate) struct KindInfo {
     pub keys: KindKeys,
     pub key_kind: KeyKind,
     /// Per field: whether its fold adds `i64`s, so a save can `HINCRBY`.
-    sums: Vec<bool>,
+    pub sums: Vec<bool>,
 }
 
 impl KindTables for KindInfo {
@@ -66,6 +66,14 @@ impl Entity {
     pub(super) fn bucket_slot(&self, bucket: usize) -> u16 {
         keys::bucket_slot(self.home, bucket)
     }
+
+    /// The intent tables of the entity's slots (its home slot is bucket
+    /// 0's).
+    fn intent_tables(&self, info: &KindInfo) -> Vec<String> {
+        (0..BUCKETS)
+            .map(|b| info.keys.intents(self.bucket_slot(b)))
+            .collect()
+    }
 }
 
 /// A stored value as a hash field's value: integers in decimal (so
@@ -94,16 +102,17 @@ pub(crate) fn decode(stored: &str) -> Result<Value, String> {
     }
 }
 
-fn gone(kind: &Kind, key: Key<'_>) -> Error {
+pub(super) fn gone(kind: &Kind, key: Key<'_>) -> Error {
     kind.not_found(key)
 }
 
 /// The entity a save writes into: its keys, its id, and the incarnation
 /// its pieces must find (empty: any, for a kind without a `Pending`).
-struct Target<'a> {
-    entity: &'a Entity,
-    key: Key<'a>,
-    inc: &'a str,
+pub(super) struct Target<'a> {
+    pub info: &'a KindInfo,
+    pub entity: &'a Entity,
+    pub key: Key<'a>,
+    pub inc: &'a str,
 }
 
 /// The document and the buckets of one entity, read in one pipelined
@@ -149,6 +158,12 @@ impl EntityStore for RedisCluster {
         "redis-cluster"
     }
 
+    // A save's board writes follow its pieces, each exactly once under
+    // an operation id reserved for it (`ranked.rs`).
+    fn ranked_boards(&self) -> Result<()> {
+        Ok(())
+    }
+
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
         let info = self.kind(kind)?;
         let entity = Entity::new(&info, key);
@@ -163,6 +178,30 @@ impl EntityStore for RedisCluster {
             rows[bucket].push(encode(value));
         }
         let mut conn = self.checkout()?;
+        if kind.has_ranked() {
+            let player = crate::seam::entity_player(key);
+            self.settle_entity(&mut conn, kind, &entity.intent_tables(&info), &player)?;
+            self.check_boards(&mut conn, kind, &plan.boards)?;
+        }
+        // The document and each bucket take an id.
+        let mut owed = Intents::reserve(&conn, 1 + BUCKETS);
+        let mut intents: Vec<Vec<String>> = vec![Vec::new(); BUCKETS];
+        for write in &plan.boards {
+            // The intent goes with the piece of the field's initial row.
+            let bucket = plan
+                .rows
+                .iter()
+                .find(|(field, _, _)| {
+                    kind.field_index(field).and_then(|i| kind.board_of(i)) == Some(write.board)
+                })
+                .and_then(|(field, shard, _)| {
+                    let spec = kind.fields.iter().find(|f| f.name == *field)?;
+                    Some(spec.shards.map_or(0, |_| keys::static_bucket(*shard)))
+                })
+                .unwrap_or(0);
+            let (_, args) = owed.owe(&info.keys, entity.bucket_slot(bucket), write.clone());
+            intents[bucket].extend(args);
+        }
         let doc = Piece {
             script: scripts::insert_document(),
             key: &entity.document,
@@ -178,15 +217,17 @@ impl EntityStore for RedisCluster {
                 id: key.to_string(),
             });
         }
-        for (bucket, rows) in rows.into_iter().enumerate() {
-            let mut args = vec![inc.clone()];
+        for (bucket, (rows, intents)) in rows.into_iter().zip(intents).enumerate() {
+            let mut args = vec![inc.clone(), (intents.len() / 2).to_string()];
+            args.extend(intents);
             args.extend(rows);
+            let table = [info.keys.intents(entity.bucket_slot(bucket))];
             let piece = Piece {
                 script: scripts::insert_bucket(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
                 binary: Vec::new(),
-                more_keys: &[],
+                more_keys: &table,
                 args,
             };
             let id = self.next_seq(&mut conn);
@@ -200,7 +241,7 @@ impl EntityStore for RedisCluster {
                 .arg(&entity.id)
                 .query::<()>(c)
         })?;
-        Ok(())
+        self.pay(&mut conn, kind, owed)
     }
 
     fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
@@ -264,35 +305,52 @@ impl EntityStore for RedisCluster {
             .iter()
             .filter_map(|d| Some((d, crate::seam::pick_shard(d.spec.shards?))))
             .collect();
-        if statics.len() > 1 {
+        // A ranked field's fold error must also come before its board's
+        // check, as in the SQL stores' one transaction.
+        if statics.len() > 1 || (kind.has_ranked() && !statics.is_empty()) {
             self.dry_run(&mut conn, kind, &entity, key, &statics)?;
         }
+        if kind.has_ranked() {
+            self.check_boards(&mut conn, kind, &plan.boards)?;
+        }
+        // Each delta and the document take an id.
+        let mut owed = Intents::reserve(&conn, plan.deltas.len() + 1);
+        let mut owe = |delta: &crate::seam::Delta, slot: u16| {
+            let board = kind.board_of(delta.index)?;
+            let write = plan.boards.iter().find(|w| w.board == board)?;
+            Some(owed.owe(&info.keys, slot, write.clone()))
+        };
         // Every piece checks it: a save may write no document, and each
         // bucket knows the incarnation it belongs to (`~`).
         let inc = plan.incarnation.map(|i| i.to_string()).unwrap_or_default();
         let target = Target {
+            info: &info,
             entity: &entity,
             key,
             inc: &inc,
         };
         for (delta, shard) in &statics {
-            let outcome = self.fold_static(&mut conn, kind, &info, &target, delta, *shard);
+            let intent = owe(delta, entity.bucket_slot(keys::static_bucket(*shard)));
+            let outcome = self.fold_static(&mut conn, kind, &target, delta, *shard, &intent);
             step(delta.spec.name, outcome)?;
         }
         for delta in plan.deltas.iter().filter(|d| d.spec.shards.is_none()) {
             let bucket = crate::random::range(..BUCKETS);
+            let (table, intent) = owe(delta, entity.bucket_slot(bucket)).unzip();
+            let mut args = vec![
+                delta.spec.name.to_owned(),
+                encode(&delta.value),
+                bucket.to_string(),
+                inc.clone(),
+            ];
+            args.extend(intent.into_iter().flatten());
             let piece = Piece {
                 script: scripts::append(),
                 key: &entity.buckets[bucket],
                 slot: entity.bucket_slot(bucket),
                 binary: Vec::new(),
-                more_keys: &[],
-                args: vec![
-                    delta.spec.name.to_owned(),
-                    encode(&delta.value),
-                    bucket.to_string(),
-                    inc.clone(),
-                ],
+                more_keys: table.as_slice(),
+                args,
             };
             let id = self.next_seq(&mut conn);
             let outcome = match self.run(&mut conn, &piece, id) {
@@ -319,18 +377,37 @@ impl EntityStore for RedisCluster {
             };
             step("the document", outcome)?;
         }
+        let outcome = self.pay(&mut conn, kind, owed).map(|()| 1);
+        step("the board writes", outcome)?;
         Ok(attempts)
     }
 
     fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
         let info = self.kind(kind)?;
         let entity = Entity::new(&info, key);
+        let removals = kind.board_removals(key);
         let mut conn = self.checkout()?;
-        // The document first: from then on loads see no entity and saves
-        // find it gone. Buckets are removed only if they belong to the
-        // incarnation deleted here (a concurrent re-insert may own them).
+        if kind.has_ranked() {
+            let player = crate::seam::entity_player(key);
+            self.settle_entity(&mut conn, kind, &entity.intent_tables(&info), &player)?;
+            self.check_boards(&mut conn, kind, &removals)?;
+        }
+        let mut owed = Intents::reserve(&conn, 0);
+        let mut intents = Vec::new();
+        for write in removals {
+            intents.extend(owed.owe(&info.keys, entity.home, write).1);
+        }
+        let table = info.keys.intents(entity.home);
+        // The document first, with the board removals it owes: from then
+        // on loads see no entity and saves find it gone. Buckets are
+        // removed only if they belong to the incarnation deleted here (a
+        // concurrent re-insert may own them).
         let inc: Option<String> = self.with_conn(&mut conn, |c| {
-            delete_document().key(&entity.document).invoke(c)
+            delete_document()
+                .key(&entity.document)
+                .key(&table)
+                .arg(&intents)
+                .invoke(c)
         })?;
         let Some(inc) = inc else {
             return Ok(false);
@@ -347,6 +424,7 @@ impl EntityStore for RedisCluster {
                 .arg(&entity.id)
                 .query::<i64>(c)
         })?;
+        self.pay(&mut conn, kind, owed)?;
         Ok(true)
     }
 
@@ -378,7 +456,10 @@ fn delete_document() -> &'static redis::Script {
     S.get_or_init(|| {
         redis::Script::new(
             "local inc = redis.call('HGET', KEYS[1], 'inc') \
-             redis.call('DEL', KEYS[1]) return inc",
+             redis.call('DEL', KEYS[1]) \
+             if inc then for i = 1, #ARGV, 2 do \
+               redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end end \
+             return inc",
         )
     })
 }
@@ -421,115 +502,6 @@ pub(super) fn decode_id(id: &str, kind: KeyKind) -> Option<StoredKey> {
         (KeyKind::Int, ("i", n)) => n.parse().ok().map(StoredKey::Int),
         (KeyKind::Text, ("s", s)) => Some(StoredKey::Text(s.to_owned())),
         _ => None,
-    }
-}
-
-impl RedisCluster {
-    /// Folds each delta into its shard's row as read now, in one pipelined
-    /// read, so that a fold error is found before a save writes anything.
-    fn dry_run(
-        &self,
-        conn: &mut Conn,
-        kind: &Kind,
-        entity: &Entity,
-        key: Key<'_>,
-        statics: &[(&crate::seam::Delta, i64)],
-    ) -> Result<()> {
-        let stored: Vec<Option<String>> = self.with_conn(conn, |c| {
-            let mut pipe = cluster_pipe();
-            for (delta, shard) in statics {
-                pipe.cmd("HGET")
-                    .arg(&entity.buckets[keys::static_bucket(*shard)])
-                    .arg(keys::row_field(delta.spec.name, *shard));
-            }
-            pipe.query(c)
-        })?;
-        for ((delta, _), stored) in statics.iter().zip(stored) {
-            let value = stored
-                .as_deref()
-                .map(|s| decode(s).map_err(|r| kind.corrupt(&key, delta.spec.name, r)))
-                .transpose()?;
-            kind.fold_delta(&key, delta.index, value, &delta.value)?;
-        }
-        Ok(())
-    }
-
-    /// Folds `delta` into static shard `shard`: `HINCRBY` for a field
-    /// whose fold adds integers, else read, fold in Rust and
-    /// compare-and-set, retried on conflict. Returns the attempts made.
-    fn fold_static(
-        &self,
-        conn: &mut Conn,
-        kind: &Kind,
-        info: &KindInfo,
-        target: &Target<'_>,
-        delta: &crate::seam::Delta,
-        shard: i64,
-    ) -> Result<u32> {
-        let (entity, key) = (target.entity, target.key);
-        let bucket = keys::static_bucket(shard);
-        let bucket_key = &entity.buckets[bucket];
-        let slot = entity.bucket_slot(bucket);
-        let row = keys::row_field(delta.spec.name, shard);
-        // One operation id for the delta, kept across compare-and-set
-        // retries: a retry after a lost reply must be recognised as the
-        // same piece.
-        let id = self.next_seq(conn);
-        if let (true, Value::Integer(add)) = (info.sums[delta.index], &delta.value) {
-            let piece = Piece {
-                script: scripts::add(),
-                key: bucket_key,
-                slot,
-                binary: Vec::new(),
-                more_keys: &[],
-                args: vec![row.clone(), add.to_string(), target.inc.to_owned()],
-            };
-            match self.run(conn, &piece, id)? {
-                Reply::Gone => return Err(gone(kind, key)),
-                reply if reply.applied() => return Ok(1),
-                // Not an integer there, or the sum leaves i64: fold in
-                // Rust, which does whatever the user's fold does there.
-                _ => {}
-            }
-        }
-        let max = self.options().max_attempts;
-        for attempt in 1..=max {
-            let stored: Option<String> = self.with_conn(conn, |c| {
-                redis::cmd("HGET").arg(bucket_key).arg(&row).query(c)
-            })?;
-            let value = stored
-                .as_deref()
-                .map(|s| decode(s).map_err(|r| kind.corrupt(&key, delta.spec.name, r)))
-                .transpose()?;
-            let new = kind.fold_delta(&key, delta.index, value, &delta.value)?;
-            let piece = Piece {
-                script: scripts::compare_and_set(),
-                key: bucket_key,
-                slot,
-                binary: Vec::new(),
-                more_keys: &[],
-                args: vec![
-                    row.clone(),
-                    if stored.is_some() { "1" } else { "0" }.to_owned(),
-                    stored.unwrap_or_default(),
-                    encode(&new),
-                    target.inc.to_owned(),
-                ],
-            };
-            match self.run(conn, &piece, id)? {
-                Reply::Gone => return Err(gone(kind, key)),
-                Reply::Conflict => {
-                    let _retry = trace::retry!(
-                        store = "redis",
-                        attempt,
-                        error = "the row changed between its read and its write"
-                    );
-                    super::backoff(attempt)
-                }
-                _ => return Ok(attempt),
-            }
-        }
-        Err(Error::Conflict { attempts: max })
     }
 }
 

@@ -168,6 +168,27 @@ impl KindKeys {
         )
     }
 
+    /// The kind's intent table in `slot`: board writes that pieces of
+    /// the kind's saves, inserts and deletes in this slot owe an entity
+    /// board, field `<writer>:<seq>` (the board write's operation id), until
+    /// they are applied (`ranked.rs`).
+    pub fn intents(&self, slot: u16) -> String {
+        format!("{}:{{{}}}:{}:i", self.prefix, tag(slot), self.base)
+    }
+
+    /// A `SCAN MATCH` pattern of every intent table of the kind.
+    pub fn intents_pattern(&self) -> String {
+        let mut pattern = String::with_capacity(self.prefix.len() + self.base.len() + 8);
+        for c in self.prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        let _ = write!(pattern, ":{{*}}:{}:i", self.base);
+        pattern
+    }
+
     /// Every entity id of the kind, for compaction (a sorted set, all
     /// scores 0, so members are in byte order).
     pub fn index(&self) -> String {

@@ -32,7 +32,11 @@ mod lifecycle;
 mod native_scripts;
 mod native_trim;
 mod placement;
+mod ranked;
+#[cfg(feature = "failpoints")]
+pub(crate) use ranked::hooks as ranked_hooks;
 mod scripts;
+mod static_fold;
 
 use crate::error::{Error, Result};
 use crate::seam::{Backend, BoardSpec, Boards, Entities, Kind};
@@ -293,6 +297,14 @@ impl Conn {
             writer: crate::random::range(1..i64::MAX),
             seq: 0,
         })
+    }
+
+    /// Takes a new writer id: after a piece of this one may or may not
+    /// have applied and will not be sent again by this connection, so no
+    /// later piece raises the writer's marks past it (`ranked.rs`).
+    fn retire(&mut self) {
+        self.writer = crate::random::range(1..i64::MAX);
+        self.seq = 0;
     }
 
     fn cluster(&mut self, client: &ClusterClient) -> redis::RedisResult<&mut ClusterConnection> {

@@ -55,6 +55,12 @@ local function mark(outcome)
     end
   end
 end
+-- An entity board's intent (`ranked.rs`): a piece that writes a ranked
+-- field's row records, in the same script, the board write it owes in
+-- `KEYS[3]` (its slot's intent table), field `ARGV[i]`, value `ARGV[i + 1]`.
+local function intend(i)
+  if KEYS[3] then redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+end
 "#;
 
 pub(super) fn script(cell: &'static OnceLock<Script>, body: &str) -> &'static Script {
@@ -76,7 +82,8 @@ return 'OK'
 }
 
 /// Insert's bucket: replaces whatever an earlier incarnation left with `~`
-/// = `ARGV[4]` and the rows `ARGV[5..]` (field, value pairs).
+/// = `ARGV[4]`; `ARGV[5]` intents (`intend`) follow as field, value pairs,
+/// then the rows (field, value pairs).
 pub(crate) fn insert_bucket() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -84,7 +91,9 @@ pub(crate) fn insert_bucket() -> &'static Script {
         r#"
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], '~', ARGV[4])
-for i = 5, #ARGV, 2 do
+local rows = 6 + 2 * tonumber(ARGV[5])
+for i = 6, rows - 1, 2 do intend(i) end
+for i = rows, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 mark()
@@ -114,7 +123,7 @@ return 'OK'
 /// row counts as 0). `NOTINT` if the row holds something else, `OVERFLOW`
 /// if the sum leaves `i64` (Redis refuses it and writes nothing). `ARGV[6]`
 /// is the save's incarnation: `GONE` if the bucket belongs to another
-/// (empty: any).
+/// (empty: any). `ARGV[7..8]`: the row's board intent, with `KEYS[3]`.
 pub(crate) fn add() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -126,6 +135,7 @@ local cur = redis.call('HGET', KEYS[1], ARGV[4])
 if cur and not string.match(cur, '^-?%d+$') then return 'NOTINT' end
 local r = redis.pcall('HINCRBY', KEYS[1], ARGV[4], ARGV[5])
 if type(r) == 'table' and r.err then return 'OVERFLOW' end
+intend(7)
 mark()
 return 'OK'
 "#,
@@ -134,7 +144,8 @@ return 'OK'
 
 /// Compare-and-set of row `ARGV[4]`: if it holds `ARGV[6]` (or is absent
 /// and `ARGV[5]` is `0`), write `ARGV[7]`; otherwise `CONFLICT`. `ARGV[8]`
-/// is the save's incarnation, as for [`add`].
+/// is the save's incarnation, and `ARGV[9..10]` the board intent, as for
+/// [`add`].
 pub(crate) fn compare_and_set() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -149,6 +160,7 @@ elseif cur ~= ARGV[6] then
   return 'CONFLICT'
 end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[7])
+intend(9)
 mark()
 return 'OK'
 "#,
@@ -162,7 +174,8 @@ return 'OK'
 /// order, rows of sequential saves in any buckets too (the nodes share a
 /// clock), and all of them lie above every static shard (at most 10,000).
 /// Lua's numbers are doubles: exact up to 2^53, which this stays below
-/// until about 2042. `ARGV[7]` is the save's incarnation, as for [`add`].
+/// until about 2042. `ARGV[7]` is the save's incarnation and `ARGV[8..9]`
+/// the board intent, as for [`add`].
 pub(crate) fn append() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -177,6 +190,7 @@ if us <= last then us = last + 1 end
 redis.call('HSET', KEYS[1], '~seq', string.format('%.0f', us))
 local n = string.format('%.0f', 1048576 + us * 16 + tonumber(ARGV[6]))
 redis.call('HSET', KEYS[1], 'r:' .. ARGV[4] .. ':' .. n, ARGV[5])
+intend(8)
 mark()
 return 'OK'
 "#,

@@ -29,6 +29,18 @@ pub(crate) enum Mode {
     Write,
 }
 
+/// How a write transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Under a new operation id.
+    Fresh,
+    /// Under this operation id, reserved earlier: an entity board's write,
+    /// which a recovery may send again (`ranked.rs`).
+    As((i64, i64)),
+    /// Not at all: the run only checks that the writes would apply.
+    Skip,
+}
+
 /// The hashes of a board, by their index in [`BoardKeys::data`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Hash {
@@ -359,11 +371,11 @@ struct Commit {
 /// board only read is checked, not moved; a transaction that wrote nothing
 /// has nothing to commit: its reads were of one state of each board
 /// already.
-pub(crate) fn commit(txs: &[BoardTx<'_>]) -> Result<bool> {
+pub(crate) fn commit(txs: &[BoardTx<'_>], how: Ending) -> Result<bool> {
     let Some(first) = txs.first() else {
         return Ok(true);
     };
-    if !txs.iter().any(BoardTx::wrote) {
+    if how == Ending::Skip || !txs.iter().any(BoardTx::wrote) {
         return Ok(true);
     }
     debug_assert!(txs.iter().all(|tx| tx.keys.slot == first.keys.slot));
@@ -372,7 +384,10 @@ pub(crate) fn commit(txs: &[BoardTx<'_>]) -> Result<bool> {
         tx.encode(i == 0, &mut commit);
     }
     let mut conn = first.conn.borrow_mut();
-    let id = first.db.next_seq(&mut conn);
+    let id = match how {
+        Ending::As(id) => id,
+        _ => first.db.next_seq(&mut conn),
+    };
     // The commit's operation id is the new version: unique, so a state
     // rolled back by a failover never passes for a later one.
     let mut binary = vec![
