@@ -42,7 +42,7 @@ pub struct RankedQuestion {
 
 impl RankedQuestion {
     #[shard_method]
-    fn vote_up(&mut self) {
+    pub fn vote_up(&mut self) {
         self.votes += 1;
     }
 }
@@ -217,5 +217,11 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         median(&separate_ratios)
     );
     println!();
+    match std::env::var("AUTOSHARD_REDIS_CLUSTER_URL") {
+        Ok(url) => crate::entity_board_redis::run(&url, quick)?,
+        Err(_) => {
+            eprintln!("entity-board: AUTOSHARD_REDIS_CLUSTER_URL is unset: Redis Cluster skipped")
+        }
+    }
     Ok(())
 }

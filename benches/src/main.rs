@@ -33,6 +33,7 @@ mod compactor;
 mod composite;
 mod contention;
 mod entity_board;
+mod entity_board_redis;
 mod family;
 mod machine;
 mod mapper;

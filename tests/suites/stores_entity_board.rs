@@ -294,7 +294,9 @@ fn compaction_writes_no_board_row<S: TestStore>() {
     let db = &fresh.store;
     let (votes, views) = boards(db, -1_000..1_000);
     db.insert(&Voted::new(1, 1)).unwrap();
-    for by in [1, 2, 3] {
+    // 13 dynamic rows: on Redis Cluster, whose compaction folds rows of one
+    // bucket (of 12), two of them share one whatever buckets they land in.
+    for by in 1..=13 {
         vote(db, 1, by);
     }
     let before = (fresh.rank_nodes("votes"), fresh.rank_nodes("views"));
@@ -339,12 +341,15 @@ fn a_failed_save_leaves_every_board_untouched<S: TestStore>() {
     assert_eq!(nodes(), before);
 
     // Refused by the fold: the field's total, 10 + i64::MAX, would not
-    // fit `i64`.
+    // fit `i64`. Redis Cluster checks only the shard row the delta lands
+    // in (docs/design/store-redis.md, "Guarantees by store"): when that
+    // row is empty the board's range refuses the save instead.
     let before = nodes();
     let err = db
         .save_delta::<Voted, _>(&1, "votes", &i64::MAX)
         .unwrap_err();
-    assert!(matches!(err, Error::Fold { .. }), "{err}");
+    let by_board = S::NAME == "redis_cluster" && matches!(err, Error::ScoreOutOfRange { .. });
+    assert!(matches!(err, Error::Fold { .. }) || by_board, "{err}");
     assert_eq!(nodes(), before);
 
     // Refused by the board's range without an object: `save_delta`.
