@@ -1,5 +1,5 @@
 //! What only the Redis Cluster store has: its guarantees where they differ
-//! from SQLite and PostgreSQL, entity boards refused, exactly-once saves
+//! from SQLite and PostgreSQL, entity boards paid after a save's pieces, exactly-once saves
 //! through a breaking connection, kill -9 of a master, its boards.
 //! `cargo test --test store_specific redis::redis_failover::`.
 

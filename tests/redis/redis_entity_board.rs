@@ -285,3 +285,32 @@ fn a_ranked_write_needs_one_connection() {
         .expect("the writes complete on one connection");
     assert_eq!(entries(&votes), [(IDS[0].to_owned(), 3)]);
 }
+
+/// A handle remembers the ids of the boards its ranked saves wrote; a
+/// board deleted and created again under the same name is found anew.
+/// This test found a cache that looked again only for a missing board: it
+/// kept the deleted `Replace` board's shape and refused the last save.
+#[test]
+fn a_board_created_again_under_its_name_is_the_one_written() {
+    let fresh = RedisCluster::fresh();
+    let db = &fresh.store;
+    boards(db);
+    let id = IDS[0].to_owned();
+    db.insert(&Voted::new(&id, 1)).unwrap();
+    db.save_delta::<Voted, _>(&id, "votes", &1i64).unwrap();
+    Ranking::delete(db, "votes").unwrap();
+    // Another policy now: refused, nothing written.
+    Ranking::create(db, "votes", RankingConfig::new(-1_000..1_000)).unwrap();
+    let err = db.save_delta::<Voted, _>(&id, "votes", &1i64).unwrap_err();
+    assert!(
+        matches!(err, autoshard::Error::RankingMismatch { .. }),
+        "{err}"
+    );
+    assert_eq!(db.load::<Voted>(&id).unwrap().unwrap().votes, 2);
+    Ranking::delete(db, "votes").unwrap();
+    let config = RankingConfig::new(-1_000..1_000).policy(Policy::Increment);
+    let votes = Ranking::create(db, "votes", config).unwrap();
+    db.save_delta::<Voted, _>(&id, "votes", &5i64).unwrap();
+    // The new board starts from the delta: entities before it are not on it.
+    assert_eq!(entries(&votes), [(id, 5)]);
+}

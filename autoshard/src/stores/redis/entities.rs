@@ -305,9 +305,7 @@ impl EntityStore for RedisCluster {
             .iter()
             .filter_map(|d| Some((d, crate::seam::pick_shard(d.spec.shards?))))
             .collect();
-        // A ranked field's fold error must also come before its board's
-        // check, as in the SQL stores' one transaction.
-        if statics.len() > 1 || (kind.has_ranked() && !statics.is_empty()) {
+        if statics.len() > 1 {
             self.dry_run(&mut conn, kind, &entity, key, &statics)?;
         }
         if kind.has_ranked() {

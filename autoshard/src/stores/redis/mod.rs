@@ -226,6 +226,7 @@ impl RedisClusterBuilder {
                 pool: Pool::new(self.pool_size, first),
                 kinds: KindCache::default(),
                 boards: Mutex::default(),
+                ranked_boards: Mutex::default(),
                 options: self,
             }),
         })
@@ -265,6 +266,10 @@ struct Inner {
     /// board's shape never changes, and its transactions need it.
     /// Boards' shapes by id, and whether each is stored natively.
     boards: Mutex<HashMap<i64, (BoardSpec, bool)>>,
+    /// The ids of the boards that ranked fields feed, by name: a ranked
+    /// save looks its boards up here, and again in the registry when the
+    /// id it found was deleted (`ranked.rs`).
+    ranked_boards: Mutex<HashMap<String, i64>>,
     options: RedisClusterBuilder,
 }
 

@@ -30,7 +30,7 @@ use crate::seam::{Board, BoardSpec, BoardTx, BoardWrite, Kind, Storage};
 use crate::trace;
 use redis::cluster::cluster_pipe;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 /// The boards as a ranked save sees them: every write transaction ends as
@@ -40,11 +40,71 @@ struct RedisBoards<'a> {
     /// The entity write's connection.
     conn: RefCell<&'a mut Conn>,
     how: Ending,
+    /// Whether a board was found in the handle's cache of names, not in
+    /// the registry: a board deleted since then is looked up again.
+    cached: Cell<bool>,
+}
+
+impl<'a> RedisBoards<'a> {
+    fn new(db: &'a RedisCluster, conn: &'a mut Conn, how: Ending) -> Self {
+        RedisBoards {
+            db,
+            conn: RefCell::new(conn),
+            how,
+            cached: Cell::new(false),
+        }
+    }
+
+    /// Runs `kind`'s board writer on these boards, once more with the
+    /// registry's ids if a board from the cache was missing or of another
+    /// shape: its id may be of a deleted board, whose name is another
+    /// board's now.
+    fn write(&self, kind: &Kind, writes: &[BoardWrite]) -> Result<()> {
+        match kind.write_boards(self, writes) {
+            Err(Error::RankingNotFound { .. } | Error::RankingMismatch { .. })
+                if self.cached.get() =>
+            {
+                let names: Vec<&str> = writes.iter().map(|w| w.board).collect();
+                let mut cache = self.db.inner.ranked_boards.lock().expect("not poisoned");
+                cache.retain(|name, _| !names.contains(&name.as_str()));
+                drop(cache);
+                kind.write_boards(self, writes)
+            }
+            outcome => outcome,
+        }
+    }
 }
 
 impl BoardTx for RedisBoards<'_> {
     fn open(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        self.db.open_board_on(&mut self.conn.borrow_mut(), name)
+        let cached = self
+            .db
+            .inner
+            .ranked_boards
+            .lock()
+            .expect("not poisoned")
+            .get(name)
+            .copied();
+        if let Some(id) = cached {
+            let spec = self
+                .db
+                .inner
+                .boards
+                .lock()
+                .expect("not poisoned")
+                .get(&id)
+                .cloned();
+            if let Some((spec, _)) = spec {
+                self.cached.set(true);
+                return Ok(Some((id, spec)));
+            }
+        }
+        let found = self.db.open_board_on(&mut self.conn.borrow_mut(), name)?;
+        if let Some((id, _)) = &found {
+            let mut cache = self.db.inner.ranked_boards.lock().expect("not poisoned");
+            cache.insert(name.to_owned(), *id);
+        }
+        Ok(found)
     }
 
     fn with_board(
@@ -169,12 +229,7 @@ impl RedisCluster {
         kind: &Kind,
         writes: &[BoardWrite],
     ) -> Result<()> {
-        let boards = RedisBoards {
-            db: self,
-            conn: RefCell::new(conn),
-            how: Ending::Skip,
-        };
-        kind.write_boards(&boards, writes)
+        RedisBoards::new(self, conn, Ending::Skip).write(kind, writes)
     }
 
     /// Step 3: commits each owed write under its id and clears the intents
@@ -234,12 +289,7 @@ impl RedisCluster {
         write: &BoardWrite,
         id: (i64, i64),
     ) -> Result<()> {
-        let boards = RedisBoards {
-            db: self,
-            conn: RefCell::new(conn),
-            how: Ending::As(id),
-        };
-        kind.write_boards(&boards, std::slice::from_ref(write))
+        RedisBoards::new(self, conn, Ending::As(id)).write(kind, std::slice::from_ref(write))
     }
 
     fn clear(&self, conn: &mut Conn, settled: &[&Intent]) -> Result<()> {
