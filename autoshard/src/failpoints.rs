@@ -116,6 +116,13 @@ pub mod redis_hooks {
         OWE.set(if on { Owe::All } else { Owe::Nothing });
     }
 
+    /// On this thread, `hook` runs in every delete between the removal of
+    /// the entity's document and of its buckets (`None` removes it): a
+    /// test saves the entity there, as a concurrent writer may.
+    pub fn before_buckets_deleted(hook: Option<Box<dyn FnMut()>>) {
+        crate::stores::redis::ranked_hooks::BEFORE_BUCKETS_DELETED.with(|h| *h.borrow_mut() = hook);
+    }
+
     /// On this thread, such a write applies its board writes but keeps
     /// their intents, as a writer killed before clearing them does: a
     /// recovery must then find them applied.

@@ -314,3 +314,38 @@ fn a_board_created_again_under_its_name_is_the_one_written() {
     // The new board starts from the delta: entities before it are not on it.
     assert_eq!(entries(&votes), [(id, 5)]);
 }
+
+/// A save whose piece lands between a delete's document and its buckets
+/// (its object loaded before the delete) owes a board write for an entity
+/// that is going away: the delete pays it before its removal, so no entry
+/// is left for the deleted entity. Control: without the delete's second
+/// settling step this fails (the owed `+5` is paid after the removal and
+/// the board keeps `c`).
+#[test]
+fn a_save_racing_a_delete_leaves_no_entry() {
+    let fresh = RedisCluster::fresh();
+    let db = &fresh.store;
+    let (votes, views) = boards(db);
+    let c = IDS[2].to_owned();
+    db.insert(&Voted::new(&c, 1)).unwrap();
+    let other = fresh.open_another();
+    let racing = std::cell::RefCell::new(Some(db.load::<Voted>(&c).unwrap().unwrap()));
+    let racing = std::rc::Rc::new(racing);
+    let saved = std::rc::Rc::clone(&racing);
+    redis_hooks::before_buckets_deleted(Some(Box::new(move || {
+        let Some(mut q) = saved.borrow_mut().take() else {
+            return;
+        };
+        q.vote(5);
+        redis_hooks::leave_board_writes_owed(true);
+        // Its pieces find the buckets still there: applied, board owed.
+        let _ = other.save(&mut q);
+        redis_hooks::leave_board_writes_owed(false);
+    })));
+    assert!(db.delete::<Voted>(&c).unwrap());
+    redis_hooks::before_buckets_deleted(None);
+    assert!(racing.borrow().is_none(), "the hook saved");
+    db.compact::<Voted>().unwrap();
+    assert_eq!(entries(&votes), []);
+    assert_eq!(entries(&views), []);
+}

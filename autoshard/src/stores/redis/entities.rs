@@ -2,8 +2,8 @@
 //! (`crate::mapper`) cut into single-slot pieces.
 
 use super::keys::{self, KindKeys, BUCKETS};
-use super::ranked::Intents;
-use super::{scripts, Conn, Piece, RedisCluster, Reply};
+use super::writes::owing;
+use super::{Conn, RedisCluster};
 use crate::entity::{Key, KeyKind};
 use crate::error::{Error, Result};
 use crate::naming::table_base;
@@ -43,8 +43,8 @@ impl KindInfo {
 
 /// One entity's keys.
 pub(super) struct Entity {
-    home: u16,
-    id: String,
+    pub home: u16,
+    pub id: String,
     pub document: String,
     pub buckets: Vec<String>,
 }
@@ -69,7 +69,7 @@ impl Entity {
 
     /// The intent tables of the entity's slots (its home slot is bucket
     /// 0's).
-    fn intent_tables(&self, info: &KindInfo) -> Vec<String> {
+    pub(super) fn intent_tables(&self, info: &KindInfo) -> Vec<String> {
         (0..BUCKETS)
             .map(|b| info.keys.intents(self.bucket_slot(b)))
             .collect()
@@ -166,82 +166,10 @@ impl EntityStore for RedisCluster {
 
     fn insert(&self, kind: &Kind, key: Key<'_>, plan: &InsertPlan) -> Result<()> {
         let info = self.kind(kind)?;
-        let entity = Entity::new(&info, key);
-        let inc = plan.incarnation.to_string();
-        let mut rows: Vec<Vec<String>> = vec![Vec::new(); BUCKETS];
-        for (field, shard, value) in &plan.rows {
-            let bucket = match kind.fields.iter().find(|f| f.name == *field) {
-                Some(spec) if spec.shards.is_some() => keys::static_bucket(*shard),
-                _ => 0,
-            };
-            rows[bucket].push(keys::row_field(field, *shard));
-            rows[bucket].push(encode(value));
-        }
         let mut conn = self.checkout()?;
-        if kind.has_ranked() {
-            let player = crate::seam::entity_player(key);
-            self.settle_entity(&mut conn, kind, &entity.intent_tables(&info), &player)?;
-            self.check_boards(&mut conn, kind, &plan.boards)?;
-        }
-        // The document and each bucket take an id.
-        let mut owed = Intents::reserve(&conn, 1 + BUCKETS);
-        let mut intents: Vec<Vec<String>> = vec![Vec::new(); BUCKETS];
-        for write in &plan.boards {
-            // The intent goes with the piece of the field's initial row.
-            let bucket = plan
-                .rows
-                .iter()
-                .find(|(field, _, _)| {
-                    kind.field_index(field).and_then(|i| kind.board_of(i)) == Some(write.board)
-                })
-                .and_then(|(field, shard, _)| {
-                    let spec = kind.fields.iter().find(|f| f.name == *field)?;
-                    Some(spec.shards.map_or(0, |_| keys::static_bucket(*shard)))
-                })
-                .unwrap_or(0);
-            let (_, args) = owed.owe(&info.keys, entity.bucket_slot(bucket), write.clone());
-            intents[bucket].extend(args);
-        }
-        let doc = Piece {
-            script: scripts::insert_document(),
-            key: &entity.document,
-            slot: entity.home,
-            binary: Vec::new(),
-            more_keys: &[],
-            args: vec![plan.document.clone(), inc.clone()],
-        };
-        let id = self.next_seq(&mut conn);
-        if self.run(&mut conn, &doc, id)? == Reply::Exists {
-            return Err(Error::AlreadyExists {
-                kind: kind.name,
-                id: key.to_string(),
-            });
-        }
-        for (bucket, (rows, intents)) in rows.into_iter().zip(intents).enumerate() {
-            let mut args = vec![inc.clone(), (intents.len() / 2).to_string()];
-            args.extend(intents);
-            args.extend(rows);
-            let table = [info.keys.intents(entity.bucket_slot(bucket))];
-            let piece = Piece {
-                script: scripts::insert_bucket(),
-                key: &entity.buckets[bucket],
-                slot: entity.bucket_slot(bucket),
-                binary: Vec::new(),
-                more_keys: &table,
-                args,
-            };
-            let id = self.next_seq(&mut conn);
-            self.run(&mut conn, &piece, id)?;
-        }
-        let index = info.keys.index();
-        self.with_conn(&mut conn, |c| {
-            redis::cmd("ZADD")
-                .arg(&index)
-                .arg(0)
-                .arg(&entity.id)
-                .query::<()>(c)
-        })?;
-        self.pay(&mut conn, kind, owed)
+        let outcome = self.insert_on(&mut conn, &info, kind, key, plan);
+        owing(&mut conn, kind, outcome.is_err());
+        outcome
     }
 
     fn load(&self, kind: &Kind, key: Key<'_>) -> Result<Option<Stored>> {
@@ -266,164 +194,18 @@ impl EntityStore for RedisCluster {
 
     fn save(&self, kind: &Kind, key: Key<'_>, plan: &SavePlan) -> Result<u32> {
         let info = self.kind(kind)?;
-        let entity = Entity::new(&info, key);
         let mut conn = self.checkout()?;
-        let mut applied = Vec::new();
-        let mut attempts = 1;
-        let mut step = |what: &str, outcome: Result<u32>| {
-            match outcome {
-                Ok(n) => {
-                    attempts = attempts.max(n);
-                    applied.push(what.to_owned());
-                    Ok(())
-                }
-                // Nothing of the save was applied yet: the object keeps
-                // its deltas and the error is the plain one.
-                Err(e) if applied.is_empty() => Err(e),
-                // The entity went away under a save: its earlier pieces
-                // went with it.
-                Err(e @ Error::NotFound { .. }) => Err(e),
-                Err(e) => Err(Error::InDoubt {
-                    writer: 0,
-                    seq: 0,
-                    source: format!(
-                        "save partly applied (done: {}; then {what} failed: {e})",
-                        applied.join(", ")
-                    )
-                    .into(),
-                }),
-            }
-        };
-        // Pieces that can fail on the data (a fold's error, a
-        // compare-and-set that keeps losing) go first, and with more than
-        // one of them their folds are tried on the rows as read before
-        // anything is written: a save then fails whole in all but a race
-        // with a concurrent writer. The document, which only fails if the
-        // entity is gone, goes last.
-        let statics: Vec<(&crate::seam::Delta, i64)> = plan
-            .deltas
-            .iter()
-            .filter_map(|d| Some((d, crate::seam::pick_shard(d.spec.shards?))))
-            .collect();
-        if statics.len() > 1 {
-            self.dry_run(&mut conn, kind, &entity, key, &statics)?;
-        }
-        if kind.has_ranked() {
-            self.check_boards(&mut conn, kind, &plan.boards)?;
-        }
-        // Each delta and the document take an id.
-        let mut owed = Intents::reserve(&conn, plan.deltas.len() + 1);
-        let mut owe = |delta: &crate::seam::Delta, slot: u16| {
-            let board = kind.board_of(delta.index)?;
-            let write = plan.boards.iter().find(|w| w.board == board)?;
-            Some(owed.owe(&info.keys, slot, write.clone()))
-        };
-        // Every piece checks it: a save may write no document, and each
-        // bucket knows the incarnation it belongs to (`~`).
-        let inc = plan.incarnation.map(|i| i.to_string()).unwrap_or_default();
-        let target = Target {
-            info: &info,
-            entity: &entity,
-            key,
-            inc: &inc,
-        };
-        for (delta, shard) in &statics {
-            let intent = owe(delta, entity.bucket_slot(keys::static_bucket(*shard)));
-            let outcome = self.fold_static(&mut conn, kind, &target, delta, *shard, &intent);
-            step(delta.spec.name, outcome)?;
-        }
-        for delta in plan.deltas.iter().filter(|d| d.spec.shards.is_none()) {
-            let bucket = crate::random::range(..BUCKETS);
-            let (table, intent) = owe(delta, entity.bucket_slot(bucket)).unzip();
-            let mut args = vec![
-                delta.spec.name.to_owned(),
-                encode(&delta.value),
-                bucket.to_string(),
-                inc.clone(),
-            ];
-            args.extend(intent.into_iter().flatten());
-            let piece = Piece {
-                script: scripts::append(),
-                key: &entity.buckets[bucket],
-                slot: entity.bucket_slot(bucket),
-                binary: Vec::new(),
-                more_keys: table.as_slice(),
-                args,
-            };
-            let id = self.next_seq(&mut conn);
-            let outcome = match self.run(&mut conn, &piece, id) {
-                Ok(Reply::Gone) => Err(gone(kind, key)),
-                Ok(_) => Ok(1),
-                Err(e) => Err(e),
-            };
-            step(delta.spec.name, outcome)?;
-        }
-        if plan.document_changed {
-            let piece = Piece {
-                script: scripts::write_document(),
-                key: &entity.document,
-                slot: entity.home,
-                binary: Vec::new(),
-                more_keys: &[],
-                args: vec![plan.document.clone(), inc.clone()],
-            };
-            let id = self.next_seq(&mut conn);
-            let outcome = match self.run(&mut conn, &piece, id) {
-                Ok(Reply::Gone) => Err(gone(kind, key)),
-                Ok(_) => Ok(1),
-                Err(e) => Err(e),
-            };
-            step("the document", outcome)?;
-        }
-        let outcome = self.pay(&mut conn, kind, owed).map(|()| 1);
-        step("the board writes", outcome)?;
-        Ok(attempts)
+        let outcome = self.save_on(&mut conn, &info, kind, key, plan);
+        owing(&mut conn, kind, outcome.is_err());
+        outcome
     }
 
     fn delete(&self, kind: &Kind, key: Key<'_>) -> Result<bool> {
         let info = self.kind(kind)?;
-        let entity = Entity::new(&info, key);
-        let removals = kind.board_removals(key);
         let mut conn = self.checkout()?;
-        if kind.has_ranked() {
-            let player = crate::seam::entity_player(key);
-            self.settle_entity(&mut conn, kind, &entity.intent_tables(&info), &player)?;
-            self.check_boards(&mut conn, kind, &removals)?;
-        }
-        let mut owed = Intents::reserve(&conn, 0);
-        let mut intents = Vec::new();
-        for write in removals {
-            intents.extend(owed.owe(&info.keys, entity.home, write).1);
-        }
-        let table = info.keys.intents(entity.home);
-        // The document first, with the board removals it owes: from then
-        // on loads see no entity and saves find it gone. Buckets are
-        // removed only if they belong to the incarnation deleted here (a
-        // concurrent re-insert may own them).
-        let inc: Option<String> = self.with_conn(&mut conn, |c| {
-            delete_document()
-                .key(&entity.document)
-                .key(&table)
-                .arg(&intents)
-                .invoke(c)
-        })?;
-        let Some(inc) = inc else {
-            return Ok(false);
-        };
-        for bucket in &entity.buckets {
-            self.with_conn(&mut conn, |c| {
-                delete_bucket().key(bucket).arg(&inc).invoke::<i64>(c)
-            })?;
-        }
-        let index = info.keys.index();
-        self.with_conn(&mut conn, |c| {
-            redis::cmd("ZREM")
-                .arg(&index)
-                .arg(&entity.id)
-                .query::<i64>(c)
-        })?;
-        self.pay(&mut conn, kind, owed)?;
-        Ok(true)
+        let outcome = self.delete_on(&mut conn, &info, kind, key);
+        owing(&mut conn, kind, outcome.is_err());
+        outcome
     }
 
     fn compact_batch(&self, kind: &Kind, from: &Resume) -> Result<BatchPlan> {
@@ -447,29 +229,6 @@ impl EntityStore for RedisCluster {
             .filter(|(_, i, _, _)| Some(*i) == index)
             .count() as u64)
     }
-}
-
-fn delete_document() -> &'static redis::Script {
-    static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-    S.get_or_init(|| {
-        redis::Script::new(
-            "local inc = redis.call('HGET', KEYS[1], 'inc') \
-             redis.call('DEL', KEYS[1]) \
-             if inc then for i = 1, #ARGV, 2 do \
-               redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end end \
-             return inc",
-        )
-    })
-}
-
-fn delete_bucket() -> &'static redis::Script {
-    static S: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-    S.get_or_init(|| {
-        redis::Script::new(
-            "if redis.call('HGET', KEYS[1], '~') == ARGV[1] then \
-             return redis.call('DEL', KEYS[1]) end return 0",
-        )
-    })
 }
 
 /// Up to `n` ids of the kind's index from `start` on (a `ZRANGEBYLEX`

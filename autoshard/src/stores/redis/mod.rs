@@ -37,6 +37,7 @@ mod ranked;
 pub(crate) use ranked::hooks as ranked_hooks;
 mod scripts;
 mod static_fold;
+mod writes;
 
 use crate::error::{Error, Result};
 use crate::seam::{Backend, BoardSpec, Boards, Entities, Kind};
@@ -307,7 +308,7 @@ impl Conn {
     /// Takes a new writer id: after a piece of this one may or may not
     /// have applied and will not be sent again by this connection, so no
     /// later piece raises the writer's marks past it (`ranked.rs`).
-    fn retire(&mut self) {
+    pub(super) fn retire(&mut self) {
         self.writer = crate::random::range(1..i64::MAX);
         self.seq = 0;
     }

@@ -324,27 +324,29 @@ impl RedisCluster {
     }
 
     /// Before an insert or a delete of the entity `player` (in `tables`,
-    /// its slots' intent tables): settles what earlier writes of it owe,
-    /// so a board sees its writes in their order (an owed save before the
-    /// delete's removal, an owed removal before the new entity's entry).
+    /// its slots' intent tables): settles what earlier writes of it owe
+    /// (only increments unless `removals`), so a board sees its writes in
+    /// their order (an owed save before the delete's removal, an owed
+    /// removal before the new entity's entry).
     pub(super) fn settle_entity(
         &self,
         conn: &mut Conn,
         kind: &Kind,
         tables: &[String],
         player: &str,
+        removals: bool,
     ) -> Result<u64> {
-        self.settle(conn, kind, tables, Some(player))
+        self.settle(conn, kind, tables, Some((player, removals)))
     }
 
-    /// Pays the intents in `tables` (those of `player` only, if given),
-    /// in the order of their ids, and clears them.
+    /// Pays the intents in `tables` (those of one player, and whether its
+    /// removals too, if given), in the order of their ids, and clears them.
     fn settle(
         &self,
         conn: &mut Conn,
         kind: &Kind,
         tables: &[String],
-        player: Option<&str>,
+        player: Option<(&str, bool)>,
     ) -> Result<u64> {
         if tables.is_empty() {
             return Ok(0);
@@ -360,7 +362,11 @@ impl RedisCluster {
         for (table, found) in tables.iter().zip(found) {
             for (field, value) in found {
                 match decode(kind, &field, &value) {
-                    Some((write, id)) if player.is_none_or(|p| p == write.player) => {
+                    Some((write, id))
+                        if player.is_none_or(|(p, removals)| {
+                            p == write.player && (removals || write.change.is_some())
+                        }) =>
+                    {
                         owed.push((id, write, table, field));
                     }
                     _ => {}
@@ -369,8 +375,13 @@ impl RedisCluster {
         }
         // A writer's marks say "applied through seq": its writes must be
         // sent in the order of their ids, or a later one's mark would pass
-        // an earlier one off as applied.
-        owed.sort_by_key(|(id, ..)| *id);
+        // an earlier one off as applied. Removals go last: an increment
+        // owed beside a removal of the same player is one its deleted
+        // incarnation's save made before the delete took its buckets
+        // (an insert pays a removal before it writes anything). One
+        // writer's writes are all removals (a delete's) or none are, so
+        // this keeps each writer's order.
+        owed.sort_by_key(|(id, write, ..)| (write.change.is_none(), *id));
         let mut settled = 0;
         for (id, write, table, field) in owed {
             match self.apply_owed(conn, kind, &write, id) {
@@ -479,5 +490,19 @@ pub(crate) mod hooks {
     thread_local! {
         pub static OWE: Cell<Owe> = const { Cell::new(Owe::Nothing) };
         pub static PAUSE: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+        /// Runs in a delete between its document's removal and its
+        /// buckets' (`writes.rs`).
+        pub static BEFORE_BUCKETS_DELETED: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
+            std::cell::RefCell::new(None);
+    }
+
+    /// Runs the hook, if one is set (taken out while it runs, so it may
+    /// delete an entity itself).
+    pub fn before_buckets_deleted() {
+        let hook = BEFORE_BUCKETS_DELETED.with(|h| h.borrow_mut().take());
+        if let Some(mut hook) = hook {
+            hook();
+            BEFORE_BUCKETS_DELETED.with(|h| *h.borrow_mut() = Some(hook));
+        }
     }
 }
