@@ -294,6 +294,56 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
     }
 }
 
+/// A family submission writes its boards in one commit and reads them
+/// ahead: each read the first member makes is sent for every member of
+/// its kind in the same round trip (`board_tx::Ahead`): 5 round trips
+/// for the 9 members and the players board. Control: with `write_boards`
+/// in place of `write_boards_alike` in `family/submit.rs` it counted 22.
+#[test]
+fn a_family_submission_reads_its_boards_together() {
+    use autoshard::__private::redis_hooks::round_trips;
+    use autoshard::ranking::{Family, FamilyConfig, Window};
+    const AT: i64 = 1_795_516_200;
+    let store = RedisCluster::fresh();
+    let mut config = FamilyConfig::new(RankingConfig::new(0..1_000_000))
+        .filter("age", ["u35", "35-44", "45-54"])
+        .filter("weight", ["light", "heavy"]);
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        config = config.window(w);
+    }
+    let family = Family::create(&*store, "fam", config).unwrap();
+    let submit = |player: &str, score: i64| {
+        let entry = family.submission(player, score).at(AT);
+        entry
+            .filter("age", "35-44")
+            .filter("weight", "light")
+            .submit()
+            .unwrap();
+    };
+    for p in 0..20 {
+        submit(&format!("p{p}"), p);
+    }
+    let mut counts = Vec::new();
+    for round in 0..3 {
+        let before = round_trips();
+        submit("p7", 100 + round);
+        counts.push(round_trips() - before);
+    }
+    assert!(
+        counts.iter().all(|&n| n <= 8),
+        "round trips per submission: {counts:?}"
+    );
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        let board = family
+            .board(w, autoshard::ranking::Period::At(AT), None)
+            .unwrap()
+            .expect("a member");
+        assert_eq!(board.score("p7").unwrap(), Some(102));
+        assert_eq!(board.rank("p7", Tie::Standard).unwrap(), Some(1));
+        board.check_integrity().unwrap();
+    }
+}
+
 #[test]
 fn entry_data_lives_in_the_boards_slot_and_a_reset_unlinks_it() {
     let store = RedisCluster::fresh();

@@ -235,6 +235,18 @@ pub(crate) trait BoardStore: Send + Sync {
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()>;
 
+    /// [`write_boards`](Self::write_boards) where every board takes the
+    /// same player's update (a family submission), so each is likely to
+    /// make the reads the others make: a store may send a read for all of
+    /// them at once (Redis Cluster does, `board_tx::Ahead`).
+    fn write_boards_alike(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        self.write_boards(boards, f)
+    }
+
     /// Creates the queue's storage if needed: the queue tables, in storage
     /// of their own where the store has such a thing (on SQLite a file next
     /// to the board's), and the board-side tables a worker writes in the

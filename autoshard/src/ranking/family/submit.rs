@@ -344,7 +344,7 @@ impl<'a> FamilyUpdate<'a> {
         let mut stale = false;
         let mut out = None;
         let shard = crate::random::range(0..config.board().node_shards());
-        let result = f.inner.boards.write_boards(&boards, &mut |sts| {
+        let result = f.inner.boards.write_boards_alike(&boards, &mut |sts| {
             // The player's values, under the player's lock, before any
             // member is touched (as the family worker reads them).
             let pst = sts[at];

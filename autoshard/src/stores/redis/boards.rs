@@ -191,7 +191,7 @@ impl RedisCluster {
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
         let mut conn = self.checkout()?;
-        self.board_transaction_on(&mut conn, boards, mode, how, f)
+        self.board_transaction_on(&mut conn, boards, mode, how, false, f)
     }
 
     /// [`board_transaction`](Self::board_transaction) on a connection
@@ -203,6 +203,7 @@ impl RedisCluster {
         boards: &[Board<'_>],
         mode: Mode,
         how: Ending,
+        alike: bool,
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
         let mut shapes = Vec::with_capacity(boards.len());
@@ -219,12 +220,24 @@ impl RedisCluster {
             });
         }
         for attempt in 1..=TX_ATTEMPTS {
+            let ahead = (alike && boards.len() > 1).then(|| {
+                board_tx::Ahead::new(
+                    shapes
+                        .iter()
+                        .map(|(_, native, keys)| (keys.version(), keys.data(), *native))
+                        .collect(),
+                )
+            });
             let shared = std::cell::RefCell::new(&mut *conn);
             let txs: Vec<BoardTx<'_>> = boards
                 .iter()
                 .zip(&shapes)
-                .map(|(board, (spec, native, keys))| {
-                    let tx = BoardTx::new(self, &shared, keys, board.name, spec.clone(), mode);
+                .enumerate()
+                .map(|(i, (board, (spec, native, keys)))| {
+                    let mut tx = BoardTx::new(self, &shared, keys, board.name, spec.clone(), mode);
+                    if let Some(ahead) = &ahead {
+                        tx = tx.read_ahead(ahead, i);
+                    }
                     tx.native.set(*native);
                     tx
                 })
@@ -362,6 +375,18 @@ impl BoardStore for RedisCluster {
             return f(&[]);
         }
         self.board_transaction(boards, Mode::Write, Ending::Fresh, f)
+    }
+
+    fn write_boards_alike(
+        &self,
+        boards: &[Board<'_>],
+        f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
+    ) -> Result<()> {
+        if boards.is_empty() {
+            return f(&[]);
+        }
+        let mut conn = self.checkout()?;
+        self.board_transaction_on(&mut conn, boards, Mode::Write, Ending::Fresh, true, f)
     }
 
     fn write_native(

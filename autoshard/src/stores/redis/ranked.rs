@@ -113,10 +113,14 @@ impl BoardTx for RedisBoards<'_> {
         f: &mut dyn FnMut(&dyn Storage) -> Result<()>,
     ) -> Result<()> {
         let mut conn = self.conn.borrow_mut();
-        self.db
-            .board_transaction_on(&mut conn, &[board], Mode::Write, self.how, &mut |sts| {
-                f(sts[0])
-            })
+        self.db.board_transaction_on(
+            &mut conn,
+            &[board],
+            Mode::Write,
+            self.how,
+            false,
+            &mut |sts| f(sts[0]),
+        )
     }
 }
 
