@@ -6,7 +6,7 @@
 //!
 //! A fold returns either the field's type or `Result<field type, E>`. An
 //! `Err` aborts the save (nothing is written, the pending delta is kept) and
-//! surfaces as [`Error::Fold`](crate::Error::Fold). The checked folds here use
+//! surfaces as [`Error::Fold`]. The checked folds here use
 //! that to refuse integer overflow instead of wrapping (release builds) or
 //! panicking (debug builds), which is what a plain `a + b` does.
 //!
@@ -75,7 +75,7 @@ impl StdError for Overflow {}
 
 /// The exact total of an integer sum's stored rows does not fit the field's
 /// type (and the field's fold refuses it): the source of the
-/// [`Error::Fold`](crate::Error::Fold) that `load` and compaction report
+/// [`Error::Fold`] that `load` and compaction report
 /// for such an entity.
 ///
 /// Saves that the store could check were refused, so this comes from

@@ -11,7 +11,7 @@ use crate::value::{self, Value};
 use serde::Serialize;
 
 /// What one [`Store::save`](crate::Store::save) did: made here, by
-/// [`save`] and `outcome`, from the plan and the store's attempts.
+/// `save` and `outcome`, from the plan and the store's attempts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Saved {

@@ -15,7 +15,7 @@ use std::ops::Range;
 /// branching trades node size (`16 * B` bytes a row) against depth (reads
 /// per query): the default 100 answers a 0..10,000 board in 2 reads.
 ///
-/// The [`Policy`] and [`Order`] say what a submitted score does and which
+/// The [`Policy`] and [`ScoreOrder`] say what a submitted score does and which
 /// scores rank first; like the rest of the shape they are stored with the
 /// board and cannot change.
 ///
@@ -35,7 +35,7 @@ pub struct RankingConfig(BoardConfig);
 
 impl RankingConfig {
     /// A board for scores in `range` (`[min, max)`), branching 100, one
-    /// shard, one queue, [`Policy::Replace`], [`Order::HigherIsBetter`].
+    /// shard, one queue, [`Policy::Replace`], [`ScoreOrder::HigherIsBetter`].
     pub fn new(range: Range<i64>) -> Self {
         RankingConfig(BoardConfig {
             min: range.start,
@@ -66,7 +66,7 @@ impl RankingConfig {
     /// [`order`](RankingConfig::order) do not apply (orders are per
     /// dimension). [`Ranking::create`](super::Ranking::create) refuses
     /// anything else with [`Error::InvalidRanking`]. The configuration's
-    /// [`range`](RankingConfig::range) is the encoded scores' range.
+    /// range (given to [`RankingConfig::new`]) is the encoded scores' range.
     ///
     /// ```
     /// use autoshard::ranking::{Dim, Ranking, RankingConfig, Tie, Update};
@@ -102,7 +102,7 @@ impl RankingConfig {
     }
 
     /// Most bytes of entry data a player's entry may carry, 0 to
-    /// [`MAX_ENTRY_DATA`] (default 0: none). Entry data is written with the
+    /// [`MAX_ENTRY_DATA`](super::MAX_ENTRY_DATA) (default 0: none). Entry data is written with the
     /// score ([`Ranking::submit_update`](super::Ranking::submit_update)) and
     /// returned in every [`Entry`](super::Entry): the effort that set a
     /// personal record, a display name.
@@ -118,7 +118,7 @@ impl RankingConfig {
         self
     }
 
-    /// Which scores rank first (default [`Order::HigherIsBetter`]).
+    /// Which scores rank first (default [`ScoreOrder::HigherIsBetter`]).
     pub fn order(mut self, order: ScoreOrder) -> Self {
         self.0.order = order;
         self
@@ -130,7 +130,7 @@ impl RankingConfig {
         self
     }
 
-    /// Shard rows per inner tree node, 1 to [`MAX_SHARDS`] (default 1).
+    /// Shard rows per inner tree node, 1 to [`MAX_SHARDS`](super::MAX_SHARDS) (default 1).
     /// Each direct write adds to one random shard, so more shards mean
     /// less contention between writers and more rows for readers to sum.
     pub fn node_shards(mut self, shards: u32) -> Self {
@@ -138,7 +138,7 @@ impl RankingConfig {
         self
     }
 
-    /// Queue shards for queued updates, 1 to [`MAX_QUEUES`] (default 1).
+    /// Queue shards for queued updates, 1 to [`MAX_QUEUES`](super::MAX_QUEUES) (default 1).
     pub fn queues(mut self, queues: u32) -> Self {
         self.0.queues = queues;
         self

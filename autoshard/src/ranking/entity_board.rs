@@ -58,9 +58,9 @@
 //! board of another policy with [`Error::RankingMismatch`], one whose new
 //! total leaves the board's range with [`Error::ScoreOutOfRange`]: in each
 //! case nothing of the save is written. Entities inserted before the board
-//! was created are not on it. An [approximate](RankingConfig::approximate)
+//! was created are not on it. An [approximate](super::RankingConfig::approximate)
 //! board is fed the same way, through its own write path (the player's row
-//! only); a board [split into trees](RankingConfig::trees) is refused with
+//! only); a board [split into trees](super::RankingConfig::trees) is refused with
 //! [`Error::RankingMismatch`].
 
 use super::apply::apply_updates;

@@ -11,7 +11,7 @@
 //! invariants and the read count of every query.
 //!
 //! Each board has a [`Policy`] (what a submitted score does: replace, keep
-//! the best or worst, add) and an [`Order`] (higher or lower is better),
+//! the best or worst, add) and a [`ScoreOrder`] (higher or lower is better),
 //! set in its [`RankingConfig`]; [`Ranking::submit`] reports what a
 //! submission changed. A board's score may also be a tuple of up to
 //! [`MAX_DIMENSIONS`] integers, each with its own range and order, ranked

@@ -33,7 +33,7 @@ pub enum Policy {
     #[default]
     Replace,
     /// The better of the stored score and the value, under the board's
-    /// [`Order`]: a personal best (Redis `ZADD GT` on a higher-is-better
+    /// [`ScoreOrder`]: a personal best (Redis `ZADD GT` on a higher-is-better
     /// board, `ZADD LT` on a lower-is-better one).
     Best,
     /// The worse of the stored score and the value, under the board's order.
@@ -216,7 +216,7 @@ impl Submission {
 
 impl Ranking {
     /// Submits `score` for `player` under the board's [`Policy`] and
-    /// [`Order`], as [`set_score`](Ranking::set_score) does, and reports what
+    /// [`ScoreOrder`], as [`set_score`](Ranking::set_score) does, and reports what
     /// happened: the old and new score and rank, and whether it is a
     /// personal best. One write transaction; the ranks cost one tree
     /// descent each.

@@ -78,7 +78,7 @@ impl Ranking {
     /// The tuple an encoded score stands for, e.g. an
     /// [`Entry::score`](super::Entry::score) from [`top`](Ranking::top),
     /// [`page`](Ranking::page) or [`around`](Ranking::around), or a
-    /// [`Submission`]'s scores; on a single-dimension board `[score]`.
+    /// [`Submission`](super::Submission)'s scores; on a single-dimension board `[score]`.
     ///
     /// # Errors
     ///

@@ -20,6 +20,7 @@
 
 mod approx;
 mod board_codec;
+mod board_keys;
 mod board_tx;
 mod boards;
 mod census;
