@@ -17,7 +17,9 @@
 //! with the SQLite soak; add `redis::` to run this one alone).
 //!
 //! Also here: a ranking board across a kill of its master, in each mode
-//! (`a_board_survives_a_master_failover_*`, one kill each).
+//! (`a_board_survives_a_master_failover_*`, one kill each), and an entity
+//! board across a kill of the board's master with replica
+//! acknowledgements (`an_entity_board_survives_a_master_failover_replicated`).
 //!
 //! Each durability mode kills masters of a cluster of its own
 //! (`private_redis_cluster`), started by the run whatever
@@ -460,4 +462,105 @@ fn a_board_survives_a_master_failover_replicated() {
         replicas: 1,
         timeout: Duration::from_millis(500),
     });
+}
+
+#[derive(autoshard::Shardable, Debug)]
+#[shard(kind = "Ranked")]
+struct Ranked {
+    #[shard(id)]
+    id: u64,
+    #[shard(neutral = 0, shards = 4, fold = autoshard::fold::checked_sum, ranked = "ranked")]
+    votes: i64,
+    #[shard(pending)]
+    pending: autoshard::Pending<Self>,
+}
+
+/// An entity board across a kill -9 of the board's master, with replica
+/// acknowledgements: 2 writers `save_delta` +1 to 4 entities whose board
+/// writes follow their pieces (`stores/redis/ranked.rs`). A board write
+/// whose reply the kill took is resent under its id to the promoted
+/// replica, or left owed; after a compaction pass the board holds every
+/// entity's total exactly, and each entity's total is at least its
+/// acknowledged saves (at most one more per writer: a save in doubt).
+#[test]
+fn an_entity_board_survives_a_master_failover_replicated() {
+    use autoshard::ranking::{Policy, Ranking, RankingConfig};
+    let durability = Durability::Replicated {
+        replicas: 1,
+        timeout: Duration::from_millis(500),
+    };
+    let cluster = Cluster::of(durability);
+    let _turn = cluster.turn.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = rc::new_prefix();
+    let open = || {
+        cluster
+            .builder(&prefix)
+            .durability(durability)
+            .in_doubt_timeout(Duration::from_secs(15))
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    let config = RankingConfig::new(0..1_000_000_000).policy(Policy::Increment);
+    let board = Ranking::create(&db, "ranked", config).unwrap();
+    for id in 0..4 {
+        db.insert(&Ranked {
+            id,
+            votes: 0,
+            pending: autoshard::Pending::new(),
+        })
+        .unwrap();
+    }
+    let victim = master_of(cluster, &format!("{prefix}:*:rk*:v"));
+    let masters = master_ports(cluster).len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (db, stop) = (open(), stop.clone());
+            thread::spawn(move || -> (u64, u64) {
+                let (mut acked, mut in_doubt, mut n) = (0, 0, 0u64);
+                while !stop.load(Ordering::Acquire) {
+                    n += 1;
+                    match db.save_delta::<Ranked, _>(&((n + w) % 4), "votes", &1i64) {
+                        Ok(_) => acked += 1,
+                        // Not resent: it may have applied.
+                        Err(Error::InDoubt { .. }) => in_doubt += 1,
+                        Err(e) if e.is_retryable() => thread::sleep(Duration::from_millis(20)),
+                        Err(e) => panic!("save failed: {e:?}"),
+                    }
+                }
+                (acked, in_doubt)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    kill(victim);
+    wait_for_promotion(cluster, victim, masters);
+    revive(victim);
+    thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Release);
+    let (acked, in_doubt) = writers
+        .into_iter()
+        .map(|w| w.join().unwrap())
+        .fold((0, 0), |(a, d), (x, y)| (a + x, d + y));
+    db.compact::<Ranked>().unwrap();
+    let mut total = 0;
+    for id in 0..4u64 {
+        let votes = db.load::<Ranked>(&id).unwrap().unwrap().votes;
+        assert_eq!(
+            board.score(&id.to_string()).unwrap(),
+            Some(votes),
+            "entity {id}"
+        );
+        total += votes as u64;
+    }
+    board.check_integrity().unwrap();
+    eprintln!(
+        "killed the board's master {victim}: {acked} saves acknowledged, {in_doubt} in doubt, \
+         {total} counted; board = totals"
+    );
+    assert!(
+        (acked..=acked + in_doubt).contains(&total),
+        "{total} counted for {acked} acknowledged and {in_doubt} in doubt"
+    );
 }
