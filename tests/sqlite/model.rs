@@ -356,6 +356,10 @@ impl Harness {
                 let Some(h) = self.held.get_mut(id) else {
                     return Ok(());
                 };
+                // A clone made with nothing pending shares nothing with
+                // its original (`Pending`'s `Clone`): not a stale copy,
+                // whatever the original is.
+                let shared = h.delta != Agg::neutral();
                 let mut copy = Held {
                     item: h.item.clone(),
                     label: h.label.clone(),
@@ -363,10 +367,9 @@ impl Harness {
                     delta: h.delta.clone(),
                     snapshot: h.snapshot.clone(),
                     incarnation: h.incarnation,
-                    stale_copy: h.stale_copy,
+                    stale_copy: h.stale_copy && shared,
                 };
                 let result = self.store.save(&mut copy.item);
-                let shared = h.delta != Agg::neutral();
                 if save_step(&mut copy, self.stored.get_mut(id), result)? && shared {
                     h.stale_copy = true;
                 }
