@@ -53,36 +53,18 @@ use probe::{Lateness, Probe, BLOCKED};
 
 /// Store URLs, one fresh namespace per call.
 mod urls {
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use crate::scratch::{self, Scratch};
 
-    static N: AtomicU32 = AtomicU32::new(0);
-
-    fn unique(prefix: &str) -> String {
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        format!("{prefix}_{}_{n}", std::process::id())
+    pub fn sqlite() -> (Scratch, String) {
+        scratch::sqlite()
     }
 
-    /// A SQLite file in a directory the returned guard removes.
-    pub fn sqlite() -> (Option<tempfile::TempDir>, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("async.db").display());
-        (Some(dir), url)
+    pub fn postgres() -> (Scratch, String) {
+        scratch::postgres("async")
     }
 
-    /// A fresh schema on the test run's PostgreSQL.
-    pub fn postgres() -> (Option<tempfile::TempDir>, String) {
-        let url = autoshard_test_servers::postgres_url();
-        let glue = if url.contains('?') { '&' } else { '?' };
-        (None, format!("{url}{glue}schema={}", unique("async")))
-    }
-
-    /// A fresh key prefix on the test run's Redis Cluster.
-    pub fn redis() -> (Option<tempfile::TempDir>, String) {
-        let nodes = autoshard_test_servers::redis_cluster_nodes().join(",");
-        (
-            None,
-            format!("redis-cluster://{nodes}?prefix={}", unique("async")),
-        )
+    pub fn redis() -> (Scratch, String) {
+        scratch::redis("async")
     }
 }
 
@@ -363,7 +345,7 @@ async fn hot_votes(db: &AsyncStore) -> Lateness {
     worst
 }
 
-async fn suite(url: fn() -> (Option<tempfile::TempDir>, String)) {
+async fn suite(url: fn() -> (crate::scratch::Scratch, String)) {
     let (_dir, a) = url();
     let (_dir2, b) = url();
     let db = autoshard::open_async(&a).await.unwrap();

@@ -11,6 +11,8 @@
 use autoshard::ranking::{Ranking, RankingConfig};
 use autoshard::{Error, Pending, Shardable, Store};
 
+use crate::scratch::{self, Scratch};
+
 #[derive(Shardable)]
 struct Counter {
     #[shard(id)]
@@ -28,25 +30,13 @@ impl Counter {
     }
 }
 
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+/// A fresh schema, dropped when the returned guard is.
+fn pg() -> (Scratch, String) {
+    scratch::postgres("sync_rt")
 }
 
-fn pg_url() -> String {
-    let url = autoshard_test_servers::postgres_url();
-    let glue = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{glue}schema={}", unique("sync_rt"))
-}
-
-fn redis_url() -> String {
-    let nodes = autoshard_test_servers::redis_cluster_nodes().join(",");
-    format!("redis-cluster://{nodes}?prefix={}", unique("sync_rt"))
+fn redis_url() -> (Scratch, String) {
+    scratch::redis("sync_rt")
 }
 
 /// Sync calls on whatever thread this runs on: open, write, read, a board,
@@ -86,35 +76,39 @@ async fn sqlite_multi_thread_works() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn redis_current_thread_works() {
-    sync_calls(&redis_url()).unwrap();
+    sync_calls(&redis_url().1).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_multi_thread_works() {
-    sync_calls(&redis_url()).unwrap();
+    sync_calls(&redis_url().1).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_multi_thread_works() {
-    sync_calls(&pg_url()).unwrap();
+    let (_a, a) = pg();
+    sync_calls(&a).unwrap();
     // In a spawned task too, and in spawn_blocking.
-    tokio::spawn(async { sync_calls(&pg_url()) })
+    let (_b, b) = pg();
+    tokio::spawn(async move { sync_calls(&b) })
         .await
         .unwrap()
         .unwrap();
-    tokio::task::spawn_blocking(|| sync_calls(&pg_url()))
+    let (_c, c) = pg();
+    tokio::task::spawn_blocking(move || sync_calls(&c))
         .await
         .unwrap()
         .unwrap();
     // In a LocalSet tasks cannot move off the thread: refused, typed.
     let local = tokio::task::LocalSet::new();
-    let refused = local.run_until(async { autoshard::open(&pg_url()) }).await;
+    let (_d, d) = pg();
+    let refused = local.run_until(async { autoshard::open(&d) }).await;
     assert!(matches!(refused, Err(Error::InsideRuntime { .. })));
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn postgres_current_thread_is_a_typed_error_and_spawn_blocking_works() {
-    let url = pg_url();
+    let (_a, url) = pg();
     match autoshard::open(&url) {
         Err(e @ Error::InsideRuntime { store: "postgres" }) => {
             assert!(e.to_string().contains("open_async"), "{e}");
@@ -129,7 +123,7 @@ async fn postgres_current_thread_is_a_typed_error_and_spawn_blocking_works() {
         .unwrap();
     // A store opened off the runtime's thread: its calls on that thread are
     // refused the same way, and dropping it there does not panic.
-    let url = pg_url();
+    let (_b, url) = pg();
     let db = tokio::task::spawn_blocking(move || autoshard::open(&url))
         .await
         .unwrap()
@@ -140,7 +134,8 @@ async fn postgres_current_thread_is_a_typed_error_and_spawn_blocking_works() {
     ));
     drop(db);
     // And the async API works on this flavor.
-    let db = autoshard::open_async(&pg_url()).await.unwrap();
+    let (_c, url) = pg();
+    let db = autoshard::open_async(&url).await.unwrap();
     assert!(db.load::<Counter>(&1).await.unwrap().is_none());
 }
 
@@ -156,6 +151,7 @@ const REFUSAL_CHILD: &str = "AUTOSHARD_REFUSAL_CHILD";
 /// the same `block_in_place` caught without the store, which must print.
 #[test]
 fn a_refused_sync_call_prints_no_panic() {
+    let (_schema, url) = pg();
     let stderr_of = |mode: &str| {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -166,7 +162,7 @@ fn a_refused_sync_call_prints_no_panic() {
                 "--test-threads=1",
             ])
             .env(REFUSAL_CHILD, mode)
-            .env("AUTOSHARD_PG_URL", pg_url())
+            .env("AUTOSHARD_PG_URL", &url)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

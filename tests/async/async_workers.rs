@@ -20,33 +20,18 @@ use probe::{Probe, BLOCKED};
 use std::time::{Duration, Instant};
 
 mod urls {
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use crate::scratch::{self, Scratch};
 
-    static N: AtomicU32 = AtomicU32::new(0);
-
-    fn unique(prefix: &str) -> String {
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        format!("{prefix}_{}_{n}", std::process::id())
+    pub fn sqlite() -> (Scratch, String) {
+        scratch::sqlite()
     }
 
-    pub fn sqlite() -> (Option<tempfile::TempDir>, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("workers.db").display());
-        (Some(dir), url)
+    pub fn postgres() -> (Scratch, String) {
+        scratch::postgres("aworkers")
     }
 
-    pub fn postgres() -> (Option<tempfile::TempDir>, String) {
-        let url = autoshard_test_servers::postgres_url();
-        let glue = if url.contains('?') { '&' } else { '?' };
-        (None, format!("{url}{glue}schema={}", unique("aworkers")))
-    }
-
-    pub fn redis() -> (Option<tempfile::TempDir>, String) {
-        let nodes = autoshard_test_servers::redis_cluster_nodes().join(",");
-        (
-            None,
-            format!("redis-cluster://{nodes}?prefix={}", unique("aworkers")),
-        )
+    pub fn redis() -> (Scratch, String) {
+        scratch::redis("aworkers")
     }
 }
 
@@ -70,7 +55,7 @@ fn produce(board: &Ranking, players: usize) {
 /// The worker task applies every queued update, `flush` waits for it, and
 /// `stop` wakes it from a wait that nothing else would end (idle timeout
 /// and linger unbounded) and reports the count.
-async fn applies_flushes_and_stops(url: fn() -> (Option<tempfile::TempDir>, String)) {
+async fn applies_flushes_and_stops(url: fn() -> (crate::scratch::Scratch, String)) {
     let (_dir, url) = url();
     let db = autoshard::open_async(&url).await.unwrap();
     let board = AsyncRanking::create(&db, "w", RankingConfig::new(0..1_000))
@@ -106,7 +91,7 @@ const BACKLOG: usize = 8_000;
 
 /// A backlog drained by the task while the probe runs on the same
 /// current-thread runtime: no wake-up of the probe is held back.
-async fn drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String)) {
+async fn drains_without_blocking(url: fn() -> (crate::scratch::Scratch, String)) {
     let (_dir, url) = url();
     let db = autoshard::open_async(&url).await.unwrap();
     let board = AsyncRanking::create(&db, "b", RankingConfig::new(0..1_000))
@@ -135,7 +120,7 @@ async fn drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String
 /// flushes as jobs on the store's threads (as before), this failed with
 /// `FlushTimeout { remaining: 400, waited: 5.000213148s }`: the one thread,
 /// held by a waiting flush, never ran the worker's batch.
-async fn flushes_leave_the_threads_to_the_worker(url: fn() -> (Option<tempfile::TempDir>, String)) {
+async fn flushes_leave_the_threads_to_the_worker(url: fn() -> (crate::scratch::Scratch, String)) {
     let (_dir, url) = url();
     let db = autoshard::AsyncStore::new(autoshard::open(&url).unwrap(), 1).unwrap();
     let board = AsyncRanking::create(&db, "f", RankingConfig::new(0..1_000))
@@ -241,7 +226,7 @@ async fn family_drained(family: &AsyncFamily) {
 /// The family worker task applies a backlog while the probe runs on the
 /// same current-thread runtime, costs no thread of its own, and `stop`
 /// wakes it from an idle wait nothing else would end.
-async fn family_task_drains_without_blocking(url: fn() -> (Option<tempfile::TempDir>, String)) {
+async fn family_task_drains_without_blocking(url: fn() -> (crate::scratch::Scratch, String)) {
     let _alone = FAMILY_TESTS.lock().await;
     let (_dir, url) = url();
     let db = autoshard::open_async(&url).await.unwrap();

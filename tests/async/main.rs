@@ -11,3 +11,4 @@ mod probe;
 mod async_stores;
 mod async_sync_api;
 mod async_workers;
+mod scratch;
