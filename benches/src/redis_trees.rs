@@ -28,7 +28,11 @@ const QUOTA_US: u32 = 30_000;
 const MASTERS: usize = 3;
 const PLAYERS: u64 = 20_000;
 const RANGE: i64 = 1_000_000;
-const CLIENTS: usize = 12;
+/// Client threads calling `set_score`, each count on both boards: 12
+/// leave the split board's capped masters idle part of the time (each
+/// client waits out a round trip and a throttled master), 32 keep them
+/// busier.
+const CLIENTS: [usize; 2] = [12, 32];
 
 /// The nodes' processes and cgroups; stops and removes them when dropped.
 struct Cluster {
@@ -172,12 +176,12 @@ fn score(i: u64) -> i64 {
     (i.wrapping_mul(7919) % RANGE as u64) as i64
 }
 
-/// `set_score` calls per second from `CLIENTS` threads for `length`.
-fn writes(board: &Ranking, length: Duration) -> f64 {
+/// `set_score` calls per second from `clients` threads for `length`.
+fn writes(board: &Ranking, clients: usize, length: Duration) -> f64 {
     let done = AtomicU64::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
-        for c in 0..CLIENTS as u64 {
+        for c in 0..clients as u64 {
             let done = &done;
             s.spawn(move || {
                 let mut n = 0u64;
@@ -204,6 +208,20 @@ fn rank_p50(board: &Ranking, n: u64) -> f64 {
     samples.percentile(50.0)
 }
 
+/// `page` of 10 entries from the middle of the board, p50 over `n` calls,
+/// one client, in nanoseconds: a split board finds the position by
+/// selection across its trees.
+fn middle_page_p50(board: &Ranking, n: u64) -> f64 {
+    let mut samples = Samples::with_capacity(n as usize);
+    for i in 0..n {
+        let from = PLAYERS / 2 + i % 100;
+        let start = Instant::now();
+        board.page(from, from + 9).expect("a page");
+        samples.push(start.elapsed());
+    }
+    samples.percentile(50.0)
+}
+
 pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let (cluster, method) = start_cluster(dir)?;
     let nodes: Vec<String> = cluster
@@ -211,7 +229,7 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
         .iter()
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
-    let db = RedisCluster::builder(&nodes).pool_size(CLIENTS).open()?;
+    let db = RedisCluster::builder(&nodes).pool_size(CLIENTS[1]).open()?;
     let boards: Vec<(u32, Ranking)> = [1u32, 3]
         .into_iter()
         .map(|k| {
@@ -229,20 +247,27 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let length = Duration::from_secs(if quick { 2 } else { 5 });
     let rounds = if quick { 1 } else { 2 };
     let before: Vec<u64> = cluster.groups.iter().map(|g| throttled(g)).collect();
-    let mut figures = vec![(0.0, 0.0); boards.len()];
+    // Per board: set_score/s at each client count, rank p50, page p50.
+    let mut figures = vec![([0.0; 2], 0.0, 0.0); boards.len()];
+    let reads = if quick { 200 } else { 500 };
     for _ in 0..rounds {
         for (b, (_, board)) in boards.iter().enumerate() {
-            figures[b].0 += writes(board, length) / f64::from(rounds);
-            figures[b].1 += rank_p50(board, if quick { 200 } else { 500 }) / f64::from(rounds);
+            for (c, &clients) in CLIENTS.iter().enumerate() {
+                figures[b].0[c] += writes(board, clients, length) / f64::from(rounds);
+            }
+            figures[b].1 += rank_p50(board, reads) / f64::from(rounds);
+            figures[b].2 += middle_page_p50(board, reads) / f64::from(rounds);
         }
     }
     let after: Vec<u64> = cluster.groups.iter().map(|g| throttled(g)).collect();
     println!("\n## Redis Cluster: one board over several masters");
     println!(
         "{MASTERS} masters, each `redis-server` in its own {method} = {QUOTA_US}/100000 \
-         ({}% of a core), appendonly no; {CLIENTS} client threads calling `set_score`, \
-         {PLAYERS} players, {} s x {rounds} rounds alternating; rank p50 from one client",
+         ({}% of a core), appendonly no; {:?} client threads calling `set_score`, \
+         {PLAYERS} players, {} s x {rounds} rounds alternating; rank (standard) and a \
+         10-entry page from the middle, p50 from one client",
         QUOTA_US / 1_000,
+        CLIENTS,
         length.as_secs()
     );
     println!(
@@ -253,14 +278,21 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             .map(|(b, a)| a - b)
             .collect::<Vec<_>>()
     );
-    println!("\n| board | set_score/s | rank p50 | vs trees(1) |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "\n| board | set_score/s, {0} clients | vs trees(1) | set_score/s, {1} clients | vs trees(1) | rank p50 | middle page p50 |",
+        CLIENTS[0], CLIENTS[1]
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (b, (k, _)) in boards.iter().enumerate() {
+        let (w, rank, page) = figures[b];
         println!(
-            "| trees({k}) | {} | {} | {:.2}x |",
-            thousands(figures[b].0 as u64),
-            us(figures[b].1),
-            figures[b].0 / figures[0].0
+            "| trees({k}) | {} | {:.2}x | {} | {:.2}x | {} | {} |",
+            thousands(w[0] as u64),
+            w[0] / figures[0].0[0],
+            thousands(w[1] as u64),
+            w[1] / figures[0].0[1],
+            us(rank),
+            us(page)
         );
     }
     for (_, board) in boards {

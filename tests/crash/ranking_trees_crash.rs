@@ -357,6 +357,14 @@ fn redis_a_writer_of_a_native_board_killed_mid_write_counts_each_write_once() {
     kill_writers(&Db::redis(), 1, kills(KILLS), Duration::from_millis(400));
 }
 
+/// The same on a board split into 3 trees, each a native board on its own
+/// master, whose writes pass board-wide arrival floors.
+#[cfg(feature = "redis")]
+#[test]
+fn redis_a_writer_of_a_split_board_killed_mid_write_counts_each_write_once() {
+    kill_writers(&Db::redis(), 3, kills(KILLS), Duration::from_millis(400));
+}
+
 /// A child applies one batch of tree 0 and dies before the queue's delete;
 /// a second child drains the queue, minding the applied-through marks or,
 /// with `ignore_marks` (the control's bug), not: then it applies that batch

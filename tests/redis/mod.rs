@@ -1,6 +1,7 @@
 //! What only the Redis Cluster store has: its guarantees where they differ
 //! from SQLite and PostgreSQL, entity boards paid after a save's pieces, exactly-once saves
-//! through a breaking connection, kill -9 of a master, its boards.
+//! through a breaking connection, kill -9 of a master, its boards (split
+//! boards read across masters included).
 //! `cargo test --test store_specific redis::redis_failover::`.
 
 mod redis_cluster;
@@ -8,3 +9,4 @@ mod redis_entity_board;
 mod redis_exactly_once;
 mod redis_failover;
 mod redis_ranking;
+mod redis_split_boards;

@@ -102,8 +102,8 @@ fn an_approximate_boards_snapshots_live_in_its_slot_and_go_with_it() {
 /// A board of one tree is stored natively: its keys are the ranking
 /// order, players, distinct scores, their counts, the arrival counter, the
 /// version and the queue's heads and stream; no count-tree rows (`:n`, `:a`), whatever wrote
-/// it (direct writes of each kind, a submission, a drained queue). A split
-/// board's trees keep the count tree, which its merged queries descend.
+/// it (direct writes of each kind, a submission, a drained queue). So are
+/// a split board's trees (`redis_split_boards.rs` checks their reads).
 ///
 /// Control: with `stored_natively` in `stores/redis/boards.rs` answering
 /// `false`, the test fails at the first `assert_eq!` with `left: {"a",
@@ -140,11 +140,18 @@ fn a_board_of_one_tree_keeps_no_count_tree_on_redis() {
     let split = RankingConfig::new(0..100).trees(2);
     let split = Ranking::create(&*store, "split", split).unwrap();
     split.set_scores(&[("a", 1), ("b", 2), ("c", 3)]).unwrap();
+    split.enqueue("d", 4).unwrap();
+    for t in 0..2 {
+        split.tree_worker(t).unwrap().drain().unwrap();
+    }
     let all: BTreeSet<String> = rc::scan(&format!("{}:*:rk*", store.prefix()))
         .into_iter()
         .map(|(_, key)| key.rsplit(':').next().unwrap().to_owned())
         .collect();
-    assert!(all.contains("n") && all.contains("a"), "{all:?}");
+    assert!(!all.contains("n") && !all.contains("a"), "{all:?}");
+    assert!(all.contains("o") && all.contains("c"), "{all:?}");
+    assert_eq!(split.rank("d", Tie::Ordinal).unwrap(), Some(1));
+    split.check_integrity().unwrap();
 }
 
 /// Entry data is a hash in the board's slot, and a reset unlinks every key

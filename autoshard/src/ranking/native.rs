@@ -18,8 +18,9 @@ use std::collections::HashMap;
 /// board: the same plan (`net_effect`), from the players' rows read in one
 /// call; each player whose final score differs from the stored one moves
 /// once, in the order of their last change (so players arriving at one
-/// score are ordered as the batch orders them); a player back at their
-/// stored score keeps their place.
+/// score are ordered as the batch orders them), with an arrival of at
+/// least `floor` of that change's index (a tree of a split board); a
+/// player back at their stored score keeps their place.
 pub(crate) fn apply(
     st: &dyn Storage,
     native: &dyn NativeBoard,
@@ -27,6 +28,7 @@ pub(crate) fn apply(
     rules: Rules,
     updates: &[(&str, Option<i64>)],
     refused: Option<&mut Refused>,
+    floor: &dyn Fn(usize) -> u64,
 ) -> Result<Vec<Step>> {
     let mut names: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();
     names.sort_unstable();
@@ -46,10 +48,10 @@ pub(crate) fn apply(
     )?;
     let mut moves: Vec<_> = net.into_iter().collect();
     moves.sort_unstable_by_key(|&(_, (i, _))| i);
-    for (player, (_, to)) in moves {
+    for (player, (i, to)) in moves {
         let from = stored.get(player).copied();
         if from.map(|(score, _)| score) != to {
-            native.place(player, from, to)?;
+            native.place(player, from, to, floor(i))?;
         }
     }
     Ok(steps)

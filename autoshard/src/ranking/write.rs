@@ -27,14 +27,35 @@ impl Ranking {
     ) -> Result<Vec<Step>> {
         let (rules, shard) = (self.rules(), self.random_shard());
         self.write_with(|st| {
-            let base = at.map_or_else(|| self.arrival_floor(updates.len()), |(base, _)| base);
-            let floor = |i: usize| match at {
-                _ if base == 0 => 0,
-                Some((_, index)) => base + index[i] as u64,
-                None => base + i as u64,
-            };
+            let floor = self.floors(updates.len(), at);
             apply_updates_from(st, self.geometry(), rules, shard, updates, None, &floor)
         })
+    }
+
+    /// The arrival floor of update `i` of a write of `n` updates (see
+    /// [`write_at`](Ranking::write_at)): 0, the store's counter alone,
+    /// except on a tree of a split board. Taken once per transaction
+    /// attempt, so a retried one arrives later.
+    fn floors<'a>(&self, n: usize, at: Option<(u64, &'a [usize])>) -> impl Fn(usize) -> u64 + 'a {
+        let base = at.map_or_else(|| self.arrival_floor(n), |(base, _)| base);
+        move |i: usize| match at {
+            _ if base == 0 => 0,
+            Some((_, index)) => base + index[i] as u64,
+            None => base + i as u64,
+        }
+    }
+
+    /// [`write_at`](Ranking::write_at) for a split board's batch, in one
+    /// step where the store orders the tree natively.
+    pub(super) fn write_scores_at(
+        &self,
+        updates: &[(&str, Option<i64>)],
+        at: (u64, &[usize]),
+    ) -> Result<()> {
+        if self.write_native(updates, Some(at))?.is_some() {
+            return Ok(());
+        }
+        self.write_at(updates, Some(at)).map(drop)
     }
 
     /// Submits `score` for `player` under the board's
@@ -62,7 +83,7 @@ impl Ranking {
 
     /// [`set_score`](Ranking::set_score) on a board of one tree, checked.
     pub(in crate::ranking) fn one_tree_set_score(&self, player: &str, score: i64) -> Result<()> {
-        if self.write_native(&[(player, Some(score))])?.is_some() {
+        if self.write_native(&[(player, Some(score))], None)?.is_some() {
             return Ok(());
         }
         self.write_steps(&[(player, Some(score))]).map(drop)
@@ -82,7 +103,7 @@ impl Ranking {
 
     /// [`remove`](Ranking::remove) on a board of one tree, checked.
     pub(in crate::ranking) fn one_tree_remove(&self, player: &str) -> Result<bool> {
-        if let Some(found) = self.write_native(&[(player, None)])? {
+        if let Some(found) = self.write_native(&[(player, None)], None)? {
             return Ok(found > 0);
         }
         Ok(self.write_steps(&[(player, None)])?[0].before.is_some())
@@ -119,7 +140,7 @@ impl Ranking {
     /// not empty.
     pub(in crate::ranking) fn one_tree_set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         let updates: Vec<_> = scores.iter().map(|&(p, s)| (p, Some(s))).collect();
-        if self.write_native(&updates)?.is_some() {
+        if self.write_native(&updates, None)?.is_some() {
             return Ok(());
         }
         self.write_steps(&updates).map(drop)
@@ -131,23 +152,25 @@ impl Ranking {
     /// of the batch's players were on the board before it, `None` if it
     /// cannot, and nothing was written. Only where the caller needs no
     /// step back beyond that count.
-    fn write_native(&self, updates: &[(&str, Option<i64>)]) -> Result<Option<u64>> {
+    fn write_native(
+        &self,
+        updates: &[(&str, Option<i64>)],
+        at: Option<(u64, &[usize])>,
+    ) -> Result<Option<u64>> {
         let rules = self.rules();
         // Removals take no policy: a batch of them is one step whatever
         // the board's.
         let removals = updates.iter().all(|&(_, value)| value.is_none());
-        if self.inner.tree_member
-            || rules.approx
-            || (rules.policy == super::Policy::Increment && !removals)
-        {
+        if rules.approx || (rules.policy == super::Policy::Increment && !removals) {
             return Ok(None);
         }
+        let floor = self.floors(updates.len(), at);
         let mut tree = Vec::with_capacity(updates.len());
-        for &(player, value) in updates {
+        for (i, &(player, value)) in updates.iter().enumerate() {
             let score = value
                 .map(|v| rules.tree_score(self.geometry(), v))
                 .transpose()?;
-            tree.push((player, score, None));
+            tree.push((player, score, None, floor(i)));
         }
         let policy = match removals {
             true => super::Policy::Replace.stored(),

@@ -25,6 +25,7 @@ mod native;
 mod plans;
 pub(crate) mod query;
 mod ranked;
+mod storage;
 mod sums;
 
 pub(crate) use self::approx::{signed, unsigned, ApproxStore, Bucket, ScoreSink, StoredSnapshot};
@@ -33,9 +34,8 @@ pub use self::boards::DeadLetter;
 #[cfg(feature = "redis")]
 pub(crate) use self::boards::{not_found, NativeUpdate};
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, NodeRow, Part, Prefetch, QueuedRow,
-    QueuedUpdate, ReadPlan, ScannedArrival, ScannedNode, Storage, DEFAULT_ORDER, DEFAULT_POLICY,
-    NOTHING_APPLIED, PART_SEPARATOR,
+    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, QueuedRow, QueuedUpdate, DEFAULT_ORDER,
+    DEFAULT_POLICY, NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
@@ -45,6 +45,9 @@ pub(crate) use self::plans::{pick_shard, BatchPlan, Delta, InsertPlan, Plan, Res
 pub use self::plans::{CompactionStats, Skipped};
 pub(crate) use self::ranked::{player as entity_player, BoardTx, BoardWrite};
 pub use self::ranked::{Ranked, RankedHook};
+pub(crate) use self::storage::{
+    NodeRow, Part, Prefetch, ReadPlan, ScannedArrival, ScannedNode, Storage,
+};
 pub(crate) use self::sums::StaticRead;
 
 use std::sync::Arc;

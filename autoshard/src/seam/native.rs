@@ -35,6 +35,8 @@ pub(crate) struct NativeEntry {
     pub dense: u64,
     /// Ordinal rank, 1-based.
     pub position: u64,
+    /// The player's arrival at their score: ties are ordered by it.
+    pub arrival: u64,
 }
 
 /// The native operations on one board, inside one transaction of
@@ -44,9 +46,17 @@ pub(crate) struct NativeEntry {
 pub(crate) trait NativeBoard {
     /// Moves `player` from `from` (their stored `(tree score, arrival)`,
     /// `None` if absent) to tree score `to` (`None`: removes them, entry
-    /// data included). The store hands out the arrival: later moves of the
-    /// transaction, and of later transactions, arrive later.
-    fn place(&self, player: &str, from: Option<(i64, u64)>, to: Option<i64>) -> Result<()>;
+    /// data included). The store hands out the arrival, at least `floor`:
+    /// later moves of the transaction, and of later transactions, arrive
+    /// later (a tree of a split board passes board-wide floors,
+    /// `ranking/trees/arrival.rs`; any other board 0).
+    fn place(
+        &self,
+        player: &str,
+        from: Option<(i64, u64)>,
+        to: Option<i64>,
+        floor: u64,
+    ) -> Result<()>;
 
     /// Players with a tree score strictly better than `score`, and with
     /// `distinct` the distinct scores strictly better too (else 0).
@@ -55,6 +65,17 @@ pub(crate) trait NativeBoard {
     /// Players with a tree score strictly better than each of `scores`,
     /// in one read (a submission's old and new rank).
     fn above_each(&self, scores: &[i64]) -> Result<Vec<u64>>;
+
+    /// Players ahead of each `(tree score, arrival)` in ranking order
+    /// (better score, or the same score reached with a lower arrival), in
+    /// one read: a split board's ordinal ranks across its trees.
+    fn before_each(&self, places: &[(i64, u64)]) -> Result<Vec<u64>>;
+
+    /// Up to `limit` of the distinct tree scores strictly better than
+    /// `score`, best first, starting after `after` (`None`: from the
+    /// best): a split board counts the union of its trees' distinct
+    /// scores, which no per-tree count gives.
+    fn distinct_better(&self, score: i64, after: Option<i64>, limit: u64) -> Result<Vec<i64>>;
 
     /// `player`'s rank of kind `kind` (counting only that), `None` if they
     /// are not on the board.

@@ -122,10 +122,9 @@ pub(crate) fn apply_updates_from(
     if rules.approx {
         return super::shape::approx_apply(st, g, rules, updates, refused);
     }
-    // A board the store orders natively has no tree to write (and, on a
-    // board of one tree, no floor: arrivals are the store's).
+    // A board the store orders natively has no tree to write.
     if let Some(native) = st.native() {
-        return super::native::apply(st, native, g, rules, updates, refused);
+        return super::native::apply(st, native, g, rules, updates, refused, floor);
     }
     let mut batch = Batch::new(st, g, shard);
     let players: Vec<&str> = updates.iter().map(|&(player, _)| player).collect();

@@ -2,6 +2,7 @@
 //! submission. What a user needs is on [`Family`]; docs/design/families.md ("Board
 //! families") has the data model and invariants.
 
+mod batch;
 mod config;
 mod dims;
 mod queue;

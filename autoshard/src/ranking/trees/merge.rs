@@ -146,18 +146,22 @@ pub(super) fn position_of(
 ) -> Result<u64> {
     let offset = offset_of(sts[t], g, score)?;
     let mut position = 1 + above(sts, g, offset)?;
-    let concatenate = concatenate_ties();
     for (j, st) in sts.iter().enumerate() {
-        // Tree j's players tied with an equal arrival come first if j < t.
-        let bound = match concatenate {
-            false => arrival + u64::from(j < t),
-            true if j < t => u64::MAX,
-            true if j > t => 0,
-            true => arrival,
-        };
-        position += arrivals_below(*st, g, score, bound)?;
+        position += arrivals_below(*st, g, score, tie_bound(j, t, arrival))?;
     }
     Ok(position)
+}
+
+/// The players of tree `j` at a score who come before the player of tree
+/// `t` there with `arrival` are those whose arrival is below this bound:
+/// tree `j`'s players tied with an equal arrival come first if `j < t`.
+pub(super) fn tie_bound(j: usize, t: usize, arrival: u64) -> u64 {
+    match concatenate_ties() {
+        false => arrival.saturating_add(u64::from(j < t)),
+        true if j < t => u64::MAX,
+        true if j > t => 0,
+        true => arrival,
+    }
 }
 
 /// Which score holds ordinal `position` across the trees.
@@ -277,12 +281,21 @@ pub(super) fn page(
         sort(&mut lower);
         found.extend(lower.into_iter().take((want - got) as usize));
     }
-    let mut rank = first.above + 1;
-    let mut dense = dense::distinct_above(sts, g, offset_of(sts[0], g, first.score)?)? + 1;
-    let mut previous = first.score;
-    Ok(found
+    let dense = dense::distinct_above(sts, g, offset_of(sts[0], g, first.score)?)?;
+    Ok(ranked(found, from, first.above, dense))
+}
+
+/// The entries of `found`, the players at ordinal positions `from..` in
+/// order, with their ranks: `above` players and `dense` distinct scores
+/// better than the first one's.
+pub(super) fn ranked(found: Vec<Found>, from: u64, above: u64, dense: u64) -> Vec<(Entry, usize)> {
+    let Some(&(mut previous, ..)) = found.first() else {
+        return Vec::new();
+    };
+    let (mut rank, mut dense) = (above + 1, dense + 1);
+    found
         .into_iter()
-        .zip(from..=to)
+        .zip(from..)
         .map(|((score, _, t, player), position)| {
             if score != previous {
                 rank = position;
@@ -299,5 +312,5 @@ pub(super) fn page(
             };
             (entry, t)
         })
-        .collect())
+        .collect()
 }

@@ -21,7 +21,9 @@
 mod arrival;
 mod dense;
 pub(crate) mod merge;
+mod native;
 mod queries;
+mod snapshot;
 mod writes;
 
 pub(crate) use self::arrival::reserve as reserve_arrivals;
@@ -208,7 +210,7 @@ impl Split<'_> {
         let base = reserve_arrivals(scores.len());
         for (tree, (updates, index)) in self.trees.iter().zip(per_tree) {
             if !updates.is_empty() {
-                tree.write_at(&updates, Some((base, &index)))?;
+                tree.write_scores_at(&updates, (base, &index))?;
             }
         }
         Ok(())

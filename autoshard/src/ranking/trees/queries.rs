@@ -4,7 +4,8 @@
 //! (the reads of `shape/ranges.rs`).
 
 use super::merge::{self, read_all};
-use super::{dense, tree_of, Split};
+use super::snapshot::{self, Snapshot};
+use super::{tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
 use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
@@ -96,39 +97,36 @@ struct Merged<'a> {
     split: &'a Split<'a>,
     sts: &'a [&'a dyn Storage],
     g: &'a Geometry,
+    order: Box<dyn Snapshot + 'a>,
 }
 
 impl View for Merged<'_> {
     fn above(&self, tree: i64) -> Result<u64> {
-        merge::above(self.sts, self.g, self.g.checked_offset(tree)?)
+        self.g.checked_offset(tree)?;
+        self.order.above(tree)
     }
 
     fn len(&self) -> Result<u64> {
-        let mut n = 0;
-        for st in self.sts {
-            n += query::len(*st, self.g)?;
-        }
-        Ok(n)
+        self.order.len()
     }
 
     fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
-        let found = merge::page(self.sts, self.g, from, to)?;
+        let found = self.order.page(from, to)?;
         self.split.entries(self.sts, found)
     }
 
     fn entry(&self, player: &str) -> Result<Option<Entry>> {
-        let (sts, g) = (self.sts, self.g);
+        let (sts, g, order) = (self.sts, self.g, &self.order);
         let t = tree_of(player, sts.len());
-        let Some(place) = sts[t].player(player)? else {
+        let Some(place) = held(sts, g, t, player)? else {
             return Ok(None);
         };
-        let offset = merge::offset_of(sts[t], g, place.0)?;
         let entry = Entry {
             player: player.to_owned(),
             score: place.0,
-            rank: merge::above(sts, g, offset)? + 1,
-            dense: dense::distinct_above(sts, g, offset)? + 1,
-            position: merge::position_of(sts, g, t, place)?,
+            rank: order.above(place.0)? + 1,
+            dense: order.distinct_above(place.0)? + 1,
+            position: order.position_of(t, place)?,
             data: None,
         };
         Ok(self.split.entries(sts, vec![(entry, t)])?.pop())
@@ -136,21 +134,34 @@ impl View for Merged<'_> {
 
     fn score_at(&self, position: u64) -> Result<Option<i64>> {
         let rules = self.split.board.rules();
-        match merge::locate(self.sts, self.g, position)? {
-            Some(l) => Ok(Some(rules.checked_score(self.sts[0], self.g, l.score)?)),
+        match self.order.score_at(position)? {
+            Some(score) => Ok(Some(rules.checked_score(self.sts[0], self.g, score)?)),
             None => Ok(None),
         }
     }
+}
+
+/// `player`'s stored place in tree `t`, its score checked to be in the
+/// board's range (corruption otherwise); `None` if absent.
+fn held(sts: &[&dyn Storage], g: &Geometry, t: usize, player: &str) -> Result<Option<(i64, u64)>> {
+    let Some(place) = sts[t].player(player)? else {
+        return Ok(None);
+    };
+    merge::offset_of(sts[t], g, place.0)?;
+    Ok(Some(place))
 }
 
 impl Split<'_> {
     /// 1 + players better than the tree score at `offset`: each tree read
     /// on its own (a sum needs no common snapshot).
     pub(in crate::ranking) fn rank_of_offset(&self, offset: u64) -> Result<u64> {
+        let score = self.board.geometry().score(offset);
         let mut above = 0;
         for tree in self.trees {
-            above +=
-                tree.read(|st, g| Ok(query::place_of(st, g, offset, Want::default())?.above))?;
+            above += tree.read(|st, g| match st.native() {
+                Some(native) => Ok(native.above(score, false)?.0),
+                None => Ok(query::place_of(st, g, offset, Want::default())?.above),
+            })?;
         }
         Ok(above + 1)
     }
@@ -159,30 +170,33 @@ impl Split<'_> {
         let t = tree_of(player, self.trees.len());
         let g = self.board.geometry();
         read_all(self.trees, &mut |sts| {
-            let Some(place) = sts[t].player(player)? else {
+            let Some(place) = held(sts, g, t, player)? else {
                 return Ok(None);
             };
-            let offset = merge::offset_of(sts[t], g, place.0)?;
+            let order = snapshot::of(sts, g)?;
             Ok(Some(match tie {
-                Tie::Standard => merge::above(sts, g, offset)? + 1,
-                Tie::Dense => dense::distinct_above(sts, g, offset)? + 1,
-                Tie::Ordinal => merge::position_of(sts, g, t, place)?,
+                Tie::Standard => order.above(place.0)? + 1,
+                Tie::Dense => order.distinct_above(place.0)? + 1,
+                Tie::Ordinal => order.position_of(t, place)?,
             }))
         })
     }
 
     pub(in crate::ranking) fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
         let (g, rules) = (self.board.geometry(), self.board.rules());
-        read_all(self.trees, &mut |sts| match merge::locate(sts, g, rank)? {
-            Some(l) => Ok(Some(rules.checked_score(sts[0], g, l.score)?)),
-            None => Ok(None),
-        })
+        read_all(
+            self.trees,
+            &mut |sts| match snapshot::of(sts, g)?.score_at(rank)? {
+                Some(score) => Ok(Some(rules.checked_score(sts[0], g, score)?)),
+                None => Ok(None),
+            },
+        )
     }
 
     pub(in crate::ranking) fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
         let g = self.board.geometry();
         read_all(self.trees, &mut |sts| {
-            let found = merge::page(sts, g, from, to)?;
+            let found = snapshot::of(sts, g)?.page(from, to)?;
             self.entries(sts, found)
         })
     }
@@ -191,15 +205,16 @@ impl Split<'_> {
         let t = tree_of(player, self.trees.len());
         let g = self.board.geometry();
         read_all(self.trees, &mut |sts| {
-            let Some(place) = sts[t].player(player)? else {
+            let Some(place) = held(sts, g, t, player)? else {
                 return Ok(Vec::new());
             };
-            let position = merge::position_of(sts, g, t, place)?;
+            let order = snapshot::of(sts, g)?;
+            let position = order.position_of(t, place)?;
             let (from, to) = (
                 position.saturating_sub(k).max(1),
                 position.saturating_add(k),
             );
-            let found = merge::page(sts, g, from, to)?;
+            let found = order.page(from, to)?;
             self.entries(sts, found)
         })
     }
@@ -233,6 +248,7 @@ impl Split<'_> {
                 split: self,
                 sts,
                 g,
+                order: snapshot::of(sts, g)?,
             })
         })
     }

@@ -12,7 +12,10 @@ use std::sync::OnceLock;
 ///
 /// - `ABOVE key distinct`: `{players before key, distinct scores before
 ///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
-/// - `ABOVES key...`: the players before each key;
+/// - `ABOVES key...`: the players before each key (a score's 8 bytes, or
+///   a row's 16: the players ahead of that score and arrival);
+/// - `DISTINCT bound after limit`: up to `limit` distinct score keys
+///   before `bound`, from after `after` (empty: from the first);
 /// - `RANK player kind`: nil if absent, else the players before them
 ///   (`s`: with a better score; `o`: in ranking order) or the distinct
 ///   better scores (`d`);
@@ -87,6 +90,10 @@ elseif op == 'BETWEEN' then
   local page = {}
   if k > 0 then page = range(above, above + k - 1) end
   r = {n, page}
+elseif op == 'DISTINCT' then
+  local from = '-'
+  if ARGV[4] ~= '' then from = '(' .. ARGV[4] end
+  r = redis.call('ZRANGEBYLEX', s, from, '(' .. ARGV[3], 'LIMIT', 0, tonumber(ARGV[5]))
 elseif op == 'LEN' then
   r = redis.call('ZCARD', o)
 elseif op == 'ALL' then
@@ -106,8 +113,11 @@ return {'OK', v, r}
 /// counter; `ARGV[4]` the new version (the operation id), `ARGV[5]` the
 /// policy (`replace`, `best` or `worst`: an increment needs `i64`
 /// arithmetic, which Lua's doubles cannot do, and takes the transaction),
-/// `ARGV[6..]` (player, score key, data) triples: the score's 8-byte key
-/// (empty: a removal), data empty for none, else a `v` before it. The
+/// `ARGV[6..]` (player, score key, data, floor) quadruples: the score's
+/// 8-byte key (empty: a removal), data empty for none, else a `v` before
+/// it, and the lowest arrival the player may take if this update is their
+/// last change (`0`: the board's counter decides; a tree of a split board
+/// passes board-wide numbers, `ranking/trees/arrival.rs`). The
 /// batch is applied by its net effect as `ranking/apply/` applies one:
 /// values in order under the policy, each player moved once to where their
 /// last change left them, in the order of those changes, and not at all
@@ -147,8 +157,8 @@ local function be8(n)
   for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
   return string.char(unpack(b))
 end
-local stored, cur, last, data, final, n, found = {}, {}, {}, {}, {}, 0, 0
-for i = 6, #ARGV, 3 do
+local stored, cur, last, data, final, floors, n, found = {}, {}, {}, {}, {}, {}, 0, 0
+for i = 6, #ARGV, 4 do
   n = n + 1
   local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if stored[player] == nil then
@@ -164,7 +174,7 @@ for i = 6, #ARGV, 3 do
   elseif before and policy == 'worst' and less(key, before) then
     after = before
   end
-  if before ~= after then cur[player] = after; last[player] = n end
+  if before ~= after then cur[player] = after; last[player] = n; floors[player] = tonumber(ARGV[i + 3]) end
   if not after then
     data[player] = false
   elseif d ~= '' and (policy == 'replace' or before ~= after) then
@@ -188,7 +198,12 @@ for _, move in ipairs(moves) do
       end
     end
     if new then
-      local row = new .. be8(redis.call('INCR', c))
+      local arrival = redis.call('INCR', c)
+      if floors[player] > arrival then
+        redis.call('SET', c, floors[player])
+        arrival = floors[player]
+      end
+      local row = new .. be8(arrival)
       redis.call('ZADD', o, 0, row .. player)
       redis.call('HSET', p, player, row)
       if redis.call('HINCRBY', m, new, 1) == 1 then redis.call('ZADD', s, 0, new) end

@@ -322,13 +322,14 @@ end
 /// member (`ZREM`), `X` id (`XTRIM MINID`), `D` counter-index payload (a
 /// dead letter under the counter's next value); `C`, a count and that many
 /// key indexes unlinks those keys (a reset); `M` base player score-key
-/// old-row moves a player of a native board (`board_tx/native.rs`) whose
-/// data keys (`BoardKeys::data`) are `KEYS[base + 1 ..]`: out of the order
-/// (and their old score's multiplicity, and the distinct scores when it
-/// was the last) if `old-row` (16 bytes; `?`: the row an earlier move of
+/// old-row floor moves a player of a native board (`board_tx/native.rs`)
+/// whose data keys (`BoardKeys::data`) are `KEYS[base + 1 ..]`: out of the
+/// order (and their old score's multiplicity, and the distinct scores when
+/// it was the last) if `old-row` (16 bytes; `?`: the row an earlier move of
 /// this commit wrote, read here) is not empty; then to `score-key` (8
-/// bytes) with the board's next arrival, or, if it is empty, out of the
-/// players and their entry data.
+/// bytes) with the board's next arrival, at least `floor` (a tree of a
+/// split board: board-wide arrivals, `ranking/trees/arrival.rs`), or, if
+/// it is empty, out of the players and their entry data.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script(
@@ -371,11 +372,11 @@ while i <= #ARGV do
     local d = tonumber(ARGV[i + 1])
     local players, order, data = KEYS[d + 3], KEYS[d + 4], KEYS[d + 7]
     local distinct, counts, arrivals = KEYS[d + 8], KEYS[d + 9], KEYS[d + 10]
-    local player, new, old = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+    local player, new, old, floor = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5])
     -- `?`: an earlier move of this commit moved the player; their row is
     -- the one it wrote.
     if old == '?' then old = redis.call('HGET', players, player) or '' end
-    i = i + 5
+    i = i + 6
     if old ~= '' then
       redis.call('ZREM', order, old .. player)
       local pre = string.sub(old, 1, 8)
@@ -385,7 +386,12 @@ while i <= #ARGV do
       end
     end
     if new ~= '' then
-      local row = new .. be8(redis.call('INCR', arrivals))
+      local arrival = redis.call('INCR', arrivals)
+      if floor > arrival then
+        redis.call('SET', arrivals, floor)
+        arrival = floor
+      end
+      local row = new .. be8(arrival)
       redis.call('ZADD', order, 0, row .. player)
       redis.call('HSET', players, player, row)
       if redis.call('HINCRBY', counts, new, 1) == 1 then redis.call('ZADD', distinct, 0, new) end

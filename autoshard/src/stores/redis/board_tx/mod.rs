@@ -90,6 +90,8 @@ enum Write {
         player: Vec<u8>,
         to: Vec<u8>,
         from: Option<Vec<u8>>,
+        /// The lowest arrival the move may take (0: the board's counter).
+        floor: u64,
     },
 }
 
@@ -471,7 +473,12 @@ impl<'a> BoardTx<'a> {
                     ops.extend([b"C".to_vec(), CLEARED.len().to_string().into_bytes()]);
                     ops.extend(CLEARED.iter().map(|&i| index(i)));
                 }
-                Write::Move { player, to, from } => {
+                Write::Move {
+                    player,
+                    to,
+                    from,
+                    floor,
+                } => {
                     let from = from.unwrap_or_else(|| b"?".to_vec());
                     ops.extend([
                         b"M".to_vec(),
@@ -479,6 +486,7 @@ impl<'a> BoardTx<'a> {
                         player,
                         to,
                         from,
+                        floor.to_string().into_bytes(),
                     ]);
                 }
                 Write::DeadLetter(json) => {

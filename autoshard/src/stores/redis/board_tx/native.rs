@@ -78,7 +78,7 @@ impl BoardTx<'_> {
         let (mut rank, mut dense) = (above + 1, distinct + 1);
         for (i, member) in members.into_iter().filter_map(bytes).enumerate() {
             let position = start + i as u64 + 1;
-            let (score, _) = parse_row(member.get(..16).unwrap_or_default())
+            let (score, arrival) = parse_row(member.get(..16).unwrap_or_default())
                 .ok_or_else(|| self.bad_reply("member"))?;
             if let Some(last) = out.last()
                 && last.score != score
@@ -94,6 +94,7 @@ impl BoardTx<'_> {
                 rank,
                 dense,
                 position,
+                arrival,
             });
         }
         Ok(out)
@@ -109,7 +110,13 @@ const PENDING: u64 = i64::MAX as u64;
 const LUA_EXACT: u64 = 1 << 52;
 
 impl NativeBoard for BoardTx<'_> {
-    fn place(&self, player: &str, from: Option<(i64, u64)>, to: Option<i64>) -> Result<()> {
+    fn place(
+        &self,
+        player: &str,
+        from: Option<(i64, u64)>,
+        to: Option<i64>,
+        floor: u64,
+    ) -> Result<()> {
         let field = player.as_bytes().to_vec();
         // A player moved before in this transaction has a row only the
         // commit knows (it draws the arrival): it reads it there.
@@ -118,6 +125,7 @@ impl NativeBoard for BoardTx<'_> {
             player: field.clone(),
             to: to.map_or_else(Vec::new, |s| descending(s).to_be_bytes().to_vec()),
             from: first.then(|| from.map_or_else(Vec::new, |(s, a)| row(s, a))),
+            floor,
         });
         // A later read of the player in this transaction (a family worker
         // applies several submissions in one) sees the new score. Its
@@ -156,6 +164,39 @@ impl NativeBoard for BoardTx<'_> {
             (Some(above), Some(distinct)) => Ok((above, distinct)),
             _ => Err(self.bad_reply("count")),
         }
+    }
+
+    fn before_each(&self, places: &[(i64, u64)]) -> Result<Vec<u64>> {
+        let keys: Vec<Vec<u8>> = places.iter().map(|&(s, a)| row(s, a)).collect();
+        let args: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let counts: Vec<u64> = array(self.native_read("ABOVES", &args)?)
+            .into_iter()
+            .map(|n| number(Some(n)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("counts"))?;
+        if counts.len() != places.len() {
+            return Err(self.bad_reply("counts"));
+        }
+        Ok(counts)
+    }
+
+    fn distinct_better(&self, score: i64, after: Option<i64>, limit: u64) -> Result<Vec<i64>> {
+        let bound = descending(score).to_be_bytes();
+        let after = after.map(|a| descending(a).to_be_bytes());
+        let limit = limit.min(LUA_EXACT).to_string();
+        let args: [&[u8]; 3] = [
+            &bound,
+            after.as_ref().map_or(&[][..], |a| &a[..]),
+            limit.as_bytes(),
+        ];
+        array(self.native_read("DISTINCT", &args)?)
+            .into_iter()
+            .map(|key| {
+                let key: [u8; 8] = bytes(key)?.try_into().ok()?;
+                Some(ascending(u64::from_be_bytes(key)))
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("distinct scores"))
     }
 
     fn rank_of(&self, player: &str, kind: RankKind) -> Result<Option<u64>> {

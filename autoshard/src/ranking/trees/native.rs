@@ -1,0 +1,209 @@
+//! The merged order of a split board whose trees the store orders
+//! natively (Redis sorted sets, `seam::NativeBoard`): no nodes to sum, so
+//! counts are summed over the trees and a position is found by selection.
+//!
+//! Every tree orders its players by `(score, arrival)`, arrivals being
+//! board-wide (`arrival.rs`), and the board by `(score, arrival, tree)`
+//! (`merge::tie_bound`). So the players ahead of a place are, in each
+//! tree, one count of its order (`NativeBoard::before_each`), and a
+//! position is found by narrowing a window of ranks in each tree
+//! ([`NativeTrees::select`]) until the windows are small enough to read and
+//! merge. A dense rank counts the union of the trees' distinct scores,
+//! read in chunks: its cost grows with the distinct scores above, as a
+//! split count tree's does where its trees interleave (`dense.rs`).
+
+use super::super::among::{sort, Found};
+use super::super::storage::Storage;
+use super::super::Entry;
+use super::merge::{ranked, tie_bound};
+use super::snapshot::Snapshot;
+use crate::error::{Error, Result};
+use crate::seam::NativeBoard;
+
+/// The windows are read whole once all of them hold at most this many
+/// players together: one read per tree, instead of more narrowing rounds
+/// (each a read per tree).
+const WINDOW: u64 = 2_048;
+
+/// Distinct scores read per call while counting a dense rank.
+const DISTINCT_CHUNK: u64 = 10_000;
+
+/// One snapshot of every tree, in tree order.
+pub(super) struct NativeTrees<'a> {
+    trees: Vec<&'a dyn NativeBoard>,
+    /// Tree 0's transaction, which names the board in errors.
+    first: &'a dyn Storage,
+}
+
+impl<'a> NativeTrees<'a> {
+    pub(super) fn new(trees: Vec<&'a dyn NativeBoard>, first: &'a dyn Storage) -> Self {
+        NativeTrees { trees, first }
+    }
+
+    fn corrupt(&self, reason: &str) -> Error {
+        self.first.corrupt("split board".into(), reason.into())
+    }
+
+    /// Players of each tree ahead of the player of tree `t` at `place`.
+    /// Every tree is asked the same counts (each bound some tree needs),
+    /// so a store that sends alike reads of its boards together (Redis
+    /// Cluster: `board_tx::Ahead`) asks all the trees in one round trip.
+    fn before_all(&self, t: usize, (score, arrival): (i64, u64)) -> Result<Vec<u64>> {
+        let k = self.trees.len();
+        let mut bounds: Vec<u64> = (0..k).map(|j| tie_bound(j, t, arrival)).collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let places: Vec<(i64, u64)> = bounds.iter().map(|&b| (score, b)).collect();
+        (0..k)
+            .map(|j| {
+                let counts = self.trees[j].before_each(&places)?;
+                let at = bounds.binary_search(&tie_bound(j, t, arrival));
+                at.ok()
+                    .and_then(|at| counts.get(at).copied())
+                    .ok_or_else(|| self.corrupt("no count"))
+            })
+            .collect()
+    }
+
+    /// The players at ordinal positions `from..from + want` (fewer past the
+    /// end), in order.
+    ///
+    /// Each tree `j` keeps a window `lo[j]..hi[j]` of its ranks (0-based)
+    /// holding its players that may be at position `from`: everyone
+    /// below `lo[j]` is ahead of it and everyone from `hi[j]` on behind.
+    /// A round takes a pivot in the widest window, alternately where the
+    /// windows' sizes say position `from` should be (the trees are hash
+    /// samples of the board, so this lands close) and the window's
+    /// middle (so no order of players makes it slow), counts the players
+    /// ahead of the pivot in every tree, and cuts every window there.
+    /// Then the windows, each extended by `want - 1`, are read and merged:
+    /// the players ahead of position `from` that they hold are its
+    /// position minus the players below the windows.
+    fn select(&self, from: u64, want: u64) -> Result<Vec<Found>> {
+        let k = self.trees.len();
+        let mut lens = Vec::with_capacity(k);
+        for tree in &self.trees {
+            lens.push(tree.len()?);
+        }
+        let target = from - 1;
+        let mut lo = vec![0u64; k];
+        let mut hi: Vec<u64> = lens.iter().map(|&n| n.min(from)).collect();
+        let mut round = 0u32;
+        loop {
+            let widths: Vec<u64> = (0..k).map(|j| hi[j].saturating_sub(lo[j])).collect();
+            let total: u64 = widths.iter().sum();
+            if total <= WINDOW {
+                break;
+            }
+            let t = (0..k)
+                .max_by_key(|&j| widths[j])
+                .expect("a split board has trees");
+            let ahead = target.saturating_sub(lo.iter().sum::<u64>());
+            let step = match round % 2 {
+                0 => (u128::from(widths[t]) * u128::from(ahead) / u128::from(total)) as u64,
+                _ => widths[t] / 2,
+            };
+            round += 1;
+            let m = lo[t] + step.min(widths[t] - 1);
+            let pivot = self.trees[t]
+                .range(m + 1, m + 1)?
+                .pop()
+                .ok_or_else(|| self.corrupt("a rank inside the tree read nothing"))?;
+            let mut counts = self.before_all(t, (pivot.score, pivot.arrival))?;
+            counts[t] = m;
+            let position: u64 = counts.iter().sum();
+            for j in 0..k {
+                let c = counts[j];
+                match position.cmp(&target) {
+                    // The pivot is the player at `from`: every window is
+                    // cut to nothing, the pivot's to the pivot.
+                    std::cmp::Ordering::Equal => {
+                        lo[j] = c;
+                        hi[j] = c + u64::from(j == t);
+                    }
+                    std::cmp::Ordering::Less => lo[j] = lo[j].max(c + u64::from(j == t)),
+                    std::cmp::Ordering::Greater => hi[j] = hi[j].min(c),
+                }
+                // Only a snapshot that disagrees with itself crosses them.
+                lo[j] = lo[j].min(hi[j]);
+            }
+            if position == target {
+                break;
+            }
+        }
+        let mut found = Vec::new();
+        for (j, tree) in self.trees.iter().enumerate() {
+            let end = hi[j].saturating_add(want - 1).min(lens[j]);
+            if lo[j] < end {
+                for e in tree.range(lo[j] + 1, end)? {
+                    found.push((e.score, e.arrival, j, e.player));
+                }
+            }
+        }
+        sort(&mut found);
+        let skip = target.saturating_sub(lo.iter().sum::<u64>());
+        Ok(found
+            .into_iter()
+            .skip(skip as usize)
+            .take(want as usize)
+            .collect())
+    }
+}
+
+impl Snapshot for NativeTrees<'_> {
+    fn above(&self, score: i64) -> Result<u64> {
+        let mut above = 0;
+        for tree in &self.trees {
+            above += tree.above(score, false)?.0;
+        }
+        Ok(above)
+    }
+
+    /// The trees' distinct scores above, read whole and deduplicated.
+    fn distinct_above(&self, score: i64) -> Result<u64> {
+        let mut all = Vec::new();
+        for tree in &self.trees {
+            let mut after = None;
+            loop {
+                let chunk = tree.distinct_better(score, after, DISTINCT_CHUNK)?;
+                after = chunk.last().copied();
+                let done = (chunk.len() as u64) < DISTINCT_CHUNK;
+                all.extend(chunk);
+                if done {
+                    break;
+                }
+            }
+        }
+        all.sort_unstable();
+        all.dedup();
+        Ok(all.len() as u64)
+    }
+
+    fn position_of(&self, t: usize, place: (i64, u64)) -> Result<u64> {
+        Ok(1 + self.before_all(t, place)?.iter().sum::<u64>())
+    }
+
+    fn score_at(&self, position: u64) -> Result<Option<i64>> {
+        if position == 0 {
+            return Ok(None);
+        }
+        Ok(self.select(position, 1)?.first().map(|f| f.0))
+    }
+
+    fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>> {
+        let found = self.select(from, to - from + 1)?;
+        let Some(&(first, ..)) = found.first() else {
+            return Ok(Vec::new());
+        };
+        let (above, dense) = (self.above(first)?, self.distinct_above(first)?);
+        Ok(ranked(found, from, above, dense))
+    }
+
+    fn len(&self) -> Result<u64> {
+        let mut n = 0;
+        for tree in &self.trees {
+            n += tree.len()?;
+        }
+        Ok(n)
+    }
+}

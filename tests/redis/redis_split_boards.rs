@@ -1,0 +1,211 @@
+//! Split boards (`RankingConfig::trees`) on Redis Cluster: their trees are
+//! sorted sets on slots of different masters, and a query merges them
+//! (`ranking/trees/native.rs`). The shared oracle suite
+//! (`stores_ranking_trees`) checks every query on boards of a few dozen
+//! players; these check the reads the suite's sizes never reach: a
+//! position found by narrowing each tree's window of ranks (past 2,048
+//! players), dense ranks counted over several chunks of distinct scores
+//! (past 10,000 of them), against a board of one tree given the same
+//! writes, and each read against the others.
+//!
+//! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
+//! starts by itself (`autoshard-test-servers`).
+#![cfg(feature = "redis")]
+
+use autoshard::ranking::{Entry, Ranking, RankingConfig, Tie};
+use autoshard::RedisCluster;
+
+use crate::stores::TestStore;
+
+const PLAYERS: usize = 6_000;
+
+fn name(i: usize) -> String {
+    format!("p{i}")
+}
+
+/// Writes the same updates to every board, one call for all of them at
+/// a time, so arrivals (and so ties) are ordered alike.
+fn each(boards: &[&Ranking], f: impl Fn(&Ranking)) {
+    boards.iter().for_each(|b| f(b));
+}
+
+/// The positions a check reads at: the ends, both sides of the window a
+/// selection reads whole (2,048) and deep ones.
+fn positions(len: u64) -> Vec<u64> {
+    let mut at = vec![1, 2, 700, 2_047, 2_048, 2_049, 2_050, 3_001, 4_444];
+    at.extend([len / 2, len - 5, len - 1, len, len + 1]);
+    at.into_iter().filter(|&p| p >= 1).collect()
+}
+
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, split: T, one: T) {
+    assert_eq!(split, one, "{what}: split board (left) vs one tree (right)");
+}
+
+/// A split board reads as a board of one tree given the same writes, at
+/// every depth: pages, `score_at_rank`, every rank of sampled players,
+/// `around`, percentiles and score ranges; and a submission reports the
+/// same ranks. 6,000 players on 40 scores: most of each page's players
+/// are tied, so their order is the arrivals' (board-wide on the split
+/// board, `trees/arrival.rs`).
+///
+/// Control, reverted: with the selection's final skip not taking off the
+/// players below the windows (`native.rs`, `select`: `target` instead of
+/// `target - Σ lo`), this failed at `page at 2047`.
+#[test]
+fn a_split_board_reads_as_a_board_of_one_tree_at_any_depth() {
+    let store = RedisCluster::fresh();
+    let one = Ranking::create(&*store, "one", RankingConfig::new(0..40)).unwrap();
+    let split = Ranking::create(&*store, "split", RankingConfig::new(0..40).trees(3)).unwrap();
+    let boards = [&split, &one];
+    let names: Vec<String> = (0..PLAYERS).map(name).collect();
+    for chunk in names.chunks(500).enumerate() {
+        let (c, chunk) = chunk;
+        let scores: Vec<(&str, i64)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), ((c * 500 + i) * 7_919 % 40) as i64))
+            .collect();
+        each(&boards, |b| b.set_scores(&scores).unwrap());
+    }
+    // Moves one at a time (a new arrival each), removals and submissions.
+    for i in (0..PLAYERS).step_by(23) {
+        each(&boards, |b| {
+            b.set_score(&names[i], (i % 40) as i64).unwrap()
+        });
+    }
+    for i in (5..PLAYERS).step_by(61) {
+        each(&boards, |b| assert!(b.remove(&names[i]).unwrap()));
+    }
+    for i in (7..PLAYERS).step_by(97) {
+        let got: Vec<_> = boards
+            .iter()
+            .map(|b| b.submit(&names[i], (i % 37) as i64).unwrap())
+            .collect();
+        same(&format!("submission of {}", names[i]), &got[0], &got[1]);
+    }
+    let len = one.len().unwrap();
+    same("len", split.len().unwrap(), len);
+    for at in positions(len) {
+        same(
+            &format!("page at {at}"),
+            split.page(at, at + 9).unwrap(),
+            one.page(at, at + 9).unwrap(),
+        );
+        same(
+            &format!("score_at_rank {at}"),
+            split.score_at_rank(at).unwrap(),
+            one.score_at_rank(at).unwrap(),
+        );
+    }
+    for i in (0..PLAYERS).step_by(211) {
+        let p = &names[i];
+        for tie in [Tie::Standard, Tie::Dense, Tie::Ordinal] {
+            same(
+                &format!("rank of {p} ({tie:?})"),
+                split.rank(p, tie).unwrap(),
+                one.rank(p, tie).unwrap(),
+            );
+        }
+        same(
+            &format!("around {p}"),
+            split.around(p, 3).unwrap(),
+            one.around(p, 3).unwrap(),
+        );
+        same(
+            &format!("percentile of {p}"),
+            split.percentile(p).unwrap(),
+            one.percentile(p).unwrap(),
+        );
+    }
+    same(
+        "between",
+        split.between(10..=12, 50).unwrap(),
+        one.between(10..=12, 50).unwrap(),
+    );
+    split.check_integrity().unwrap();
+}
+
+/// Every page of a split board drained by its tree workers agrees with the
+/// board's own counts: the player at position `p` of a page has ordinal
+/// rank `p`, standard rank 1 + the players of better scores, and the
+/// pages list each player once. The pages are found by selection
+/// (`native.rs`), the ranks by counting in each tree: two ways to one
+/// answer. The queue's arrivals are drawn by each tree's worker, so no
+/// board of one tree orders these ties alike; 12,000 distinct scores make
+/// a dense rank read its distinct scores in two chunks.
+#[test]
+fn pages_and_ranks_of_a_drained_split_board_agree() {
+    let store = RedisCluster::fresh();
+    let config = RankingConfig::new(0..1_000_000).trees(3);
+    let split = Ranking::create(&*store, "queued", config).unwrap();
+    let n = 15_000usize;
+    for i in 0..n {
+        // 12,000 distinct scores, a few shared.
+        split
+            .enqueue(&name(i), ((i * 7_919) % 12_000) as i64 * 3)
+            .unwrap();
+    }
+    for t in 0..3 {
+        split.tree_worker(t).unwrap().drain().unwrap();
+    }
+    assert_eq!(split.len().unwrap(), n as u64);
+    let mut seen = std::collections::HashSet::new();
+    let mut last: Option<Entry> = None;
+    let mut distinct_seen = 0u64;
+    for from in (1..=n as u64).step_by(1_000) {
+        let page = split.page(from, from + 999).unwrap();
+        for (i, e) in page.iter().enumerate() {
+            assert_eq!(e.position, from + i as u64, "{e:?}");
+            assert!(seen.insert(e.player.clone()), "listed twice: {e:?}");
+            if last.as_ref().is_none_or(|l| l.score != e.score) {
+                distinct_seen += 1;
+            }
+            assert_eq!(e.dense, distinct_seen, "{e:?}");
+            if let Some(l) = &last {
+                assert!(l.score >= e.score, "{l:?} then {e:?}");
+            }
+            last = Some(e.clone());
+        }
+    }
+    assert_eq!(seen.len(), n);
+    for position in (1..=n as u64).step_by(733) {
+        let e = split.page(position, position).unwrap().pop().unwrap();
+        assert_eq!(
+            split.rank(&e.player, Tie::Ordinal).unwrap(),
+            Some(position),
+            "{e:?}"
+        );
+        assert_eq!(split.rank(&e.player, Tie::Standard).unwrap(), Some(e.rank));
+        assert_eq!(split.rank(&e.player, Tie::Dense).unwrap(), Some(e.dense));
+        assert_eq!(split.score_at_rank(position).unwrap(), Some(e.score));
+    }
+    split.check_integrity().unwrap();
+}
+
+/// A merged read of a split board asks its trees together: `rank` on 3
+/// trees (on 3 masters) is 2 round trips, the player's row and the counts
+/// above their score, each sent to every tree in one pipeline
+/// (`RedisCluster::read_boards`, `board_tx::Ahead`), and so is an ordinal
+/// rank. Control, reverted: with the trees read in one transaction but
+/// each read sent to its own tree only (`read_boards` without `Ahead`), a
+/// standard rank took 4 round trips.
+#[test]
+fn a_split_rank_reads_its_trees_in_one_round_per_read() {
+    use autoshard::__private::redis_hooks::round_trips;
+    let store = RedisCluster::fresh();
+    let split = Ranking::create(&*store, "rt", RankingConfig::new(0..1_000).trees(3)).unwrap();
+    let scores: Vec<(String, i64)> = (0..300).map(|i| (name(i), (i % 50) as i64)).collect();
+    let batch: Vec<(&str, i64)> = scores.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    split.set_scores(&batch).unwrap();
+    // Warm: the handle's board cache and the scripts on every node.
+    split.rank("p1", Tie::Ordinal).unwrap();
+    for tie in [Tie::Standard, Tie::Ordinal] {
+        let mut counts = Vec::new();
+        for p in ["p3", "p77", "p150"] {
+            let before = round_trips();
+            assert!(split.rank(p, tie).unwrap().is_some());
+            counts.push(round_trips() - before);
+        }
+        assert_eq!(counts, [2, 2, 2], "round trips per {tie:?} rank");
+    }
+}
