@@ -93,14 +93,9 @@ impl BoardWorker {
     /// What a task needs, made on the store's threads (the first call may
     /// create the queue's tables): per tree of a split board, or the board.
     pub(crate) fn task_parts(self) -> Result<Vec<(BoardWorker, Arc<QueueState>)>> {
-        let trees = self.ranking.tree_boards();
-        if trees.is_empty() {
-            let state = self.ranking.queue_state()?;
-            return Ok(vec![(self, state)]);
-        }
-        trees
+        self.queue_boards()
             .iter()
-            .map(|tree| Ok((self.for_tree(tree), tree.queue_state()?)))
+            .map(|board| Ok((self.for_queue(board), board.queue_state()?)))
             .collect()
     }
 

@@ -221,9 +221,34 @@ impl BoardWorker {
     /// A store error creating the queue tables on first use; the worker's
     /// own errors come from [`BoardWorkerHandle::stop`] or [`join`](BoardWorkerHandle::join).
     pub fn spawn(self) -> Result<BoardWorkerHandle> {
-        if !self.ranking.tree_boards().is_empty() {
-            return self.spawn_trees();
+        let boards = self.queue_boards();
+        if let [board] = &boards[..] {
+            return self.for_queue(board).spawn_one();
         }
+        let handles = boards
+            .iter()
+            .map(|board| self.for_queue(board).spawn_one())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(BoardWorkerHandle::of_trees(handles))
+    }
+
+    /// The boards whose queues this worker drains, each with a worker of
+    /// its own: the board, or each of a split board's trees (the board's
+    /// shape says which).
+    pub(super) fn queue_boards(&self) -> Vec<Ranking> {
+        self.ranking.shape().writes().queue_boards(&self.ranking)
+    }
+
+    /// This worker for one of its [`queue_boards`](BoardWorker::queue_boards).
+    pub(super) fn for_queue(&self, board: &Ranking) -> BoardWorker {
+        BoardWorker {
+            ranking: board.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// [`spawn`](BoardWorker::spawn) on a board with one queue.
+    fn spawn_one(self) -> Result<BoardWorkerHandle> {
         let state = self.ranking.queue_state()?;
         let stop = Arc::new(AtomicBool::new(false));
         let live = Live::new(BoardWorkerStats::default());
@@ -246,24 +271,6 @@ impl BoardWorker {
         })
     }
 
-    /// This worker for one tree of a split board.
-    pub(super) fn for_tree(&self, tree: &Ranking) -> BoardWorker {
-        BoardWorker {
-            ranking: tree.clone(),
-            ..self.clone()
-        }
-    }
-
-    /// A split board: one worker thread per tree, under one handle.
-    fn spawn_trees(self) -> Result<BoardWorkerHandle> {
-        let trees = self.ranking.tree_boards();
-        let handles = trees
-            .iter()
-            .map(|tree| self.for_tree(tree).spawn())
-            .collect::<Result<Vec<_>>>()?;
-        Ok(BoardWorkerHandle::of_trees(handles))
-    }
-
     /// Applies queued updates on this thread until the queue is empty.
     ///
     /// # Errors
@@ -273,18 +280,14 @@ impl BoardWorker {
     /// off the error of a queued update that cannot be applied. Batches
     /// committed before it stay applied.
     pub fn drain(self) -> Result<BoardWorkerStats> {
-        let trees = self.ranking.tree_boards();
-        if !trees.is_empty() {
-            let mut total = BoardWorkerStats::default();
-            for tree in trees {
-                total.add(self.for_tree(tree).drain()?);
-            }
-            return Ok(total);
+        let mut total = BoardWorkerStats::default();
+        for board in self.queue_boards() {
+            let state = board.queue_state()?;
+            let live = Live::new(BoardWorkerStats::default());
+            let one = self.for_queue(&board).exit_when_idle(true);
+            total.add(one.run(&state, &AtomicBool::new(false), &live)?);
         }
-        let state = self.ranking.queue_state()?;
-        let live = Live::new(BoardWorkerStats::default());
-        self.exit_when_idle(true)
-            .run(&state, &AtomicBool::new(false), &live)
+        Ok(total)
     }
 
     fn run(

@@ -85,4 +85,8 @@ impl Writes for OneTree {
     fn keep_top(&self, b: &Ranking, n: u64) -> Result<u64> {
         b.one_tree_keep_top(n)
     }
+
+    fn queue_boards(&self, b: &Ranking) -> Vec<Ranking> {
+        vec![b.clone()]
+    }
 }

@@ -61,4 +61,8 @@ pub(in crate::ranking) trait Writes: Sync {
     fn remove_between(&self, b: &Ranking, lo: i64, hi: i64) -> Result<u64>;
     /// `1 <= n <= i64::MAX`.
     fn keep_top(&self, b: &Ranking, n: u64) -> Result<u64>;
+    /// The boards whose queues hold this board's queued updates, each
+    /// drained by a worker of its own (`queue/worker.rs`): the board
+    /// itself, or each of its trees.
+    fn queue_boards(&self, b: &Ranking) -> Vec<Ranking>;
 }

@@ -393,11 +393,6 @@ impl Ranking {
     pub fn tree_of(&self, player: &str) -> u32 {
         tree_of(player, self.inner.config.trees().max(1) as usize) as u32
     }
-
-    /// The board's trees (empty unless it is split), for its workers.
-    pub(super) fn tree_boards(&self) -> &[Ranking] {
-        &self.inner.trees
-    }
 }
 
 #[cfg(test)]

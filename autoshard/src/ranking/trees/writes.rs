@@ -94,6 +94,10 @@ impl Writes for Trees {
     fn keep_top(&self, b: &Ranking, n: u64) -> Result<u64> {
         keep_top(b, n)
     }
+
+    fn queue_boards(&self, b: &Ranking) -> Vec<Ranking> {
+        split(b).trees.to_vec()
+    }
 }
 
 /// `keep_top` on a split board: a batch reads the players below `n`
