@@ -342,8 +342,8 @@ fn master_of(cluster: &Cluster, pattern: &str) -> u16 {
 /// stored score one that was written, and the writers back within
 /// seconds. With `Durability::Replicated` no acknowledged write may be
 /// lost; with `Async` the lost ones are counted and reported.
-fn board_failover(durability: Durability) {
-    use autoshard::ranking::{Ranking, RankingConfig};
+fn board_failover(durability: Durability, trees: u32) {
+    use autoshard::ranking::{Ranking, RankingConfig, Tie};
     use std::collections::HashMap;
     let cluster = Cluster::of(durability);
     let _turn = cluster.turn.lock().unwrap_or_else(|p| p.into_inner());
@@ -357,7 +357,8 @@ fn board_failover(durability: Durability) {
             .unwrap()
     };
     let db = open();
-    let board = Ranking::create(&db, "f", RankingConfig::new(0..1_000_000).queues(2)).unwrap();
+    let config = RankingConfig::new(0..1_000_000).queues(2).trees(trees);
+    let board = Ranking::create(&db, "f", config).unwrap();
     board.set_score("seed", 1).unwrap();
     let victim = master_of(cluster, &format!("{prefix}:*:rk*:v"));
     let masters = master_ports(cluster).len();
@@ -425,6 +426,15 @@ fn board_failover(durability: Durability) {
     }
     board.worker().drain().unwrap();
     board.check_integrity().unwrap();
+    // The merged order agrees with itself across the trees (one of which
+    // failed over): each listed player's ordinal rank is their position.
+    let all = board.page(1, board.len().unwrap()).unwrap();
+    for e in all.iter().step_by(7) {
+        assert_eq!(
+            board.rank(&e.player, Tie::Ordinal).unwrap(),
+            Some(e.position)
+        );
+    }
     let (mut acked, mut lost, mut doubt) = (0, 0, 0);
     for (w, (players, longest, in_doubt)) in results.iter().enumerate() {
         assert!(
@@ -440,8 +450,8 @@ fn board_failover(durability: Durability) {
         }
     }
     eprintln!(
-        "{durability:?}: killed master {victim}; {acked} players written, {lost} lost their last \
-         acknowledged score, {doubt} writes in doubt; board consistent"
+        "{durability:?}, {trees} tree(s): killed master {victim}; {acked} players written, {lost} \
+         lost their last acknowledged score, {doubt} writes in doubt; board consistent"
     );
     if matches!(durability, Durability::Replicated { .. }) {
         assert_eq!(
@@ -453,15 +463,32 @@ fn board_failover(durability: Durability) {
 
 #[test]
 fn a_board_survives_a_master_failover_async() {
-    board_failover(Durability::Async);
+    board_failover(Durability::Async, 1);
 }
 
 #[test]
 fn a_board_survives_a_master_failover_replicated() {
-    board_failover(Durability::Replicated {
-        replicas: 1,
-        timeout: Duration::from_millis(500),
-    });
+    board_failover(
+        Durability::Replicated {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        },
+        1,
+    );
+}
+
+/// The same on a board split into 3 trees, one per master: the victim
+/// holds one of them, and the merged reads span the failed-over master
+/// and the two that stayed up.
+#[test]
+fn a_split_board_survives_a_master_failover_replicated() {
+    board_failover(
+        Durability::Replicated {
+            replicas: 1,
+            timeout: Duration::from_millis(500),
+        },
+        3,
+    );
 }
 
 #[derive(autoshard::Shardable, Debug)]
