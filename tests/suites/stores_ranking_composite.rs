@@ -53,10 +53,12 @@ store_tests!(
 // they are; the migration test edits SQL tables.
 redis_cluster_tests!(
     composite_boards_agree_with_a_tuple_model,
+    a_model_with_one_direction_swapped_disagrees,
     seed_001_trophies_then_retries_then_time,
     a_queued_composite_submission_goes_through_a_worker,
     bad_tuples_and_shapes_are_refused_and_write_nothing,
     dimensions_are_stored_and_checked_on_open,
+    entry_data_is_the_best_tuples,
 );
 
 // ------------------------------------------------------------ proptest
