@@ -197,6 +197,44 @@ fn writes(board: &Ranking, clients: usize, length: Duration) -> f64 {
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Reads beside `clients` writers for `length`: one reader alternating
+/// `rank` and a middle page; their p50s (ns) and how many failed (a read
+/// transaction gives up with `Error::Conflict` after 1,000 attempts, each
+/// re-run when a tree it read moved).
+fn reads_under_writes(board: &Ranking, clients: usize, length: Duration) -> (f64, f64, u64) {
+    let start = Instant::now();
+    let (mut ranks, mut pages) = (Samples::with_capacity(1_000), Samples::with_capacity(1_000));
+    let mut failed = 0;
+    std::thread::scope(|s| {
+        for c in 0..clients as u64 {
+            s.spawn(move || {
+                let mut n = 0u64;
+                while start.elapsed() < length {
+                    let i = c << 32 | n;
+                    board.set_score(&player(i), score(i)).expect("a write");
+                    n += 1;
+                }
+            });
+        }
+        let mut i = 0u64;
+        while start.elapsed() < length {
+            let t = Instant::now();
+            match board.rank(&player(i * 7), Tie::Standard) {
+                Ok(_) => ranks.push(t.elapsed()),
+                Err(_) => failed += 1,
+            }
+            let from = PLAYERS / 2 + i % 100;
+            let t = Instant::now();
+            match board.page(from, from + 9) {
+                Ok(_) => pages.push(t.elapsed()),
+                Err(_) => failed += 1,
+            }
+            i += 1;
+        }
+    });
+    (ranks.percentile(50.0), pages.percentile(50.0), failed)
+}
+
 /// `rank` (standard) p50 over `n` players, one client, in nanoseconds.
 fn rank_p50(board: &Ranking, n: u64) -> f64 {
     let mut samples = Samples::with_capacity(n as usize);
@@ -259,6 +297,10 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             figures[b].2 += middle_page_p50(board, reads) / f64::from(rounds);
         }
     }
+    let under: Vec<(f64, f64, u64)> = boards
+        .iter()
+        .map(|(_, board)| reads_under_writes(board, CLIENTS[0], length))
+        .collect();
     let after: Vec<u64> = cluster.groups.iter().map(|g| throttled(g)).collect();
     println!("\n## Redis Cluster: one board over several masters");
     println!(
@@ -294,6 +336,16 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             us(rank),
             us(page)
         );
+    }
+    println!(
+        "\nReads beside {} writers ({} s per board): one reader alternating `rank` and a middle page\n",
+        CLIENTS[0],
+        length.as_secs()
+    );
+    println!("| board | rank p50 | middle page p50 | reads failed |");
+    println!("|---|---:|---:|---:|");
+    for ((k, _), (rank, page, failed)) in boards.iter().zip(&under) {
+        println!("| trees({k}) | {} | {} | {failed} |", us(*rank), us(*page));
     }
     for (_, board) in boards {
         let name = board.name().to_owned();

@@ -23,6 +23,17 @@ pub(crate) enum RankKind {
     Ordinal,
 }
 
+/// Where [`NativeBoard::counts_at`] found a player.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// At the place the caller gave.
+    There,
+    /// Not on the board.
+    Absent,
+    /// At another place.
+    Elsewhere,
+}
+
 /// One entry of a range of the ranking order, with its ranks counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NativeEntry {
@@ -70,6 +81,23 @@ pub(crate) trait NativeBoard {
     /// (better score, or the same score reached with a lower arrival), in
     /// one read: a split board's ordinal ranks across its trees.
     fn before_each(&self, places: &[(i64, u64)]) -> Result<Vec<u64>>;
+
+    /// `player`'s `(tree score, arrival)` as the board holds it now,
+    /// outside the transaction's snapshot (its version is neither taken
+    /// nor checked): where a split board's rank then looks, in one read
+    /// of every tree that checks the player is still there.
+    fn peek_place(&self, player: &str) -> Result<Option<(i64, u64)>>;
+
+    /// Where `player` is against `place`, and the players ahead of each
+    /// of `places` (as [`before_each`](NativeBoard::before_each); a place
+    /// with arrival `None` counts the players of better scores), in one
+    /// read.
+    fn counts_at(
+        &self,
+        player: &str,
+        place: (i64, u64),
+        places: &[(i64, Option<u64>)],
+    ) -> Result<(Placed, Vec<u64>)>;
 
     /// Up to `limit` of the distinct tree scores strictly better than
     /// `score`, best first, starting after `after` (`None`: from the

@@ -16,9 +16,10 @@ use super::super::among::{sort, Found};
 use super::super::storage::Storage;
 use super::super::Entry;
 use super::merge::{ranked, tie_bound};
-use super::snapshot::Snapshot;
+use super::snapshot::{Ranked, Snapshot};
+use crate::ranking::Tie;
 use crate::error::{Error, Result};
-use crate::seam::NativeBoard;
+use crate::seam::{NativeBoard, Placed};
 
 /// The windows are read whole once all of them hold at most this many
 /// players together: one read per tree, instead of more narrowing rounds
@@ -205,5 +206,55 @@ impl Snapshot for NativeTrees<'_> {
             n += tree.len()?;
         }
         Ok(n)
+    }
+
+    /// The player's place is looked up outside the snapshot
+    /// (`peek_place`), then every tree is read once, the same counts asked
+    /// of each, one pipelined round on Redis Cluster: the player's tree
+    /// confirms the place in that same read. A snapshot whose trees are
+    /// each read once cannot find one of them moved between its reads, so
+    /// writers never make it run again; only the player's own move between
+    /// the look-up and the read does (`Ranked::Moved`). A dense rank reads
+    /// the distinct scores after that, each tree more than once.
+    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked> {
+        let Some((score, arrival)) = self.trees[t].peek_place(player)? else {
+            return Ok(Ranked::Absent);
+        };
+        let places: Vec<(i64, Option<u64>)> = match tie {
+            Tie::Ordinal => {
+                let mut bounds: Vec<u64> = (0..self.trees.len())
+                    .map(|j| tie_bound(j, t, arrival))
+                    .collect();
+                bounds.sort_unstable();
+                bounds.dedup();
+                bounds.into_iter().map(|b| (score, Some(b))).collect()
+            }
+            Tie::Standard | Tie::Dense => vec![(score, None)],
+        };
+        let mut ahead = 0;
+        for (j, tree) in self.trees.iter().enumerate() {
+            let (placed, counts) = tree.counts_at(player, (score, arrival), &places)?;
+            if j == t {
+                match placed {
+                    Placed::There => {}
+                    Placed::Absent => return Ok(Ranked::Absent),
+                    Placed::Elsewhere => return Ok(Ranked::Moved),
+                }
+            }
+            let at = match tie {
+                Tie::Ordinal => {
+                    let bound = tie_bound(j, t, arrival);
+                    places.iter().position(|&(_, b)| b == Some(bound))
+                }
+                Tie::Standard | Tie::Dense => Some(0),
+            };
+            ahead += at
+                .and_then(|at| counts.get(at).copied())
+                .ok_or_else(|| self.corrupt("no count"))?;
+        }
+        Ok(Ranked::At(match tie {
+            Tie::Dense => self.distinct_above(score)? + 1,
+            Tie::Standard | Tie::Ordinal => ahead + 1,
+        }))
     }
 }

@@ -3,8 +3,8 @@
 //! board's [`Shape`] (its every read) and the merged snapshot's [`View`]
 //! (the reads of `shape/ranges.rs`).
 
-use super::merge::{self, read_all};
-use super::snapshot::{self, Snapshot};
+use super::merge::read_all;
+use super::snapshot::{self, held, Ranked, Snapshot};
 use super::{tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
@@ -12,6 +12,11 @@ use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
 use crate::ranking::storage::Storage;
 use crate::ranking::tree::Geometry;
 use crate::ranking::{among, Entry, Ranking, Tie};
+
+/// How many times a rank is read before it gives up with
+/// [`Error::Conflict`](crate::Error::Conflict): each time, the player moved
+/// between the look-up of their place and the snapshot that counts it.
+const RANK_ATTEMPTS: u32 = 1_000;
 
 /// The shape of a board split into trees.
 pub(in crate::ranking) struct Trees;
@@ -141,16 +146,6 @@ impl View for Merged<'_> {
     }
 }
 
-/// `player`'s stored place in tree `t`, its score checked to be in the
-/// board's range (corruption otherwise); `None` if absent.
-fn held(sts: &[&dyn Storage], g: &Geometry, t: usize, player: &str) -> Result<Option<(i64, u64)>> {
-    let Some(place) = sts[t].player(player)? else {
-        return Ok(None);
-    };
-    merge::offset_of(sts[t], g, place.0)?;
-    Ok(Some(place))
-}
-
 impl Split<'_> {
     /// 1 + players better than the tree score at `offset`: each tree read
     /// on its own (a sum needs no common snapshot).
@@ -166,19 +161,22 @@ impl Split<'_> {
         Ok(above + 1)
     }
 
+    /// A player who moves while their rank is read is read again, in a
+    /// new snapshot (`snapshot::Ranked::Moved`: a split board of native
+    /// trees looks up the player's place before its snapshot, so that it
+    /// reads each tree once).
     pub(in crate::ranking) fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         let t = tree_of(player, self.trees.len());
         let g = self.board.geometry();
-        read_all(self.trees, &mut |sts| {
-            let Some(place) = held(sts, g, t, player)? else {
-                return Ok(None);
-            };
-            let order = snapshot::of(sts, g)?;
-            Ok(Some(match tie {
-                Tie::Standard => order.above(place.0)? + 1,
-                Tie::Dense => order.distinct_above(place.0)? + 1,
-                Tie::Ordinal => order.position_of(t, place)?,
-            }))
+        for _ in 0..RANK_ATTEMPTS {
+            match read_all(self.trees, &mut |sts| snapshot::of(sts, g)?.rank(t, player, tie))? {
+                Ranked::At(rank) => return Ok(Some(rank)),
+                Ranked::Absent => return Ok(None),
+                Ranked::Moved => {}
+            }
+        }
+        Err(crate::Error::Conflict {
+            attempts: RANK_ATTEMPTS,
         })
     }
 

@@ -9,10 +9,20 @@
 
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
-use super::super::{query, Entry};
+use super::super::{query, Entry, Tie};
 use super::{dense, merge, native};
 use crate::error::Result;
 use crate::seam::NativeBoard;
+
+/// A player's rank as [`Snapshot::rank`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ranked {
+    At(u64),
+    Absent,
+    /// The player moved while the rank was read: read it again, in a new
+    /// snapshot.
+    Moved,
+}
 
 /// The merged order of one snapshot of every tree. Scores are tree
 /// scores, in the board's range; entries come out unfinished (tree
@@ -31,6 +41,8 @@ pub(super) trait Snapshot {
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>>;
     /// Players on the board.
     fn len(&self) -> Result<u64>;
+    /// The rank under `tie` of `player`, who lives in tree `t`.
+    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked>;
 }
 
 /// The snapshot `sts` (one transaction per tree, in tree order) makes.
@@ -84,4 +96,30 @@ impl Snapshot for CountTrees<'_> {
         }
         Ok(n)
     }
+
+    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked> {
+        let Some(place) = held(self.sts, self.g, t, player)? else {
+            return Ok(Ranked::Absent);
+        };
+        Ok(Ranked::At(match tie {
+            Tie::Standard => self.above(place.0)? + 1,
+            Tie::Dense => self.distinct_above(place.0)? + 1,
+            Tie::Ordinal => self.position_of(t, place)?,
+        }))
+    }
+}
+
+/// `player`'s stored place in tree `t`, its score checked to be in the
+/// board's range (corruption otherwise); `None` if absent.
+pub(super) fn held(
+    sts: &[&dyn Storage],
+    g: &Geometry,
+    t: usize,
+    player: &str,
+) -> Result<Option<(i64, u64)>> {
+    let Some(place) = sts[t].player(player)? else {
+        return Ok(None);
+    };
+    merge::offset_of(sts[t], g, place.0)?;
+    Ok(Some(place))
 }

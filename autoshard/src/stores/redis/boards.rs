@@ -216,7 +216,12 @@ impl RedisCluster {
                     attempt,
                     error = "a read found the board moved"
                 );
-                conflict_backoff(attempt);
+                // A reader waits for no one: the run is over as soon as
+                // its reads see one state, which a pause does not bring
+                // closer while writers keep committing.
+                if mode == Mode::Write {
+                    conflict_backoff(attempt);
+                }
                 continue;
             }
             outcome?;

@@ -14,6 +14,11 @@ use std::sync::OnceLock;
 ///   key (0 unless distinct is 1)}`, `key` a score's 8 bytes;
 /// - `ABOVES key...`: the players before each key (a score's 8 bytes, or
 ///   a row's 16: the players ahead of that score and arrival);
+/// - `ROW player`: the player's row (16 bytes), nil if absent;
+/// - `COUNTS player row key...`: `{place, counts}`, `place` `1` if the
+///   player's row is `row`, `0` if they are absent, `-1` if they hold
+///   another row, and `counts` the players before each key: a split
+///   board's rank, each tree asked once (`ranking/trees/native.rs`);
 /// - `DISTINCT bound after limit`: up to `limit` distinct score keys
 ///   before `bound`, from after `after` (empty: from the first);
 /// - `RANK player kind`: nil if absent, else the players before them
@@ -90,6 +95,15 @@ elseif op == 'BETWEEN' then
   local page = {}
   if k > 0 then page = range(above, above + k - 1) end
   r = {n, page}
+elseif op == 'ROW' then
+  r = redis.call('HGET', p, ARGV[3])
+elseif op == 'COUNTS' then
+  local row = redis.call('HGET', p, ARGV[3])
+  local place = 0
+  if row == ARGV[4] then place = 1 elseif row then place = -1 end
+  local counts = {}
+  for i = 5, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
+  r = {place, counts}
 elseif op == 'DISTINCT' then
   local from = '-'
   if ARGV[4] ~= '' then from = '(' .. ARGV[4] end

@@ -332,6 +332,40 @@ impl<'a> BoardTx<'a> {
         Ok(mine)
     }
 
+    /// A read by `script` of `keys` outside the transaction's snapshot:
+    /// sent with no version, and the version it saw neither kept nor
+    /// compared, so it cannot make the run stale. Only for a read whose
+    /// answer a later, checked read confirms.
+    fn peek_with(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        op: &str,
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        let mut invocation = script.prepare_invoke();
+        invocation.key(&self.version_key);
+        for key in keys {
+            invocation.key(*key);
+        }
+        invocation.arg("").arg(op);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut conn = self.conn.borrow_mut();
+        let reply: Value = self.db.with_conn(&mut conn, |c| invocation.invoke(c))?;
+        drop(conn);
+        let mut reply = array(reply).into_iter();
+        if reply.next().and_then(bytes).as_deref() != Some(b"OK") {
+            return Err(self.unexpected("to a peek".into()));
+        }
+        let seen = reply.next().and_then(bytes).unwrap_or_default();
+        if seen == super::lifecycle::DELETED.as_bytes() {
+            return Err(super::lifecycle::not_found(self.name));
+        }
+        Ok(reply.next().unwrap_or(Value::Nil))
+    }
+
     /// A read's reply, checked: `ahead` if it was sent for this board by
     /// another, with no version, so it must have seen the version this
     /// board's reads saw.

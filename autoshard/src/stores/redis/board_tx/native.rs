@@ -21,7 +21,7 @@
 
 use super::{BoardTx, Hash, Write, DISTINCT, ORDER};
 use crate::error::{Error, Result};
-use crate::seam::{NativeBoard, NativeEntry, RankKind, Storage};
+use crate::seam::{NativeBoard, NativeEntry, Placed, RankKind, Storage};
 use crate::stores::redis::board_codec::{array, ascending, bytes, descending, pairs};
 use crate::stores::redis::native_scripts;
 use redis::Value;
@@ -57,6 +57,16 @@ impl BoardTx<'_> {
             self.data[DISTINCT + 1].as_str(),
         ];
         self.read_with(native_scripts::native_read(), &keys, op, args)
+    }
+
+    fn native_peek(&self, op: &str, args: &[&[u8]]) -> Result<Value> {
+        let keys = [
+            self.data[ORDER].as_str(),
+            self.data[DISTINCT].as_str(),
+            self.data[Hash::Players as usize].as_str(),
+            self.data[DISTINCT + 1].as_str(),
+        ];
+        self.peek_with(native_scripts::native_read(), &keys, op, args)
     }
 
     fn bad_reply(&self, what: &str) -> Error {
@@ -178,6 +188,54 @@ impl NativeBoard for BoardTx<'_> {
             return Err(self.bad_reply("counts"));
         }
         Ok(counts)
+    }
+
+    fn peek_place(&self, player: &str) -> Result<Option<(i64, u64)>> {
+        match self.native_peek("ROW", &[player.as_bytes()])? {
+            Value::Nil => Ok(None),
+            found => bytes(found)
+                .as_deref()
+                .and_then(parse_row)
+                .map(Some)
+                .ok_or_else(|| self.bad_reply("row")),
+        }
+    }
+
+    fn counts_at(
+        &self,
+        player: &str,
+        place: (i64, u64),
+        places: &[(i64, Option<u64>)],
+    ) -> Result<(Placed, Vec<u64>)> {
+        let keys: Vec<Vec<u8>> = places
+            .iter()
+            .map(|&(s, a)| match a {
+                Some(a) => row(s, a),
+                None => descending(s).to_be_bytes().to_vec(),
+            })
+            .collect();
+        let at = row(place.0, place.1);
+        let mut args: Vec<&[u8]> = vec![player.as_bytes(), &at];
+        args.extend(keys.iter().map(Vec::as_slice));
+        let mut reply = array(self.native_read("COUNTS", &args)?).into_iter();
+        let placed = match reply.next() {
+            Some(Value::Int(1)) => Placed::There,
+            Some(Value::Int(0)) => Placed::Absent,
+            Some(Value::Int(-1)) => Placed::Elsewhere,
+            _ => return Err(self.bad_reply("place")),
+        };
+        let counts: Vec<u64> = reply
+            .next()
+            .map(array)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| number(Some(n)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("counts"))?;
+        if counts.len() != places.len() {
+            return Err(self.bad_reply("counts"));
+        }
+        Ok((placed, counts))
     }
 
     fn distinct_better(&self, score: i64, after: Option<i64>, limit: u64) -> Result<Vec<i64>> {
