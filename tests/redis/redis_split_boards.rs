@@ -6,7 +6,8 @@
 //! position found by narrowing each tree's window of ranks (past 2,048
 //! players), dense ranks counted over several chunks of distinct scores
 //! (past 10,000 of them), against a board of one tree given the same
-//! writes, and each read against the others.
+//! writes, and each read against the others; and the reads beside
+//! writers, which must not retry without end.
 //!
 //! Runs on `AUTOSHARD_REDIS_CLUSTER_URL`, else on a cluster the test run
 //! starts by itself (`autoshard-test-servers`).
@@ -48,9 +49,13 @@ fn same<T: PartialEq + std::fmt::Debug>(what: &str, split: T, one: T) {
 /// are tied, so their order is the arrivals' (board-wide on the split
 /// board, `trees/arrival.rs`).
 ///
-/// Control, reverted: with the selection's final skip not taking off the
-/// players below the windows (`native.rs`, `select`: `target` instead of
-/// `target - Σ lo`), this failed at `page at 2047`.
+/// Controls, reverted: with the selection's final skip not taking off
+/// the players below the windows (`native.rs`, `select`: `target` instead
+/// of `target - Σ lo`), this failed at `page at 2047` (before pages were
+/// read from an anchor; `select` now only finds the anchor, and a wrong
+/// one costs a second read, not a wrong page); with a page's skip not
+/// taking off the players ahead of its anchor (`anchored`: `from - 1`
+/// instead of `from - 1 - ahead`), at `page at 700`.
 #[test]
 fn a_split_board_reads_as_a_board_of_one_tree_at_any_depth() {
     let store = RedisCluster::fresh();
@@ -208,4 +213,97 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
         }
         assert_eq!(counts, [2, 2, 2], "round trips per {tie:?} rank");
     }
+}
+
+/// Reads of a split board beside writers that keep every tree moving:
+/// each read is one snapshot that reads every tree once (`native.rs`), so
+/// the writers never make it run again. A rank of a player nobody writes
+/// is 2 round trips however busy the trees (the look-up of their place,
+/// then one pipelined count per tree), and a page completes in a bounded
+/// number of round trips (the look, then one read per tree) and is in
+/// order: consecutive positions, scores not rising, ranks as the scores
+/// say, no player twice.
+///
+/// A page took 9 to 11 round trips in one run (the look: the trees'
+/// lengths, a narrowing round and the windows, one tree at a time; then
+/// the one pipelined read).
+///
+/// Control, reverted: with the look-up of the player's place a checked
+/// read of the snapshot (`peek_place` through `native_read`, so the
+/// player's tree is read twice), ranks beside the writers took 2 to 36
+/// round trips: every time the tree moved between its two reads, the
+/// snapshot ran again.
+#[test]
+fn reads_beside_writers_read_each_tree_once() {
+    use autoshard::__private::redis_hooks::round_trips;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let store = RedisCluster::fresh();
+    let config = RankingConfig::new(0..1_000_000).trees(3);
+    let split = Ranking::create(&*store, "busy", config).unwrap();
+    let busy: Vec<(String, i64)> = (0..3_000)
+        .map(|i| (name(i), (i as i64 * 7_919) % 1_000_000))
+        .collect();
+    let quiet: Vec<(String, i64)> = (0..60)
+        .map(|i| (format!("q{i}"), (i as i64 * 15_485) % 1_000_000))
+        .collect();
+    for set in [&busy, &quiet] {
+        let batch: Vec<(&str, i64)> = set.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+        split.set_scores(&batch).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let (mut rank_trips, mut page_trips) = (Vec::new(), Vec::new());
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let (split, stop, busy) = (&split, &stop, &busy);
+            s.spawn(move || {
+                // Bounded: stops when the reader is done or after 20 s.
+                let mut n = w;
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(20) {
+                    let (player, _) = &busy[(n * 7_907 % 3_000) as usize];
+                    split
+                        .set_score(player, (n * 104_729 % 1_000_000) as i64)
+                        .unwrap();
+                    n += 4;
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        for (player, _) in &quiet {
+            for tie in [Tie::Standard, Tie::Ordinal] {
+                let before = round_trips();
+                assert!(split.rank(player, tie).unwrap().is_some());
+                rank_trips.push(round_trips() - before);
+            }
+            let before = round_trips();
+            let page = split.page(1_000, 1_019).unwrap();
+            page_trips.push(round_trips() - before);
+            assert_eq!(page.len(), 20);
+            let mut players = std::collections::HashSet::new();
+            for (i, e) in page.iter().enumerate() {
+                assert_eq!(e.position, 1_000 + i as u64, "{page:?}");
+                assert!(players.insert(&e.player), "{} twice: {page:?}", e.player);
+                if let Some(prev) = i.checked_sub(1).map(|p| &page[p]) {
+                    assert!(prev.score >= e.score, "{page:?}");
+                    match prev.score == e.score {
+                        true => assert_eq!((prev.rank, prev.dense), (e.rank, e.dense)),
+                        false => assert_eq!((e.rank, e.dense), (e.position, prev.dense + 1)),
+                    }
+                }
+            }
+            let around = split.around(player, 2).unwrap();
+            assert!(around.iter().any(|e| &e.player == player), "{around:?}");
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        rank_trips.iter().all(|&n| n == 2),
+        "round trips per rank: {rank_trips:?}"
+    );
+    assert!(
+        page_trips.iter().all(|&n| n <= 32),
+        "round trips per page: {page_trips:?}"
+    );
+    split.check_integrity().unwrap();
 }

@@ -34,6 +34,18 @@ pub(crate) enum Placed {
     Elsewhere,
 }
 
+/// What [`NativeBoard::read_from`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NativeRead {
+    /// The players before each place asked.
+    pub counts: Vec<u64>,
+    /// `(tree score, arrival, player)` of the members from the start on.
+    pub members: Vec<(i64, u64, String)>,
+    /// The distinct tree scores better than the start's, best first
+    /// (empty unless asked).
+    pub distinct: Vec<i64>,
+}
+
 /// One entry of a range of the ranking order, with its ranks counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NativeEntry {
@@ -81,6 +93,24 @@ pub(crate) trait NativeBoard {
     /// (better score, or the same score reached with a lower arrival), in
     /// one read: a split board's ordinal ranks across its trees.
     fn before_each(&self, places: &[(i64, u64)]) -> Result<Vec<u64>>;
+
+    /// With `on`, this transaction's native reads are peeks: read outside
+    /// its snapshot (its version neither taken nor checked), so a read
+    /// that only guides a later, checked one cannot make the snapshot
+    /// stale. Off again before the checked reads.
+    fn peeking(&self, on: bool);
+
+    /// In one read: the players before each of `places` (as
+    /// [`counts_at`](NativeBoard::counts_at)), the first `n` members in
+    /// ranking order from the place `start` on, and with `distinct` every
+    /// distinct tree score better than `start`'s.
+    fn read_from(
+        &self,
+        start: (i64, u64),
+        n: u64,
+        places: &[(i64, Option<u64>)],
+        distinct: bool,
+    ) -> Result<NativeRead>;
 
     /// `player`'s `(tree score, arrival)` as the board holds it now,
     /// outside the transaction's snapshot (its version is neither taken

@@ -169,7 +169,9 @@ impl Split<'_> {
         let t = tree_of(player, self.trees.len());
         let g = self.board.geometry();
         for _ in 0..RANK_ATTEMPTS {
-            match read_all(self.trees, &mut |sts| snapshot::of(sts, g)?.rank(t, player, tie))? {
+            match read_all(self.trees, &mut |sts| {
+                snapshot::of(sts, g)?.rank(t, player, tie)
+            })? {
                 Ranked::At(rank) => return Ok(Some(rank)),
                 Ranked::Absent => return Ok(None),
                 Ranked::Moved => {}
@@ -199,21 +201,25 @@ impl Split<'_> {
         })
     }
 
+    /// The player's ordinal rank, then the page around it, each its own
+    /// snapshot (each reads every tree once on native trees, so writers do
+    /// not make them run again): the page is the player's neighbourhood in
+    /// its snapshot if it holds the player where the rank said, else the
+    /// player moved in between and both are read again.
     pub(in crate::ranking) fn around(&self, player: &str, k: u64) -> Result<Vec<Entry>> {
-        let t = tree_of(player, self.trees.len());
-        let g = self.board.geometry();
-        read_all(self.trees, &mut |sts| {
-            let Some(place) = held(sts, g, t, player)? else {
+        for _ in 0..RANK_ATTEMPTS {
+            let Some(position) = self.rank(player, Tie::Ordinal)? else {
                 return Ok(Vec::new());
             };
-            let order = snapshot::of(sts, g)?;
-            let position = order.position_of(t, place)?;
-            let (from, to) = (
-                position.saturating_sub(k).max(1),
-                position.saturating_add(k),
-            );
-            let found = order.page(from, to)?;
-            self.entries(sts, found)
+            let from = position.saturating_sub(k).max(1);
+            let page = self.page(from, position.saturating_add(k))?;
+            let at = (position - from) as usize;
+            if page.get(at).is_some_and(|e| e.player == player) {
+                return Ok(page);
+            }
+        }
+        Err(crate::Error::Conflict {
+            attempts: RANK_ATTEMPTS,
         })
     }
 

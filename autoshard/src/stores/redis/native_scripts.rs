@@ -19,6 +19,11 @@ use std::sync::OnceLock;
 ///   player's row is `row`, `0` if they are absent, `-1` if they hold
 ///   another row, and `counts` the players before each key: a split
 ///   board's rank, each tree asked once (`ranking/trees/native.rs`);
+/// - `FROM n distinct start key...`: `{counts, members, distinct}`: the
+///   players before each key, the first `n` members from `start` (a
+///   16-byte row) on, and with `distinct` `1` every distinct score key
+///   before `start`'s score (else none): a split board's page, each tree
+///   read once (`ranking/trees/native.rs`);
 /// - `DISTINCT bound after limit`: up to `limit` distinct score keys
 ///   before `bound`, from after `after` (empty: from the first);
 /// - `RANK player kind`: nil if absent, else the players before them
@@ -104,6 +109,13 @@ elseif op == 'COUNTS' then
   local counts = {}
   for i = 5, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
   r = {place, counts}
+elseif op == 'FROM' then
+  local counts = {}
+  for i = 6, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
+  local members = redis.call('ZRANGEBYLEX', o, '[' .. ARGV[5], '+', 'LIMIT', 0, tonumber(ARGV[3]))
+  local distinct = {}
+  if ARGV[4] == '1' then distinct = redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[5], 1, 8)) end
+  r = {counts, members, distinct}
 elseif op == 'DISTINCT' then
   local from = '-'
   if ARGV[4] ~= '' then from = '(' .. ARGV[4] end

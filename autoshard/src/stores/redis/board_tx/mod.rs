@@ -160,6 +160,9 @@ pub(crate) struct BoardTx<'a> {
     /// Whether the board is stored natively (`native.rs`): set by the
     /// caller from the registry record.
     pub native: Cell<bool>,
+    /// Native reads are peeks (`NativeBoard::peeking`): outside the
+    /// snapshot, so they cannot make it stale.
+    peeking: Cell<bool>,
     /// The version the reads saw; `None` before the first.
     version: RefCell<Option<String>>,
     stale: Cell<bool>,
@@ -194,6 +197,7 @@ impl<'a> BoardTx<'a> {
             spec,
             mode,
             native: Cell::new(false),
+            peeking: Cell::new(false),
             version: RefCell::new(None),
             stale: Cell::new(false),
             cleared: Cell::new(false),

@@ -21,7 +21,7 @@
 
 use super::{BoardTx, Hash, Write, DISTINCT, ORDER};
 use crate::error::{Error, Result};
-use crate::seam::{NativeBoard, NativeEntry, Placed, RankKind, Storage};
+use crate::seam::{NativeBoard, NativeEntry, NativeRead, Placed, RankKind, Storage};
 use crate::stores::redis::board_codec::{array, ascending, bytes, descending, pairs};
 use crate::stores::redis::native_scripts;
 use redis::Value;
@@ -50,6 +50,9 @@ fn number(value: Option<Value>) -> Option<u64> {
 
 impl BoardTx<'_> {
     fn native_read(&self, op: &str, args: &[&[u8]]) -> Result<Value> {
+        if self.peeking.get() {
+            return self.native_peek(op, args);
+        }
         let keys = [
             self.data[ORDER].as_str(),
             self.data[DISTINCT].as_str(),
@@ -188,6 +191,68 @@ impl NativeBoard for BoardTx<'_> {
             return Err(self.bad_reply("counts"));
         }
         Ok(counts)
+    }
+
+    fn peeking(&self, on: bool) {
+        self.peeking.set(on);
+    }
+
+    fn read_from(
+        &self,
+        start: (i64, u64),
+        n: u64,
+        places: &[(i64, Option<u64>)],
+        distinct: bool,
+    ) -> Result<NativeRead> {
+        let keys: Vec<Vec<u8>> = places
+            .iter()
+            .map(|&(s, a)| match a {
+                Some(a) => row(s, a),
+                None => descending(s).to_be_bytes().to_vec(),
+            })
+            .collect();
+        let (start, n) = (row(start.0, start.1), n.min(LUA_EXACT).to_string());
+        let flag: &[u8] = if distinct { b"1" } else { b"0" };
+        let mut args: Vec<&[u8]> = vec![n.as_bytes(), flag, &start];
+        args.extend(keys.iter().map(Vec::as_slice));
+        let mut reply = array(self.native_read("FROM", &args)?).into_iter();
+        let counts: Vec<u64> = reply
+            .next()
+            .map(array)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| number(Some(n)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("counts"))?;
+        if counts.len() != places.len() {
+            return Err(self.bad_reply("counts"));
+        }
+        let mut members = Vec::new();
+        for member in reply.next().map(array).unwrap_or_default() {
+            let member = bytes(member).ok_or_else(|| self.bad_reply("member"))?;
+            let (score, arrival) = parse_row(member.get(..16).unwrap_or_default())
+                .ok_or_else(|| self.bad_reply("member"))?;
+            let player = String::from_utf8(member[16..].to_vec()).map_err(|_| {
+                self.corrupt("ranking order".into(), "a player that is not UTF-8".into())
+            })?;
+            members.push((score, arrival, player));
+        }
+        let distinct = reply
+            .next()
+            .map(array)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|key| {
+                let key: [u8; 8] = bytes(key)?.try_into().ok()?;
+                Some(ascending(u64::from_be_bytes(key)))
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("distinct scores"))?;
+        Ok(NativeRead {
+            counts,
+            members,
+            distinct,
+        })
     }
 
     fn peek_place(&self, player: &str) -> Result<Option<(i64, u64)>> {
