@@ -189,9 +189,9 @@ fn pages_and_ranks_of_a_drained_split_board_agree() {
 
 /// A merged read of a split board asks its trees together: `rank` on 3
 /// trees (on 3 masters) is 2 round trips, the player's row and the counts
-/// above their score, each sent to every tree in one pipeline
-/// (`RedisCluster::read_boards`, `board_tx::Ahead`), and so is an ordinal
-/// rank. Control, reverted: with the trees read in one transaction but
+/// above their score (the distinct scores above, for a dense rank), sent
+/// to every tree in one pipeline (`RedisCluster::read_boards`,
+/// `board_tx::Ahead`), under every tie rule. Control, reverted: with the trees read in one transaction but
 /// each read sent to its own tree only (`read_boards` without `Ahead`), a
 /// standard rank took 4 round trips.
 #[test]
@@ -204,7 +204,7 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
     split.set_scores(&batch).unwrap();
     // Warm: the handle's board cache and the scripts on every node.
     split.rank("p1", Tie::Ordinal).unwrap();
-    for tie in [Tie::Standard, Tie::Ordinal] {
+    for tie in [Tie::Standard, Tie::Ordinal, Tie::Dense] {
         let mut counts = Vec::new();
         for p in ["p3", "p77", "p150"] {
             let before = round_trips();
@@ -271,7 +271,7 @@ fn reads_beside_writers_read_each_tree_once() {
         }
         std::thread::sleep(Duration::from_millis(200));
         for (player, _) in &quiet {
-            for tie in [Tie::Standard, Tie::Ordinal] {
+            for tie in [Tie::Standard, Tie::Ordinal, Tie::Dense] {
                 let before = round_trips();
                 assert!(split.rank(player, tie).unwrap().is_some());
                 rank_trips.push(round_trips() - before);

@@ -118,16 +118,18 @@ pub(crate) trait NativeBoard {
     /// of every tree that checks the player is still there.
     fn peek_place(&self, player: &str) -> Result<Option<(i64, u64)>>;
 
-    /// Where `player` is against `place`, and the players ahead of each
-    /// of `places` (as [`before_each`](NativeBoard::before_each); a place
-    /// with arrival `None` counts the players of better scores), in one
+    /// Where `player` is against `place`, the players ahead of each of
+    /// `places` (as [`before_each`](NativeBoard::before_each); a place
+    /// with arrival `None` counts the players of better scores) and, with
+    /// `distinct`, the distinct tree scores better than `place`'s, in one
     /// read.
     fn counts_at(
         &self,
         player: &str,
         place: (i64, u64),
         places: &[(i64, Option<u64>)],
-    ) -> Result<(Placed, Vec<u64>)>;
+        distinct: bool,
+    ) -> Result<(Placed, NativeRead)>;
 
     /// Up to `limit` of the distinct tree scores strictly better than
     /// `score`, best first, starting after `after` (`None`: from the

@@ -349,8 +349,8 @@ impl Snapshot for NativeTrees<'_> {
     /// confirms the place in that same read. A snapshot whose trees are
     /// each read once cannot find one of them moved between its reads, so
     /// writers never make it run again; only the player's own move between
-    /// the look-up and the read does (`Ranked::Moved`). A dense rank reads
-    /// the distinct scores after that, each tree more than once.
+    /// the look-up and the read does (`Ranked::Moved`). A dense rank's
+    /// read lists each tree's distinct scores above, whole.
     fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked> {
         let Some((score, arrival)) = self.trees[t].peek_place(player)? else {
             return Ok(Ranked::Absent);
@@ -366,9 +366,12 @@ impl Snapshot for NativeTrees<'_> {
             }
             Tie::Standard | Tie::Dense => vec![(score, None)],
         };
-        let mut ahead = 0;
+        let dense = tie == Tie::Dense;
+        let (mut ahead, mut distinct) = (0, Vec::new());
         for (j, tree) in self.trees.iter().enumerate() {
-            let (placed, counts) = tree.counts_at(player, (score, arrival), &places)?;
+            let (placed, read) = tree.counts_at(player, (score, arrival), &places, dense)?;
+            let counts = read.counts;
+            distinct.extend(read.distinct);
             if j == t {
                 match placed {
                     Placed::There => {}
@@ -387,8 +390,10 @@ impl Snapshot for NativeTrees<'_> {
                 .and_then(|at| counts.get(at).copied())
                 .ok_or_else(|| self.corrupt("no count"))?;
         }
+        distinct.sort_unstable();
+        distinct.dedup();
         Ok(Ranked::At(match tie {
-            Tie::Dense => self.distinct_above(score)? + 1,
+            Tie::Dense => distinct.len() as u64 + 1,
             Tie::Standard | Tie::Ordinal => ahead + 1,
         }))
     }

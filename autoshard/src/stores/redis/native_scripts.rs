@@ -15,10 +15,12 @@ use std::sync::OnceLock;
 /// - `ABOVES key...`: the players before each key (a score's 8 bytes, or
 ///   a row's 16: the players ahead of that score and arrival);
 /// - `ROW player`: the player's row (16 bytes), nil if absent;
-/// - `COUNTS player row key...`: `{place, counts}`, `place` `1` if the
-///   player's row is `row`, `0` if they are absent, `-1` if they hold
-///   another row, and `counts` the players before each key: a split
-///   board's rank, each tree asked once (`ranking/trees/native.rs`);
+/// - `COUNTS player row distinct key...`: `{place, counts, distinct}`,
+///   `place` `1` if the player's row is `row`, `0` if they are absent,
+///   `-1` if they hold another row, `counts` the players before each key,
+///   and with `distinct` `1` every distinct score key before `row`'s score
+///   (else none): a split board's rank, each tree asked once
+///   (`ranking/trees/native.rs`);
 /// - `FROM n distinct start key...`: `{counts, members, distinct}`: the
 ///   players before each key, the first `n` members from `start` (a
 ///   16-byte row) on, and with `distinct` `1` every distinct score key
@@ -107,8 +109,10 @@ elseif op == 'COUNTS' then
   local place = 0
   if row == ARGV[4] then place = 1 elseif row then place = -1 end
   local counts = {}
-  for i = 5, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
-  r = {place, counts}
+  for i = 6, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
+  local distinct = {}
+  if ARGV[5] == '1' then distinct = redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[4], 1, 8)) end
+  r = {place, counts, distinct}
 elseif op == 'FROM' then
   local counts = {}
   for i = 6, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end

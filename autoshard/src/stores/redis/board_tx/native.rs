@@ -72,6 +72,35 @@ impl BoardTx<'_> {
         self.peek_with(native_scripts::native_read(), &keys, op, args)
     }
 
+    /// A reply's list of `n` counts.
+    fn counts(&self, reply: Option<Value>, n: usize) -> Result<Vec<u64>> {
+        let counts: Vec<u64> = reply
+            .map(array)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| number(Some(n)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("counts"))?;
+        match counts.len() == n {
+            true => Ok(counts),
+            false => Err(self.bad_reply("counts")),
+        }
+    }
+
+    /// A reply's list of score keys, as tree scores.
+    fn score_keys(&self, reply: Option<Value>) -> Result<Vec<i64>> {
+        reply
+            .map(array)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|key| {
+                let key: [u8; 8] = bytes(key)?.try_into().ok()?;
+                Some(ascending(u64::from_be_bytes(key)))
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.bad_reply("distinct scores"))
+    }
+
     fn bad_reply(&self, what: &str) -> Error {
         self.corrupt("ranking order".into(), format!("unreadable {what} reply"))
     }
@@ -112,6 +141,18 @@ impl BoardTx<'_> {
         }
         Ok(out)
     }
+}
+
+/// The keys of `places`: a row, or a score's 8 bytes for a place with no
+/// arrival.
+fn place_keys(places: &[(i64, Option<u64>)]) -> Vec<Vec<u8>> {
+    places
+        .iter()
+        .map(|&(s, a)| match a {
+            Some(a) => row(s, a),
+            None => descending(s).to_be_bytes().to_vec(),
+        })
+        .collect()
 }
 
 /// The arrival a player moved in this transaction reads with: the
@@ -204,29 +245,13 @@ impl NativeBoard for BoardTx<'_> {
         places: &[(i64, Option<u64>)],
         distinct: bool,
     ) -> Result<NativeRead> {
-        let keys: Vec<Vec<u8>> = places
-            .iter()
-            .map(|&(s, a)| match a {
-                Some(a) => row(s, a),
-                None => descending(s).to_be_bytes().to_vec(),
-            })
-            .collect();
+        let keys = place_keys(places);
         let (start, n) = (row(start.0, start.1), n.min(LUA_EXACT).to_string());
         let flag: &[u8] = if distinct { b"1" } else { b"0" };
         let mut args: Vec<&[u8]> = vec![n.as_bytes(), flag, &start];
         args.extend(keys.iter().map(Vec::as_slice));
         let mut reply = array(self.native_read("FROM", &args)?).into_iter();
-        let counts: Vec<u64> = reply
-            .next()
-            .map(array)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|n| number(Some(n)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("counts"))?;
-        if counts.len() != places.len() {
-            return Err(self.bad_reply("counts"));
-        }
+        let counts = self.counts(reply.next(), places.len())?;
         let mut members = Vec::new();
         for member in reply.next().map(array).unwrap_or_default() {
             let member = bytes(member).ok_or_else(|| self.bad_reply("member"))?;
@@ -237,17 +262,7 @@ impl NativeBoard for BoardTx<'_> {
             })?;
             members.push((score, arrival, player));
         }
-        let distinct = reply
-            .next()
-            .map(array)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|key| {
-                let key: [u8; 8] = bytes(key)?.try_into().ok()?;
-                Some(ascending(u64::from_be_bytes(key)))
-            })
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("distinct scores"))?;
+        let distinct = self.score_keys(reply.next())?;
         Ok(NativeRead {
             counts,
             members,
@@ -271,16 +286,12 @@ impl NativeBoard for BoardTx<'_> {
         player: &str,
         place: (i64, u64),
         places: &[(i64, Option<u64>)],
-    ) -> Result<(Placed, Vec<u64>)> {
-        let keys: Vec<Vec<u8>> = places
-            .iter()
-            .map(|&(s, a)| match a {
-                Some(a) => row(s, a),
-                None => descending(s).to_be_bytes().to_vec(),
-            })
-            .collect();
+        distinct: bool,
+    ) -> Result<(Placed, NativeRead)> {
         let at = row(place.0, place.1);
-        let mut args: Vec<&[u8]> = vec![player.as_bytes(), &at];
+        let flag: &[u8] = if distinct { b"1" } else { b"0" };
+        let keys = place_keys(places);
+        let mut args: Vec<&[u8]> = vec![player.as_bytes(), &at, flag];
         args.extend(keys.iter().map(Vec::as_slice));
         let mut reply = array(self.native_read("COUNTS", &args)?).into_iter();
         let placed = match reply.next() {
@@ -289,18 +300,14 @@ impl NativeBoard for BoardTx<'_> {
             Some(Value::Int(-1)) => Placed::Elsewhere,
             _ => return Err(self.bad_reply("place")),
         };
-        let counts: Vec<u64> = reply
-            .next()
-            .map(array)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|n| number(Some(n)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("counts"))?;
-        if counts.len() != places.len() {
-            return Err(self.bad_reply("counts"));
-        }
-        Ok((placed, counts))
+        let counts = self.counts(reply.next(), places.len())?;
+        let distinct = self.score_keys(reply.next())?;
+        let read = NativeRead {
+            counts,
+            members: Vec::new(),
+            distinct,
+        };
+        Ok((placed, read))
     }
 
     fn distinct_better(&self, score: i64, after: Option<i64>, limit: u64) -> Result<Vec<i64>> {
