@@ -218,8 +218,9 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
 /// Reads of a split board beside writers that keep every tree moving:
 /// each read is one snapshot that reads every tree once (`native.rs`), so
 /// the writers never make it run again. A rank of a player nobody writes
-/// is 2 round trips however busy the trees (the look-up of their place,
-/// then one pipelined count per tree), and a page completes in a bounded
+/// (and their `entry`, all three ranks) is 2 round trips however busy the
+/// trees (the look-up of their place, then one pipelined read per tree),
+/// and a page completes in a bounded
 /// number of round trips (the look, then one read per tree) and is in
 /// order: consecutive positions, scores not rising, ranks as the scores
 /// say, no player twice.
@@ -276,6 +277,10 @@ fn reads_beside_writers_read_each_tree_once() {
                 assert!(split.rank(player, tie).unwrap().is_some());
                 rank_trips.push(round_trips() - before);
             }
+            let before = round_trips();
+            let entry = split.entry(player).unwrap().expect("on the board");
+            rank_trips.push(round_trips() - before);
+            assert_eq!(&entry.player, player);
             let before = round_trips();
             let page = split.page(1_000, 1_019).unwrap();
             page_trips.push(round_trips() - before);

@@ -17,21 +17,21 @@
 //! with writers committing to every tree all the time, a query of several
 //! reads per tree almost never finds that, and ran again and again (a
 //! `rank` beside 12 writers took 309 ms at p50, a page 2 s). So `rank`,
-//! `page` and `score_at_rank` look first outside the snapshot (peeks:
+//! `entry`, `page` and `score_at_rank` look first outside the snapshot (peeks:
 //! the player's place; the anchor of a page, by `select`) and then read
 //! each tree once, the same read for all, confirming what the look found:
 //! a snapshot whose trees are each read once is never stale, and the look
-//! only decides where to read (`rank` and [`NativeTrees::anchored`]).
-//! The other merged reads (`entry`, score ranges, percentiles) still read
-//! a tree more than once and run again while it moves.
+//! only decides where to read (`place`, for `rank` and `entry`, and
+//! [`NativeTrees::anchored`]). The other merged reads (score ranges,
+//! percentiles) still read a tree more than once and run again while it
+//! moves.
 
 use super::super::among::{sort, Found};
 use super::super::storage::Storage;
 use super::super::Entry;
 use super::merge::{ranked, tie_bound};
-use super::snapshot::{Ranked, Snapshot};
+use super::snapshot::{Asked, Looked, Placing, Snapshot};
 use crate::error::{Error, Result};
-use crate::ranking::Tie;
 use crate::seam::{NativeBoard, Placed};
 
 /// The windows are read whole once all of them hold at most this many
@@ -344,57 +344,49 @@ impl Snapshot for NativeTrees<'_> {
     }
 
     /// The player's place is looked up outside the snapshot
-    /// (`peek_place`), then every tree is read once, the same counts asked
-    /// of each, one pipelined round on Redis Cluster: the player's tree
-    /// confirms the place in that same read. A snapshot whose trees are
-    /// each read once cannot find one of them moved between its reads, so
-    /// writers never make it run again; only the player's own move between
-    /// the look-up and the read does (`Ranked::Moved`). A dense rank's
-    /// read lists each tree's distinct scores above, whole.
-    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked> {
+    /// (`peek_place`), then every tree is read once, the same read for
+    /// each, one pipelined round on Redis Cluster: the players ahead of
+    /// the place (each tree with its tie bound) and of its score, and the
+    /// distinct scores above if asked; the player's tree confirms the
+    /// place in that same read. A snapshot whose trees are each read once
+    /// cannot find one of them moved between its reads, so writers never
+    /// make it run again; only the player's own move between the look-up
+    /// and the read does (`Looked::Moved`).
+    fn place(&self, t: usize, player: &str, asked: Asked) -> Result<Looked> {
         let Some((score, arrival)) = self.trees[t].peek_place(player)? else {
-            return Ok(Ranked::Absent);
+            return Ok(Looked::Absent);
         };
-        let places: Vec<(i64, Option<u64>)> = match tie {
-            Tie::Ordinal => {
-                let mut bounds: Vec<u64> = (0..self.trees.len())
-                    .map(|j| tie_bound(j, t, arrival))
-                    .collect();
-                bounds.sort_unstable();
-                bounds.dedup();
-                bounds.into_iter().map(|b| (score, Some(b))).collect()
-            }
-            Tie::Standard | Tie::Dense => vec![(score, None)],
-        };
-        let dense = tie == Tie::Dense;
-        let (mut ahead, mut distinct) = (0, Vec::new());
+        let bound = |j: usize| tie_bound(j, t, arrival);
+        let mut bounds: Vec<u64> = (0..self.trees.len()).map(bound).collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut places: Vec<(i64, Option<u64>)> =
+            bounds.iter().map(|&b| (score, Some(b))).collect();
+        places.push((score, None));
+        let (mut ahead, mut better, mut distinct) = (0, 0, Vec::new());
         for (j, tree) in self.trees.iter().enumerate() {
-            let (placed, read) = tree.counts_at(player, (score, arrival), &places, dense)?;
-            let counts = read.counts;
-            distinct.extend(read.distinct);
+            let (placed, read) = tree.counts_at(player, (score, arrival), &places, asked.dense)?;
             if j == t {
                 match placed {
                     Placed::There => {}
-                    Placed::Absent => return Ok(Ranked::Absent),
-                    Placed::Elsewhere => return Ok(Ranked::Moved),
+                    Placed::Absent => return Ok(Looked::Absent),
+                    Placed::Elsewhere => return Ok(Looked::Moved),
                 }
             }
-            let at = match tie {
-                Tie::Ordinal => {
-                    let bound = tie_bound(j, t, arrival);
-                    places.iter().position(|&(_, b)| b == Some(bound))
-                }
-                Tie::Standard | Tie::Dense => Some(0),
-            };
+            let at = bounds.binary_search(&bound(j)).ok();
             ahead += at
-                .and_then(|at| counts.get(at).copied())
+                .and_then(|at| read.counts.get(at).copied())
                 .ok_or_else(|| self.corrupt("no count"))?;
+            better += read.counts.last().copied().unwrap_or(0);
+            distinct.extend(read.distinct);
         }
         distinct.sort_unstable();
         distinct.dedup();
-        Ok(Ranked::At(match tie {
-            Tie::Dense => distinct.len() as u64 + 1,
-            Tie::Standard | Tie::Ordinal => ahead + 1,
+        Ok(Looked::At(Placing {
+            score,
+            rank: better + 1,
+            position: Some(ahead + 1),
+            dense: asked.dense.then_some(distinct.len() as u64 + 1),
         }))
     }
 }

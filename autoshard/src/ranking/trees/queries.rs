@@ -4,7 +4,7 @@
 //! (the reads of `shape/ranges.rs`).
 
 use super::merge::read_all;
-use super::snapshot::{self, held, Ranked, Snapshot};
+use super::snapshot::{self, held, Asked, Looked, Placing, Snapshot};
 use super::{tree_of, Split};
 use crate::error::Result;
 use crate::ranking::query::{self, Want};
@@ -12,6 +12,10 @@ use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
 use crate::ranking::storage::Storage;
 use crate::ranking::tree::Geometry;
 use crate::ranking::{among, Entry, Ranking, Tie};
+
+/// A read of a player's place in one snapshot of every tree, and what
+/// else it made of it.
+type LookIn<'f, R> = dyn FnMut(&[&dyn Storage]) -> Result<(Looked, R)> + 'f;
 
 /// How many times a rank is read before it gives up with
 /// [`Error::Conflict`](crate::Error::Conflict): each time, the player moved
@@ -71,7 +75,7 @@ impl Shape for Trees {
     }
 
     fn entry(&self, b: &Ranking, player: &str) -> Result<Option<Entry>> {
-        split(b).merged(&mut |v| v.entry(player))
+        split(b).entry(player)
     }
 
     fn count_between(&self, b: &Ranking, span: Option<Span>) -> Result<u64> {
@@ -162,19 +166,63 @@ impl Split<'_> {
     }
 
     /// A player who moves while their rank is read is read again, in a
-    /// new snapshot (`snapshot::Ranked::Moved`: a split board of native
+    /// new snapshot (`snapshot::Looked::Moved`: a split board of native
     /// trees looks up the player's place before its snapshot, so that it
     /// reads each tree once).
     pub(in crate::ranking) fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         let t = tree_of(player, self.trees.len());
         let g = self.board.geometry();
+        let asked = Asked {
+            position: tie == Tie::Ordinal,
+            dense: tie == Tie::Dense,
+        };
+        let found = self.place(&mut |sts| {
+            let looked = snapshot::of(sts, g)?.place(t, player, asked)?;
+            Ok((looked, ()))
+        })?;
+        Ok(found.map(|(p, ())| match tie {
+            Tie::Standard => p.rank,
+            Tie::Ordinal => p.position.expect("asked"),
+            Tie::Dense => p.dense.expect("asked"),
+        }))
+    }
+
+    /// `player`'s entry: their place and all three ranks, read as `rank`
+    /// reads them.
+    pub(in crate::ranking) fn entry(&self, player: &str) -> Result<Option<Entry>> {
+        let t = tree_of(player, self.trees.len());
+        let g = self.board.geometry();
+        let found = self.place(&mut |sts| {
+            let asked = Asked {
+                position: true,
+                dense: true,
+            };
+            let looked = snapshot::of(sts, g)?.place(t, player, asked)?;
+            let Looked::At(p) = looked else {
+                return Ok((looked, None));
+            };
+            let entry = Entry {
+                player: player.to_owned(),
+                score: p.score,
+                rank: p.rank,
+                dense: p.dense.expect("asked"),
+                position: p.position.expect("asked"),
+                data: None,
+            };
+            Ok((looked, self.entries(sts, vec![(entry, t)])?.pop()))
+        })?;
+        Ok(found.and_then(|(_, entry)| entry))
+    }
+
+    /// Runs `f` over one snapshot of every tree until it finds the player
+    /// in place or absent: a player who moved between the look-up of their
+    /// place and the snapshot (`Looked::Moved`) is read again.
+    fn place<R>(&self, f: &mut LookIn<'_, R>) -> Result<Option<(Placing, R)>> {
         for _ in 0..RANK_ATTEMPTS {
-            match read_all(self.trees, &mut |sts| {
-                snapshot::of(sts, g)?.rank(t, player, tie)
-            })? {
-                Ranked::At(rank) => return Ok(Some(rank)),
-                Ranked::Absent => return Ok(None),
-                Ranked::Moved => {}
+            match read_all(self.trees, f)? {
+                (Looked::At(p), r) => return Ok(Some((p, r))),
+                (Looked::Absent, _) => return Ok(None),
+                (Looked::Moved, _) => {}
             }
         }
         Err(crate::Error::Conflict {

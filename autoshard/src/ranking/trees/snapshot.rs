@@ -9,18 +9,39 @@
 
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
-use super::super::{query, Entry, Tie};
+use super::super::{query, Entry};
 use super::{dense, merge, native};
 use crate::error::Result;
 use crate::seam::NativeBoard;
 
-/// A player's rank as [`Snapshot::rank`] found it.
+/// A player's place and ranks, as [`Snapshot::place`] found them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ranked {
-    At(u64),
+pub(super) struct Placing {
+    /// The tree score.
+    pub score: i64,
+    /// Standard rank.
+    pub rank: u64,
+    /// Ordinal rank, if it was asked (or came with the read).
+    pub position: Option<u64>,
+    /// Dense rank, if it was asked.
+    pub dense: Option<u64>,
+}
+
+/// The ranks [`Snapshot::place`] is asked for beside the standard one,
+/// which every read gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Asked {
+    pub position: bool,
+    pub dense: bool,
+}
+
+/// What [`Snapshot::place`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Looked {
+    At(Placing),
     Absent,
-    /// The player moved while the rank was read: read it again, in a new
-    /// snapshot.
+    /// The player moved while their place was read: read it again, in a
+    /// new snapshot.
     Moved,
 }
 
@@ -41,8 +62,9 @@ pub(super) trait Snapshot {
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>>;
     /// Players on the board.
     fn len(&self) -> Result<u64>;
-    /// The rank under `tie` of `player`, who lives in tree `t`.
-    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked>;
+    /// The place and ranks of `player`, who lives in tree `t`: the ranks
+    /// `asked` (each costs reads on count trees; a dense rank everywhere).
+    fn place(&self, t: usize, player: &str, asked: Asked) -> Result<Looked>;
 }
 
 /// The snapshot `sts` (one transaction per tree, in tree order) makes.
@@ -97,14 +119,21 @@ impl Snapshot for CountTrees<'_> {
         Ok(n)
     }
 
-    fn rank(&self, t: usize, player: &str, tie: Tie) -> Result<Ranked> {
+    fn place(&self, t: usize, player: &str, asked: Asked) -> Result<Looked> {
         let Some(place) = held(self.sts, self.g, t, player)? else {
-            return Ok(Ranked::Absent);
+            return Ok(Looked::Absent);
         };
-        Ok(Ranked::At(match tie {
-            Tie::Standard => self.above(place.0)? + 1,
-            Tie::Dense => self.distinct_above(place.0)? + 1,
-            Tie::Ordinal => self.position_of(t, place)?,
+        Ok(Looked::At(Placing {
+            score: place.0,
+            rank: self.above(place.0)? + 1,
+            position: match asked.position {
+                true => Some(self.position_of(t, place)?),
+                false => None,
+            },
+            dense: match asked.dense {
+                true => Some(self.distinct_above(place.0)? + 1),
+                false => None,
+            },
         }))
     }
 }
