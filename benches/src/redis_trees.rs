@@ -176,6 +176,17 @@ fn score(i: u64) -> i64 {
     (i.wrapping_mul(7919) % RANGE as u64) as i64
 }
 
+/// Client `c`'s `set_score` calls until `length` after `start`: how many.
+fn write_until(board: &Ranking, c: u64, start: Instant, length: Duration) -> u64 {
+    let mut n = 0u64;
+    while start.elapsed() < length {
+        let i = c << 32 | n;
+        board.set_score(&player(i), score(i)).expect("a write");
+        n += 1;
+    }
+    n
+}
+
 /// `set_score` calls per second from `clients` threads for `length`.
 fn writes(board: &Ranking, clients: usize, length: Duration) -> f64 {
     let done = AtomicU64::new(0);
@@ -184,13 +195,7 @@ fn writes(board: &Ranking, clients: usize, length: Duration) -> f64 {
         for c in 0..clients as u64 {
             let done = &done;
             s.spawn(move || {
-                let mut n = 0u64;
-                while start.elapsed() < length {
-                    let i = c << 32 | n;
-                    board.set_score(&player(i), score(i)).expect("a write");
-                    n += 1;
-                }
-                done.fetch_add(n, Ordering::Relaxed);
+                done.fetch_add(write_until(board, c, start, length), Ordering::Relaxed)
             });
         }
     });
@@ -207,14 +212,7 @@ fn reads_under_writes(board: &Ranking, clients: usize, length: Duration) -> (f64
     let mut failed = 0;
     std::thread::scope(|s| {
         for c in 0..clients as u64 {
-            s.spawn(move || {
-                let mut n = 0u64;
-                while start.elapsed() < length {
-                    let i = c << 32 | n;
-                    board.set_score(&player(i), score(i)).expect("a write");
-                    n += 1;
-                }
-            });
+            s.spawn(move || write_until(board, c, start, length));
         }
         let mut i = 0u64;
         while start.elapsed() < length {

@@ -268,19 +268,31 @@ impl<'a> BoardTx<'a> {
                 return self.accept(reply, false);
             }
         }
+        let reply = self.invoke(script, keys, &version, op, args)?;
+        self.accept(reply, false)
+    }
+
+    /// `script` on this board's version key and `keys`, with `version`,
+    /// `op` and `args`: one round trip.
+    fn invoke(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        version: &str,
+        op: &str,
+        args: &[&[u8]],
+    ) -> Result<Value> {
         let mut invocation = script.prepare_invoke();
         invocation.key(&self.version_key);
         for key in keys {
             invocation.key(*key);
         }
-        invocation.arg(&version).arg(op);
+        invocation.arg(version).arg(op);
         for arg in args {
             invocation.arg(*arg);
         }
         let mut conn = self.conn.borrow_mut();
-        let reply: Value = self.db.with_conn(&mut conn, |c| invocation.invoke(c))?;
-        drop(conn);
-        self.accept(reply, false)
+        self.db.with_conn(&mut conn, |c| invocation.invoke(c))
     }
 
     /// Sends read `id` for this board (with `version`) and, with no
@@ -347,19 +359,7 @@ impl<'a> BoardTx<'a> {
         op: &str,
         args: &[&[u8]],
     ) -> Result<Value> {
-        let mut invocation = script.prepare_invoke();
-        invocation.key(&self.version_key);
-        for key in keys {
-            invocation.key(*key);
-        }
-        invocation.arg("").arg(op);
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let mut conn = self.conn.borrow_mut();
-        let reply: Value = self.db.with_conn(&mut conn, |c| invocation.invoke(c))?;
-        drop(conn);
-        let mut reply = array(reply).into_iter();
+        let mut reply = array(self.invoke(script, keys, "", op, args)?).into_iter();
         if reply.next().and_then(bytes).as_deref() != Some(b"OK") {
             return Err(self.unexpected("to a peek".into()));
         }

@@ -72,6 +72,14 @@ impl BoardTx<'_> {
         self.peek_with(native_scripts::native_read(), &keys, op, args)
     }
 
+    /// The players before each of `keys` (rows, or scores' 8 bytes), in
+    /// one read.
+    fn before_keys(&self, keys: &[Vec<u8>]) -> Result<Vec<u64>> {
+        let args: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let reply = self.native_read("ABOVES", &args)?;
+        self.counts(Some(reply), keys.len())
+    }
+
     /// A reply's list of `n` counts.
     fn counts(&self, reply: Option<Value>, n: usize) -> Result<Vec<u64>> {
         let counts: Vec<u64> = reply
@@ -194,20 +202,8 @@ impl NativeBoard for BoardTx<'_> {
     }
 
     fn above_each(&self, scores: &[i64]) -> Result<Vec<u64>> {
-        let keys: Vec<[u8; 8]> = scores
-            .iter()
-            .map(|&s| descending(s).to_be_bytes())
-            .collect();
-        let args: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-        let counts: Vec<u64> = array(self.native_read("ABOVES", &args)?)
-            .into_iter()
-            .map(|n| number(Some(n)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("counts"))?;
-        if counts.len() != scores.len() {
-            return Err(self.bad_reply("counts"));
-        }
-        Ok(counts)
+        let places: Vec<(i64, Option<u64>)> = scores.iter().map(|&s| (s, None)).collect();
+        self.before_keys(&place_keys(&places))
     }
 
     fn above(&self, score: i64, distinct: bool) -> Result<(u64, u64)> {
@@ -221,17 +217,8 @@ impl NativeBoard for BoardTx<'_> {
     }
 
     fn before_each(&self, places: &[(i64, u64)]) -> Result<Vec<u64>> {
-        let keys: Vec<Vec<u8>> = places.iter().map(|&(s, a)| row(s, a)).collect();
-        let args: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let counts: Vec<u64> = array(self.native_read("ABOVES", &args)?)
-            .into_iter()
-            .map(|n| number(Some(n)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("counts"))?;
-        if counts.len() != places.len() {
-            return Err(self.bad_reply("counts"));
-        }
-        Ok(counts)
+        let places: Vec<(i64, Option<u64>)> = places.iter().map(|&(s, a)| (s, Some(a))).collect();
+        self.before_keys(&place_keys(&places))
     }
 
     fn peeking(&self, on: bool) {
