@@ -50,7 +50,8 @@ pub(crate) struct Prefetch<'a> {
 }
 
 /// The rows of a read that descends one root-to-leaf path
-/// ([`BoardStore::read_board_planned`]): the player's row, every shard row
+/// ([`BoardStore::read_board_planned`](super::BoardStore::read_board_planned)):
+/// the player's row, every shard row
 /// (both parts) of the score tree's path to the player's (tree) score or to
 /// `score`, and with `arrivals` the nodes of the player's arrival path in
 /// that score's arrival tree. The geometry comes with it, so a store can
@@ -105,8 +106,9 @@ pub(crate) trait Storage {
     fn claim_queue(&self, queue: u32) -> Result<bool>;
 
     /// The board's applied-through mark of queue shard `queue`: the highest
-    /// sequence number applied (or set aside) so far, [`NOTHING_APPLIED`]
-    /// if none. Stored in the board's storage, so it commits with the
+    /// sequence number applied (or set aside) so far,
+    /// [`NOTHING_APPLIED`](super::NOTHING_APPLIED) if none. Stored in the
+    /// board's storage, so it commits with the
     /// apply.
     fn applied_through(&self, queue: u32) -> Result<i64>;
 
