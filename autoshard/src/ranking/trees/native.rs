@@ -64,9 +64,7 @@ impl<'a> NativeTrees<'a> {
     /// Cluster: `board_tx::Ahead`) asks all the trees in one round trip.
     fn before_all(&self, t: usize, (score, arrival): (i64, u64)) -> Result<Vec<u64>> {
         let k = self.trees.len();
-        let mut bounds: Vec<u64> = (0..k).map(|j| tie_bound(j, t, arrival)).collect();
-        bounds.sort_unstable();
-        bounds.dedup();
+        let bounds = tie_bounds(k, t, arrival);
         let places: Vec<(i64, u64)> = bounds.iter().map(|&b| (score, b)).collect();
         (0..k)
             .map(|j| {
@@ -171,6 +169,16 @@ impl<'a> NativeTrees<'a> {
 /// outnumber it (else the read is made again, twice as far before).
 const SLACK: u64 = 64;
 
+/// The tie bounds (`merge::tie_bound`) of every tree of `k` against the
+/// player of tree `t` with `arrival`, ascending, each once: the counts one
+/// read asks of every tree alike.
+fn tie_bounds(k: usize, t: usize, arrival: u64) -> Vec<u64> {
+    let mut bounds: Vec<u64> = (0..k).map(|j| tie_bound(j, t, arrival)).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    bounds
+}
+
 /// Turns a snapshot's native reads into peeks while it lives.
 struct Peeking<'a>(&'a [&'a dyn NativeBoard]);
 
@@ -220,9 +228,7 @@ impl NativeTrees<'_> {
                 return Ok((Vec::new(), 0, 0));
             };
             let bound = |j: usize| tie_bound(j, at, arrival);
-            let mut bounds: Vec<u64> = (0..k).map(bound).collect();
-            bounds.sort_unstable();
-            bounds.dedup();
+            let bounds = tie_bounds(k, at, arrival);
             let mut places: Vec<(i64, Option<u64>)> =
                 bounds.iter().map(|&b| (score, Some(b))).collect();
             places.push((score, None));
@@ -357,9 +363,7 @@ impl Snapshot for NativeTrees<'_> {
             return Ok(Looked::Absent);
         };
         let bound = |j: usize| tie_bound(j, t, arrival);
-        let mut bounds: Vec<u64> = (0..self.trees.len()).map(bound).collect();
-        bounds.sort_unstable();
-        bounds.dedup();
+        let bounds = tie_bounds(self.trees.len(), t, arrival);
         let mut places: Vec<(i64, Option<u64>)> =
             bounds.iter().map(|&b| (score, Some(b))).collect();
         places.push((score, None));
