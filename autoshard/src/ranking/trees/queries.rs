@@ -7,7 +7,6 @@ use super::merge::read_all;
 use super::snapshot::{self, held, Asked, Looked, Placing, Snapshot};
 use super::{tree_of, Split};
 use crate::error::Result;
-use crate::ranking::query::{self, Want};
 use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
 use crate::ranking::storage::Storage;
 use crate::ranking::tree::Geometry;
@@ -151,18 +150,14 @@ impl View for Merged<'_> {
 }
 
 impl Split<'_> {
-    /// 1 + players better than the tree score at `offset`: each tree read
-    /// on its own (a sum needs no common snapshot).
+    /// 1 + players better than the tree score at `offset`: each tree's
+    /// count, in one snapshot of every tree.
     pub(in crate::ranking) fn rank_of_offset(&self, offset: u64) -> Result<u64> {
-        let score = self.board.geometry().score(offset);
-        let mut above = 0;
-        for tree in self.trees {
-            above += tree.read(|st, g| match st.native() {
-                Some(native) => Ok(native.above(score, false)?.0),
-                None => Ok(query::place_of(st, g, offset, Want::default())?.above),
-            })?;
-        }
-        Ok(above + 1)
+        let g = self.board.geometry();
+        let score = g.score(offset);
+        read_all(self.trees, &mut |sts| {
+            Ok(snapshot::of(sts, g)?.above(score)? + 1)
+        })
     }
 
     /// A player who moves while their rank is read is read again, in a
