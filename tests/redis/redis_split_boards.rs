@@ -220,7 +220,8 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
 /// the writers never make it run again. A rank of a player nobody writes
 /// (and their `entry`, all three ranks) is 2 round trips however busy the
 /// trees (the look-up of their place, then one pipelined read per tree),
-/// and a page completes in a bounded
+/// a score range is 1 (one read of every tree, pipelined), and a page
+/// completes in a bounded
 /// number of round trips (the look, then one read per tree) and is in
 /// order: consecutive positions, scores not rising, ranks as the scores
 /// say, no player twice.
@@ -255,6 +256,7 @@ fn reads_beside_writers_read_each_tree_once() {
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let (mut rank_trips, mut page_trips) = (Vec::new(), Vec::new());
+    let mut between_trips = Vec::new();
     std::thread::scope(|s| {
         for w in 0..4u64 {
             let (split, stop, busy) = (&split, &stop, &busy);
@@ -297,6 +299,11 @@ fn reads_beside_writers_read_each_tree_once() {
                     }
                 }
             }
+            let before = round_trips();
+            let span = split.between(400_000..=600_000, 5).unwrap();
+            between_trips.push(round_trips() - before);
+            assert!(span.windows(2).all(|w| w[0].position + 1 == w[1].position));
+            assert!(span.iter().all(|e| (400_000..=600_000).contains(&e.score)));
             let around = split.around(player, 2).unwrap();
             assert!(around.iter().any(|e| &e.player == player), "{around:?}");
         }
@@ -309,6 +316,10 @@ fn reads_beside_writers_read_each_tree_once() {
     assert!(
         page_trips.iter().all(|&n| n <= 32),
         "round trips per page: {page_trips:?}"
+    );
+    assert!(
+        between_trips.iter().all(|&n| n == 1),
+        "round trips per score range: {between_trips:?}"
     );
     split.check_integrity().unwrap();
 }

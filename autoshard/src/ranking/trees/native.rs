@@ -22,11 +22,12 @@
 //! each tree once, the same read for all, confirming what the look found:
 //! a snapshot whose trees are each read once is never stale, and the look
 //! only decides where to read (`place`, for `rank` and `entry`, and
-//! [`NativeTrees::anchored`]). The other merged reads (score ranges,
-//! percentiles) still read a tree more than once and run again while it
-//! moves.
+//! [`NativeTrees::anchored`]). A score range needs no look: its one read
+//! per tree starts at the range's top. Percentiles still read a tree more
+//! than once and run again while it moves.
 
 use super::super::among::{sort, Found};
+use super::super::shape::Span;
 use super::super::storage::Storage;
 use super::super::Entry;
 use super::merge::{ranked, tie_bound};
@@ -347,6 +348,40 @@ impl Snapshot for NativeTrees<'_> {
             n += tree.len()?;
         }
         Ok(n)
+    }
+
+    /// One read per tree, the same for all: the players above `hi` and at
+    /// or above `lo` (below `(lo, u64::MAX)`, a place no arrival reaches),
+    /// the first `limit` members from `hi` down, and the distinct scores
+    /// above `hi`. The first listed player has nobody between them and
+    /// `hi`, so the players above `hi` give their ranks.
+    fn between(&self, span: Span, limit: u64) -> Result<(u64, Vec<(Entry, usize)>)> {
+        let places = [(span.hi, None), (span.lo, Some(u64::MAX))];
+        let (mut above, mut upto) = (0u64, 0u64);
+        let (mut merged, mut distinct) = (Vec::new(), Vec::new());
+        for (j, tree) in self.trees.iter().enumerate() {
+            let read = tree.read_from((span.hi, 0), limit, &places, limit > 0)?;
+            let [over, from_lo] = read.counts[..] else {
+                return Err(self.corrupt("no count"));
+            };
+            above += over;
+            upto += from_lo;
+            merged.extend(
+                read.members
+                    .into_iter()
+                    .filter(|&(s, ..)| s >= span.lo)
+                    .map(|(s, a, p)| (s, a, j, p)),
+            );
+            distinct.extend(read.distinct);
+        }
+        let n = upto.saturating_sub(above);
+        // Each tree listed its first `limit` in the span: the merged first
+        // `limit` are the board's.
+        sort(&mut merged);
+        merged.truncate(n.min(limit) as usize);
+        distinct.sort_unstable();
+        distinct.dedup();
+        Ok((n, ranked(merged, above + 1, above, distinct.len() as u64)))
     }
 
     /// The player's place is looked up outside the snapshot

@@ -140,6 +140,12 @@ impl View for Merged<'_> {
         Ok(self.split.entries(sts, vec![(entry, t)])?.pop())
     }
 
+    /// The snapshot's own (on native trees, one read per tree).
+    fn between(&self, _: &Geometry, span: Span, limit: u64) -> Result<(u64, Vec<Entry>)> {
+        let (n, found) = self.order.between(span, limit)?;
+        Ok((n, self.split.entries(self.sts, found)?))
+    }
+
     fn score_at(&self, position: u64) -> Result<Option<i64>> {
         let rules = self.split.board.rules();
         match self.order.score_at(position)? {

@@ -7,6 +7,7 @@
 //! Redis sorted sets, counted and selected by their order). A board's
 //! trees are all of one kind; the queries do not know which.
 
+use super::super::shape::Span;
 use super::super::storage::Storage;
 use super::super::tree::Geometry;
 use super::super::{query, Entry};
@@ -62,6 +63,9 @@ pub(super) trait Snapshot {
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>>;
     /// Players on the board.
     fn len(&self) -> Result<u64>;
+    /// The players whose tree score lies in `span`, counted, and the first
+    /// `limit` of them (none for 0): `View::between`.
+    fn between(&self, span: Span, limit: u64) -> Result<(u64, Vec<(Entry, usize)>)>;
     /// The place and ranks of `player`, who lives in tree `t`: the ranks
     /// `asked` (each costs reads on count trees; a dense rank everywhere).
     fn place(&self, t: usize, player: &str, asked: Asked) -> Result<Looked>;
@@ -117,6 +121,20 @@ impl Snapshot for CountTrees<'_> {
             n += query::len(*st, self.g)?;
         }
         Ok(n)
+    }
+
+    /// As `View::between` does it: two counts, then a page.
+    fn between(&self, span: Span, limit: u64) -> Result<(u64, Vec<(Entry, usize)>)> {
+        let above = self.above(span.hi)?;
+        let at_least = match span.lo == self.g.min() {
+            true => self.len()?,
+            false => self.above(span.lo - 1)?,
+        };
+        let n = at_least.saturating_sub(above);
+        match n.min(limit) {
+            0 => Ok((n, Vec::new())),
+            k => Ok((n, self.page(above + 1, above + k)?)),
+        }
     }
 
     fn place(&self, t: usize, player: &str, asked: Asked) -> Result<Looked> {
