@@ -218,7 +218,8 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
 /// Reads of a split board beside writers that keep every tree moving:
 /// each read is one snapshot that reads every tree once (`native.rs`), so
 /// the writers never make it run again. A rank of a player nobody writes
-/// (and their `entry`, all three ranks) is 2 round trips however busy the
+/// (and their `entry`, all three ranks, and percentile) is 2 round trips
+/// however busy the
 /// trees (the look-up of their place, then one pipelined read per tree),
 /// a score range is 1 (one read of every tree, pipelined), and a page
 /// completes in a bounded
@@ -283,6 +284,9 @@ fn reads_beside_writers_read_each_tree_once() {
             let entry = split.entry(player).unwrap().expect("on the board");
             rank_trips.push(round_trips() - before);
             assert_eq!(&entry.player, player);
+            let before = round_trips();
+            assert!(split.percentile(player).unwrap().is_some());
+            rank_trips.push(round_trips() - before);
             let before = round_trips();
             let page = split.page(1_000, 1_019).unwrap();
             page_trips.push(round_trips() - before);

@@ -23,8 +23,9 @@
 //! a snapshot whose trees are each read once is never stale, and the look
 //! only decides where to read (`place`, for `rank` and `entry`, and
 //! [`NativeTrees::anchored`]). A score range needs no look: its one read
-//! per tree starts at the range's top. Percentiles still read a tree more
-//! than once and run again while it moves.
+//! per tree starts at the range's top. A percentile is a rank and the
+//! board's size in one read; only `score_at_percentile` (a size, then a
+//! position) still reads a tree twice and runs again while it moves.
 
 use super::super::among::{sort, Found};
 use super::super::shape::Span;
@@ -402,7 +403,9 @@ impl Snapshot for NativeTrees<'_> {
         let mut places: Vec<(i64, Option<u64>)> =
             bounds.iter().map(|&b| (score, Some(b))).collect();
         places.push((score, None));
-        let (mut ahead, mut better, mut distinct) = (0, 0, Vec::new());
+        // Before the last place any player can hold: every player.
+        places.push((i64::MIN, Some(u64::MAX)));
+        let (mut ahead, mut better, mut len, mut distinct) = (0, 0, 0, Vec::new());
         for (j, tree) in self.trees.iter().enumerate() {
             let (placed, read) = tree.counts_at(player, (score, arrival), &places, asked.dense)?;
             if j == t {
@@ -416,7 +419,10 @@ impl Snapshot for NativeTrees<'_> {
             ahead += at
                 .and_then(|at| read.counts.get(at).copied())
                 .ok_or_else(|| self.corrupt("no count"))?;
-            better += read.counts.last().copied().unwrap_or(0);
+            let [.., over, all] = read.counts[..] else {
+                return Err(self.corrupt("no count"));
+            };
+            (better, len) = (better + over, len + all);
             distinct.extend(read.distinct);
         }
         distinct.sort_unstable();
@@ -426,6 +432,7 @@ impl Snapshot for NativeTrees<'_> {
             rank: better + 1,
             position: Some(ahead + 1),
             dense: asked.dense.then_some(distinct.len() as u64 + 1),
+            len: Some(len),
         }))
     }
 }

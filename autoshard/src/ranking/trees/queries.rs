@@ -92,7 +92,7 @@ impl Shape for Trees {
     }
 
     fn percentile(&self, b: &Ranking, player: &str) -> Result<Option<f64>> {
-        split(b).merged(&mut |v| ranges::percentile(v, player))
+        split(b).percentile(player)
     }
 
     fn score_at_percentile(&self, b: &Ranking, p: f64) -> Result<Option<i64>> {
@@ -176,6 +176,7 @@ impl Split<'_> {
         let asked = Asked {
             position: tie == Tie::Ordinal,
             dense: tie == Tie::Dense,
+            len: false,
         };
         let found = self.place(&mut |sts| {
             let looked = snapshot::of(sts, g)?.place(t, player, asked)?;
@@ -197,6 +198,7 @@ impl Split<'_> {
             let asked = Asked {
                 position: true,
                 dense: true,
+                len: false,
             };
             let looked = snapshot::of(sts, g)?.place(t, player, asked)?;
             let Looked::At(p) = looked else {
@@ -213,6 +215,23 @@ impl Split<'_> {
             Ok((looked, self.entries(sts, vec![(entry, t)])?.pop()))
         })?;
         Ok(found.and_then(|(_, entry)| entry))
+    }
+
+    /// `player`'s percentile (`ranges::percent`): their standard rank and
+    /// the board's size, read as `rank` reads them.
+    pub(in crate::ranking) fn percentile(&self, player: &str) -> Result<Option<f64>> {
+        let t = tree_of(player, self.trees.len());
+        let g = self.board.geometry();
+        let asked = Asked {
+            position: false,
+            dense: false,
+            len: true,
+        };
+        let found = self.place(&mut |sts| {
+            let looked = snapshot::of(sts, g)?.place(t, player, asked)?;
+            Ok((looked, ()))
+        })?;
+        Ok(found.map(|(p, ())| ranges::percent(p.rank, p.len.expect("asked"))))
     }
 
     /// Runs `f` over one snapshot of every tree until it finds the player

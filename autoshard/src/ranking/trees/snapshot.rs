@@ -26,6 +26,8 @@ pub(super) struct Placing {
     pub position: Option<u64>,
     /// Dense rank, if it was asked.
     pub dense: Option<u64>,
+    /// Players on the board, if it was asked.
+    pub len: Option<u64>,
 }
 
 /// The ranks [`Snapshot::place`] is asked for beside the standard one,
@@ -34,6 +36,8 @@ pub(super) struct Placing {
 pub(super) struct Asked {
     pub position: bool,
     pub dense: bool,
+    /// The players on the board (a percentile's `n`).
+    pub len: bool,
 }
 
 /// What [`Snapshot::place`] found.
@@ -150,6 +154,10 @@ impl Snapshot for CountTrees<'_> {
             },
             dense: match asked.dense {
                 true => Some(self.distinct_above(place.0)? + 1),
+                false => None,
+            },
+            len: match asked.len {
+                true => Some(self.len()?),
                 false => None,
             },
         }))
