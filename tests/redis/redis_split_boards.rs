@@ -219,13 +219,12 @@ fn a_split_rank_reads_its_trees_in_one_round_per_read() {
 /// each read is one snapshot that reads every tree once (`native.rs`), so
 /// the writers never make it run again. A rank of a player nobody writes
 /// (and their `entry`, all three ranks, and percentile) is 2 round trips
-/// however busy the
-/// trees (the look-up of their place, then one pipelined read per tree),
-/// a score range is 1 (one read of every tree, pipelined), and a page
-/// completes in a bounded
-/// number of round trips (the look, then one read per tree) and is in
-/// order: consecutive positions, scores not rising, ranks as the scores
-/// say, no player twice.
+/// however busy the trees (the look-up of their place, then one pipelined
+/// read per tree); a score range is 1 (one read of every tree,
+/// pipelined); and a page completes in a bounded number of round trips
+/// (the look, then one read per tree) and is in order: consecutive
+/// positions, scores not rising, ranks as the scores say, no player
+/// twice.
 ///
 /// A page took 9 to 11 round trips in one run (the look: the trees'
 /// lengths, a narrowing round and the windows, one tree at a time; then
