@@ -256,7 +256,7 @@ fn reads_beside_writers_read_each_tree_once() {
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let (mut rank_trips, mut page_trips) = (Vec::new(), Vec::new());
-    let mut between_trips = Vec::new();
+    let (mut between_trips, mut at_trips) = (Vec::new(), Vec::new());
     std::thread::scope(|s| {
         for w in 0..4u64 {
             let (split, stop, busy) = (&split, &stop, &busy);
@@ -303,6 +303,12 @@ fn reads_beside_writers_read_each_tree_once() {
                 }
             }
             let before = round_trips();
+            assert!(split.score_at_rank(1_500).unwrap().is_some());
+            at_trips.push(round_trips() - before);
+            let before = round_trips();
+            assert!(split.score_at_percentile(30.0).unwrap().is_some());
+            at_trips.push(round_trips() - before);
+            let before = round_trips();
             let span = split.between(400_000..=600_000, 5).unwrap();
             between_trips.push(round_trips() - before);
             assert!(span.windows(2).all(|w| w[0].position + 1 == w[1].position));
@@ -317,8 +323,12 @@ fn reads_beside_writers_read_each_tree_once() {
         "round trips per rank: {rank_trips:?}"
     );
     assert!(
-        page_trips.iter().all(|&n| n <= 32),
+        page_trips.iter().all(|&n| n == 3),
         "round trips per page: {page_trips:?}"
+    );
+    assert!(
+        at_trips.chunks(2).all(|n| n == [3, 4]),
+        "round trips per score_at_rank, score_at_percentile: {at_trips:?}"
     );
     assert!(
         between_trips.iter().all(|&n| n == 1),

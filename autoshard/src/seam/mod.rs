@@ -40,7 +40,7 @@ pub(crate) use self::boards::{
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,
 };
-pub(crate) use self::native::{NativeBoard, NativeEntry, NativeRead, Placed, RankKind};
+pub(crate) use self::native::{Member, NativeBoard, NativeEntry, NativeRead, Placed, RankKind};
 pub(crate) use self::plans::{pick_shard, BatchPlan, Delta, InsertPlan, Plan, Resume, SavePlan};
 pub use self::plans::{CompactionStats, Skipped};
 pub(crate) use self::ranked::{player as entity_player, BoardTx, BoardWrite};

@@ -34,13 +34,16 @@ pub(crate) enum Placed {
     Elsewhere,
 }
 
+/// A member of a board's order: `(tree score, arrival, player)`.
+pub(crate) type Member = (i64, u64, String);
+
 /// What [`NativeBoard::read_from`] read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NativeRead {
     /// The players before each place asked.
     pub counts: Vec<u64>,
-    /// `(tree score, arrival, player)` of the members from the start on.
-    pub members: Vec<(i64, u64, String)>,
+    /// The members from the start on.
+    pub members: Vec<Member>,
     /// The distinct tree scores better than the start's, best first
     /// (empty unless asked).
     pub distinct: Vec<i64>,
@@ -111,6 +114,11 @@ pub(crate) trait NativeBoard {
         places: &[(i64, Option<u64>)],
         distinct: bool,
     ) -> Result<NativeRead>;
+
+    /// The board's size and its members at each of the 0-based ranks
+    /// `ranks` (none past the end), in one read: the pivots from which a
+    /// split board's page looks for its place.
+    fn members_at(&self, ranks: &[u64]) -> Result<(u64, Vec<Member>)>;
 
     /// `player`'s `(tree score, arrival)` as the board holds it now,
     /// outside the transaction's snapshot (its version is neither taken

@@ -103,6 +103,16 @@ pub(in crate::ranking) trait View {
     /// The (caller's) score at ordinal rank `position`, `None` past the end.
     fn score_at(&self, position: u64) -> Result<Option<i64>>;
 
+    /// The (caller's) score at ordinal rank `place(n)` of the board's
+    /// `n >= 1` players, `None` on an empty board: a percentile's. A
+    /// snapshot that reads each store call once counts both in one.
+    fn score_at_len(&self, place: &dyn Fn(u64) -> u64) -> Result<Option<i64>> {
+        match self.len()? {
+            0 => Ok(None),
+            n => self.score_at(place(n)),
+        }
+    }
+
     /// The players whose tree score lies in `span`, counted, and the first
     /// `limit` of them (none for 0): they hold the ordinal ranks right
     /// after the players above `hi`, so the list is one page. A store that

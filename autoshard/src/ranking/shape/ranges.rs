@@ -57,12 +57,8 @@ pub(in crate::ranking) fn nearest_rank(p: f64, n: u64) -> u64 {
 
 /// The score at percentile `p` (nearest rank), `None` on an empty board.
 pub(in crate::ranking) fn score_at_percentile(v: &dyn View, p: f64) -> Result<Option<i64>> {
-    let n = v.len()?;
-    if n == 0 {
-        return Ok(None);
-    }
     // Worst-first place k is best-first place n - k + 1.
-    v.score_at(n - nearest_rank(p, n) + 1)
+    v.score_at_len(&|n| n - nearest_rank(p, n) + 1)
 }
 
 #[cfg(test)]

@@ -147,8 +147,22 @@ impl View for Merged<'_> {
     }
 
     fn score_at(&self, position: u64) -> Result<Option<i64>> {
+        let found = self.order.score_at(position)?;
+        self.caller_score(found)
+    }
+
+    /// The snapshot's own (on native trees, one read per tree).
+    fn score_at_len(&self, place: &dyn Fn(u64) -> u64) -> Result<Option<i64>> {
+        let found = self.order.score_at_len(place)?;
+        self.caller_score(found)
+    }
+}
+
+impl Merged<'_> {
+    /// A tree score found, as the caller's score.
+    fn caller_score(&self, found: Option<i64>) -> Result<Option<i64>> {
         let rules = self.split.board.rules();
-        match self.order.score_at(position)? {
+        match found {
             Some(score) => Ok(Some(rules.checked_score(self.sts[0], self.g, score)?)),
             None => Ok(None),
         }

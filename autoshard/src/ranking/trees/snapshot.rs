@@ -63,6 +63,9 @@ pub(super) trait Snapshot {
     fn position_of(&self, t: usize, place: (i64, u64)) -> Result<u64>;
     /// The score at ordinal `position` (1-based), `None` past the end.
     fn score_at(&self, position: u64) -> Result<Option<i64>>;
+    /// The score at ordinal position `place(n)` of the board's `n >= 1`
+    /// players (a percentile's), `None` on an empty board.
+    fn score_at_len(&self, place: &dyn Fn(u64) -> u64) -> Result<Option<i64>>;
     /// Entries at ordinal positions `from..=to`, `1 <= from <= to`.
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>>;
     /// Players on the board.
@@ -113,6 +116,13 @@ impl Snapshot for CountTrees<'_> {
 
     fn score_at(&self, position: u64) -> Result<Option<i64>> {
         Ok(merge::locate(self.sts, self.g, position)?.map(|l| l.score))
+    }
+
+    fn score_at_len(&self, place: &dyn Fn(u64) -> u64) -> Result<Option<i64>> {
+        match self.len()? {
+            0 => Ok(None),
+            n => self.score_at(place(n)),
+        }
     }
 
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>> {

@@ -19,13 +19,17 @@ use std::sync::OnceLock;
 ///   `place` `1` if the player's row is `row`, `0` if they are absent,
 ///   `-1` if they hold another row, `counts` the players before each key,
 ///   and with `distinct` `1` every distinct score key before `row`'s score
-///   (else none): a split board's rank, each tree asked once
-///   (`ranking/trees/native.rs`);
+///   (else none), concatenated in one string (a list of thousands costs
+///   the server and the client a value each): a split board's rank, each
+///   tree asked once (`ranking/trees/native.rs`);
 /// - `FROM n distinct start key...`: `{counts, members, distinct}`: the
 ///   players before each key, the first `n` members from `start` (a
 ///   16-byte row) on, and with `distinct` `1` every distinct score key
-///   before `start`'s score (else none): a split board's page, each tree
-///   read once (`ranking/trees/native.rs`);
+///   before `start`'s score, concatenated (else none): a split board's
+///   page, each tree read once (`ranking/trees/native.rs`);
+/// - `AT rank...`: `{size, members}`, the order's size and its members
+///   at each 0-based rank (none past the end): the pivots a split
+///   board's look starts from (`ranking/trees/native.rs`);
 /// - `DISTINCT bound after limit`: up to `limit` distinct score keys
 ///   before `bound`, from after `after` (empty: from the first);
 /// - `RANK player kind`: nil if absent, else the players before them
@@ -110,16 +114,23 @@ elseif op == 'COUNTS' then
   if row == ARGV[4] then place = 1 elseif row then place = -1 end
   local counts = {}
   for i = 6, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
-  local distinct = {}
-  if ARGV[5] == '1' then distinct = redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[4], 1, 8)) end
+  local distinct = ''
+  if ARGV[5] == '1' then distinct = table.concat(redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[4], 1, 8))) end
   r = {place, counts, distinct}
 elseif op == 'FROM' then
   local counts = {}
   for i = 6, #ARGV do counts[#counts + 1] = redis.call('ZLEXCOUNT', o, '-', '(' .. ARGV[i]) end
   local members = redis.call('ZRANGEBYLEX', o, '[' .. ARGV[5], '+', 'LIMIT', 0, tonumber(ARGV[3]))
-  local distinct = {}
-  if ARGV[4] == '1' then distinct = redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[5], 1, 8)) end
+  local distinct = ''
+  if ARGV[4] == '1' then distinct = table.concat(redis.call('ZRANGEBYLEX', s, '-', '(' .. string.sub(ARGV[5], 1, 8))) end
   r = {counts, members, distinct}
+elseif op == 'AT' then
+  local ms = {}
+  for i = 3, #ARGV do
+    local m = redis.call('ZRANGE', o, ARGV[i], ARGV[i])[1]
+    if m then ms[#ms + 1] = m end
+  end
+  r = {redis.call('ZCARD', o), ms}
 elseif op == 'DISTINCT' then
   local from = '-'
   if ARGV[4] ~= '' then from = '(' .. ARGV[4] end

@@ -11,15 +11,18 @@
 
 use super::board_codec::{array, bytes};
 use super::boards::BoardKeys;
-use super::{exec, scripts, Conn, Piece, RedisCluster, Reply};
+use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
 use crate::seam::BoardSpec;
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
+mod ahead;
 mod native;
 mod storage;
+
+pub(crate) use ahead::Ahead;
 #[cfg(test)]
 mod tests;
 
@@ -97,55 +100,6 @@ enum Write {
 
 /// Hash fields by `(hash, field)`: their value, `None` if absent.
 type Known = HashMap<(Hash, Vec<u8>), Option<Vec<u8>>>;
-
-/// A read as its boards share it: the script, its keys as places among
-/// a board's keys (0 the version, `1 + i` data key `i`), op and arguments.
-type ReadId = (String, Vec<usize>, String, Vec<Vec<u8>>);
-
-/// Reads sent ahead for the other boards of a transaction whose boards all
-/// take the same player's update (a family submission,
-/// `BoardStore::write_boards_alike`): the first board to make a read sends
-/// it for every board of its kind (native or not) in the same round trip,
-/// and each keeps its reply until it makes that read itself. Each board
-/// checks a reply it gets this way against the version it read before, so
-/// a board's reads still come from one state.
-pub(crate) struct Ahead {
-    /// Per board: its version key, its data keys, whether it is native.
-    boards: Vec<(String, Vec<String>, bool)>,
-    replies: RefCell<HashMap<(usize, ReadId), Value>>,
-}
-
-impl Ahead {
-    pub fn new(boards: Vec<(String, Vec<String>, bool)>) -> Self {
-        Ahead {
-            boards,
-            replies: RefCell::default(),
-        }
-    }
-
-    /// `keys` of board `board` as places among its keys, if they all are.
-    fn places(&self, board: usize, keys: &[&str]) -> Option<Vec<usize>> {
-        let (version, data, _) = self.boards.get(board)?;
-        keys.iter()
-            .map(|k| match *k == version.as_str() {
-                true => Some(0),
-                false => data.iter().position(|d| d == k).map(|i| i + 1),
-            })
-            .collect()
-    }
-
-    /// The keys at `places` of board `board`.
-    fn keys(&self, board: usize, places: &[usize]) -> Vec<&str> {
-        let (version, data, _) = &self.boards[board];
-        places
-            .iter()
-            .map(|&p| match p {
-                0 => version.as_str(),
-                p => data[p - 1].as_str(),
-            })
-            .collect()
-    }
-}
 
 pub(crate) struct BoardTx<'a> {
     db: &'a RedisCluster,
@@ -248,23 +202,12 @@ impl<'a> BoardTx<'a> {
             return Err(Error::Conflict { attempts: 1 });
         }
         let version = self.version.borrow().clone().unwrap_or_default();
-        let shared = self.ahead.and_then(|(ahead, me)| {
-            let mut places = vec![0];
-            places.extend(ahead.places(me, keys)?);
-            let id: ReadId = (
-                script.get_hash().to_owned(),
-                places,
-                op.to_owned(),
-                args.iter().map(|a| a.to_vec()).collect(),
-            );
-            Some((ahead, me, id))
-        });
-        if let Some((ahead, me, id)) = &shared {
-            let sent = ahead.replies.borrow_mut().remove(&(*me, id.clone()));
+        if let Some((ahead, me, id)) = self.shared(script, keys, op, args) {
+            let sent = ahead.take(me, &id, false);
             if let Some(reply) = sent {
                 return self.accept(reply, true);
             }
-            if let Some(reply) = self.read_for_all(ahead, *me, id, &version)? {
+            if let Some(reply) = self.read_for_all(ahead, me, &id, &version, false)? {
                 return self.accept(reply, false);
             }
         }
@@ -295,63 +238,13 @@ impl<'a> BoardTx<'a> {
         self.db.with_conn(&mut conn, |c| invocation.invoke(c))
     }
 
-    /// Sends read `id` for this board (with `version`) and, with no
-    /// version (the reply says which it saw), for every other board of its
-    /// kind that has no reply to it yet, in one pipeline; this board's
-    /// reply. `None` if the pipeline failed (the script not yet loaded on
-    /// the node, say): the caller reads alone.
-    fn read_for_all(
-        &self,
-        ahead: &Ahead,
-        me: usize,
-        id: &ReadId,
-        version: &str,
-    ) -> Result<Option<Value>> {
-        let native = ahead.boards[me].2;
-        let others: Vec<usize> = (0..ahead.boards.len())
-            .filter(|&b| b != me && ahead.boards[b].2 == native)
-            .filter(|&b| !ahead.replies.borrow().contains_key(&(b, id.clone())))
-            .collect();
-        if others.is_empty() {
-            return Ok(None);
-        }
-        let (hash, places, op, args) = id;
-        let mut pipe = redis::cluster::cluster_pipe();
-        for (board, version) in
-            std::iter::once((me, version)).chain(others.iter().map(|&b| (b, "")))
-        {
-            let keys = ahead.keys(board, places);
-            let cmd = pipe.cmd("EVALSHA").arg(hash).arg(keys.len());
-            for key in keys {
-                cmd.arg(key);
-            }
-            cmd.arg(version).arg(op);
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
-        }
-        let mut conn = self.conn.borrow_mut();
-        exec::count_round_trip();
-        let replies: Vec<Value> = match conn
-            .cluster(&self.db.inner.client)
-            .and_then(|c| pipe.query(c))
-        {
-            Ok(replies) => replies,
-            Err(_) => return Ok(None),
-        };
-        let mut replies = replies.into_iter();
-        let mine = replies.next();
-        let mut kept = ahead.replies.borrow_mut();
-        for (board, reply) in others.into_iter().zip(replies) {
-            kept.insert((board, id.clone()), reply);
-        }
-        Ok(mine)
-    }
-
     /// A read by `script` of `keys` outside the transaction's snapshot:
     /// sent with no version, and the version it saw neither kept nor
     /// compared, so it cannot make the run stale. Only for a read whose
-    /// answer a later, checked read confirms.
+    /// answer a later, checked read confirms. While the board is peeking
+    /// (a look of every tree, `NativeBoard::peeking`), sent alike to the
+    /// other boards of an [`Ahead`] as a checked read is; a lone peek (a
+    /// player's place, in their tree only) goes alone.
     fn peek_with(
         &self,
         script: &redis::Script,
@@ -359,7 +252,23 @@ impl<'a> BoardTx<'a> {
         op: &str,
         args: &[&[u8]],
     ) -> Result<Value> {
-        let mut reply = array(self.invoke(script, keys, "", op, args)?).into_iter();
+        let mut reply = None;
+        let shared = match self.peeking.get() {
+            true => self.shared(script, keys, op, args),
+            false => None,
+        };
+        if let Some((ahead, me, id)) = shared {
+            let sent = ahead.take(me, &id, true);
+            reply = match sent {
+                Some(sent) => Some(sent),
+                None => self.read_for_all(ahead, me, &id, "", true)?,
+            };
+        }
+        let reply = match reply {
+            Some(reply) => reply,
+            None => self.invoke(script, keys, "", op, args)?,
+        };
+        let mut reply = array(reply).into_iter();
         if reply.next().and_then(bytes).as_deref() != Some(b"OK") {
             return Err(self.unexpected("to a peek".into()));
         }

@@ -21,7 +21,7 @@
 
 use super::{BoardTx, Hash, Write, DISTINCT, ORDER};
 use crate::error::{Error, Result};
-use crate::seam::{NativeBoard, NativeEntry, NativeRead, Placed, RankKind, Storage};
+use crate::seam::{Member, NativeBoard, NativeEntry, NativeRead, Placed, RankKind, Storage};
 use crate::stores::redis::board_codec::{array, ascending, bytes, descending, pairs};
 use crate::stores::redis::native_scripts;
 use redis::Value;
@@ -95,18 +95,31 @@ impl BoardTx<'_> {
         }
     }
 
-    /// A reply's list of score keys, as tree scores.
+    /// A reply's score keys, concatenated in one string, as tree scores.
     fn score_keys(&self, reply: Option<Value>) -> Result<Vec<i64>> {
-        reply
-            .map(array)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|key| {
-                let key: [u8; 8] = bytes(key)?.try_into().ok()?;
-                Some(ascending(u64::from_be_bytes(key)))
-            })
-            .collect::<Option<_>>()
-            .ok_or_else(|| self.bad_reply("distinct scores"))
+        let keys = reply.and_then(bytes).unwrap_or_default();
+        if !keys.len().is_multiple_of(8) {
+            return Err(self.bad_reply("distinct scores"));
+        }
+        Ok(keys
+            .chunks_exact(8)
+            .map(|key| ascending(u64::from_be_bytes(key.try_into().expect("8 bytes"))))
+            .collect())
+    }
+
+    /// A reply's list of members, as `(tree score, arrival, player)`.
+    fn members(&self, reply: Option<Value>) -> Result<Vec<Member>> {
+        let mut members = Vec::new();
+        for member in reply.map(array).unwrap_or_default() {
+            let member = bytes(member).ok_or_else(|| self.bad_reply("member"))?;
+            let (score, arrival) = parse_row(member.get(..16).unwrap_or_default())
+                .ok_or_else(|| self.bad_reply("member"))?;
+            let player = String::from_utf8(member[16..].to_vec()).map_err(|_| {
+                self.corrupt("ranking order".into(), "a player that is not UTF-8".into())
+            })?;
+            members.push((score, arrival, player));
+        }
+        Ok(members)
     }
 
     fn bad_reply(&self, what: &str) -> Error {
@@ -223,6 +236,9 @@ impl NativeBoard for BoardTx<'_> {
 
     fn peeking(&self, on: bool) {
         self.peeking.set(on);
+        if let (false, Some((ahead, me))) = (on, self.ahead) {
+            ahead.forget_peeks(me);
+        }
     }
 
     fn read_from(
@@ -239,22 +255,24 @@ impl NativeBoard for BoardTx<'_> {
         args.extend(keys.iter().map(Vec::as_slice));
         let mut reply = array(self.native_read("FROM", &args)?).into_iter();
         let counts = self.counts(reply.next(), places.len())?;
-        let mut members = Vec::new();
-        for member in reply.next().map(array).unwrap_or_default() {
-            let member = bytes(member).ok_or_else(|| self.bad_reply("member"))?;
-            let (score, arrival) = parse_row(member.get(..16).unwrap_or_default())
-                .ok_or_else(|| self.bad_reply("member"))?;
-            let player = String::from_utf8(member[16..].to_vec()).map_err(|_| {
-                self.corrupt("ranking order".into(), "a player that is not UTF-8".into())
-            })?;
-            members.push((score, arrival, player));
-        }
+        let members = self.members(reply.next())?;
         let distinct = self.score_keys(reply.next())?;
         Ok(NativeRead {
             counts,
             members,
             distinct,
         })
+    }
+
+    fn members_at(&self, ranks: &[u64]) -> Result<(u64, Vec<Member>)> {
+        let ranks: Vec<String> = ranks
+            .iter()
+            .map(|r| r.min(&LUA_EXACT).to_string())
+            .collect();
+        let args: Vec<&[u8]> = ranks.iter().map(String::as_bytes).collect();
+        let mut reply = array(self.native_read("AT", &args)?).into_iter();
+        let size = number(reply.next()).ok_or_else(|| self.bad_reply("size"))?;
+        Ok((size, self.members(reply.next())?))
     }
 
     fn peek_place(&self, player: &str) -> Result<Option<(i64, u64)>> {

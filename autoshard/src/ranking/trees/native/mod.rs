@@ -24,8 +24,14 @@
 //! only decides where to read (`place`, for `rank` and `entry`, and
 //! [`NativeTrees::anchored`]). A score range needs no look: its one read
 //! per tree starts at the range's top. A percentile is a rank and the
-//! board's size in one read; only `score_at_percentile` (a size, then a
-//! position) still reads a tree twice and runs again while it moves.
+//! board's size in one read; `score_at_percentile` peeks at the size too
+//! and counts it again in its one read per tree.
+//!
+//! **Few round trips.** The looks are peeks the trees make alike where
+//! they can (the same read of every tree, sent in one pipeline on Redis
+//! Cluster), and a page's anchor is found from pivots at the ranks where
+//! each tree should hold it ([`NativeTrees::locate`]): a page or
+//! `score_at_rank` is three round trips, where narrowing took 9–22.
 
 use super::super::among::{sort, Found};
 use super::super::shape::Span;
@@ -35,11 +41,9 @@ use super::merge::{ranked, tie_bound};
 use super::snapshot::{Asked, Looked, Placing, Snapshot};
 use crate::error::{Error, Result};
 use crate::seam::{NativeBoard, Placed};
+use look::Peeking;
 
-/// The windows are read whole once all of them hold at most this many
-/// players together: one read per tree, instead of more narrowing rounds
-/// (each a read per tree).
-const WINDOW: u64 = 2_048;
+mod look;
 
 /// Distinct scores read per call while counting a dense rank.
 const DISTINCT_CHUNK: u64 = 10_000;
@@ -78,92 +82,23 @@ impl<'a> NativeTrees<'a> {
             })
             .collect()
     }
+}
 
-    /// The players at ordinal positions `from..from + want` (fewer past the
-    /// end), in order.
-    ///
-    /// Each tree `j` keeps a window `lo[j]..hi[j]` of its ranks (0-based)
-    /// holding its players that may be at position `from`: everyone
-    /// below `lo[j]` is ahead of it and everyone from `hi[j]` on behind.
-    /// A round takes a pivot in the widest window, alternately where the
-    /// windows' sizes say position `from` should be (the trees are hash
-    /// samples of the board, so this lands close) and the window's
-    /// middle (so no order of players makes it slow), counts the players
-    /// ahead of the pivot in every tree, and cuts every window there.
-    /// Then the windows, each extended by `want - 1`, are read and merged:
-    /// the players ahead of position `from` that they hold are its
-    /// position minus the players below the windows.
-    fn select(&self, from: u64, want: u64) -> Result<Vec<Found>> {
-        let k = self.trees.len();
-        let mut lens = Vec::with_capacity(k);
-        for tree in &self.trees {
-            lens.push(tree.len()?);
-        }
-        let target = from - 1;
-        let mut lo = vec![0u64; k];
-        let mut hi: Vec<u64> = lens.iter().map(|&n| n.min(from)).collect();
-        let mut round = 0u32;
-        loop {
-            let widths: Vec<u64> = (0..k).map(|j| hi[j].saturating_sub(lo[j])).collect();
-            let total: u64 = widths.iter().sum();
-            if total <= WINDOW {
-                break;
-            }
-            let t = (0..k)
-                .max_by_key(|&j| widths[j])
-                .expect("a split board has trees");
-            let ahead = target.saturating_sub(lo.iter().sum::<u64>());
-            let step = match round % 2 {
-                0 => (u128::from(widths[t]) * u128::from(ahead) / u128::from(total)) as u64,
-                _ => widths[t] / 2,
-            };
-            round += 1;
-            let m = lo[t] + step.min(widths[t] - 1);
-            let Some(pivot) = self.trees[t].range(m + 1, m + 1)?.pop() else {
-                // The tree is shorter than its length said: only reads
-                // outside one snapshot (peeks) see that. Past its end.
-                hi[t] = m;
-                continue;
-            };
-            let mut counts = self.before_all(t, (pivot.score, pivot.arrival))?;
-            counts[t] = m;
-            let position: u64 = counts.iter().sum();
-            for j in 0..k {
-                let c = counts[j];
-                match position.cmp(&target) {
-                    // The pivot is the player at `from`: every window is
-                    // cut to nothing, the pivot's to the pivot.
-                    std::cmp::Ordering::Equal => {
-                        lo[j] = c;
-                        hi[j] = c + u64::from(j == t);
-                    }
-                    std::cmp::Ordering::Less => lo[j] = lo[j].max(c + u64::from(j == t)),
-                    std::cmp::Ordering::Greater => hi[j] = hi[j].min(c),
-                }
-                // Only a snapshot that disagrees with itself crosses them.
-                lo[j] = lo[j].min(hi[j]);
-            }
-            if position == target {
-                break;
-            }
-        }
-        let mut found = Vec::new();
-        for (j, tree) in self.trees.iter().enumerate() {
-            let end = hi[j].saturating_add(want - 1).min(lens[j]);
-            if lo[j] < end {
-                for e in tree.range(lo[j] + 1, end)? {
-                    found.push((e.score, e.arrival, j, e.player));
-                }
-            }
-        }
-        sort(&mut found);
-        let skip = target.saturating_sub(lo.iter().sum::<u64>());
-        Ok(found
-            .into_iter()
-            .skip(skip as usize)
-            .take(want as usize)
-            .collect())
-    }
+/// Members each of `k` trees lists for a merged run of `need` of them:
+/// a tree's share of consecutive players is binomial (the trees are hash
+/// samples), so its mean and four deviations; a tree that holds more makes
+/// the run short, and the read is made again, longer.
+fn share(need: u64, k: u64) -> u64 {
+    let mean = need / k.max(1);
+    mean.saturating_add(4 * mean.isqrt() + 16).min(need)
+}
+
+/// Where a look lands: an ordinal position, or the one the board's size
+/// gives (a percentile's place, `ranges::nearest_rank`).
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    At(u64),
+    OfLen(&'a dyn Fn(u64) -> u64),
 }
 
 /// How far before a page the anchor of its one read is taken, at first:
@@ -179,22 +114,6 @@ fn tie_bounds(k: usize, t: usize, arrival: u64) -> Vec<u64> {
     bounds.sort_unstable();
     bounds.dedup();
     bounds
-}
-
-/// Turns a snapshot's native reads into peeks while it lives.
-struct Peeking<'a>(&'a [&'a dyn NativeBoard]);
-
-impl<'a> Peeking<'a> {
-    fn on(trees: &'a [&'a dyn NativeBoard]) -> Self {
-        trees.iter().for_each(|t| t.peeking(true));
-        Peeking(trees)
-    }
-}
-
-impl Drop for Peeking<'_> {
-    fn drop(&mut self) {
-        self.0.iter().for_each(|t| t.peeking(false));
-    }
 }
 
 impl NativeTrees<'_> {
@@ -215,28 +134,52 @@ impl NativeTrees<'_> {
     /// short of the page, it is read again from an anchor twice as far
     /// before (that second read may find the snapshot stale; the store
     /// then runs the query again).
-    fn anchored(&self, from: u64, want: u64, ranks: bool) -> Result<(Vec<Found>, u64, u64)> {
+    ///
+    /// With a target of the board's size, the size comes from a peek and
+    /// is counted again in the one read; should it have changed the
+    /// target, the page is read again for the new one.
+    fn anchored(
+        &self,
+        target: Target<'_>,
+        want: u64,
+        ranks: bool,
+    ) -> Result<(Vec<Found>, u64, u64)> {
         let k = self.trees.len();
         let mut slack = SLACK;
+        let mut len = match target {
+            Target::At(_) => None,
+            Target::OfLen(_) => Some(self.peek_len()?),
+        };
         loop {
+            let from = match (target, len) {
+                (Target::At(from), _) => from,
+                (Target::OfLen(_), Some(0)) => return Ok((Vec::new(), 0, 0)),
+                (Target::OfLen(place), n) => place(n.unwrap_or(0)),
+            };
             let look = from.saturating_sub(slack).max(1);
             let anchor = {
                 let _peeking = Peeking::on(&self.trees);
-                self.select(look, 1)?.pop()
+                self.locate(look)?
             };
             // Nothing at the look's position when it looked: the page is
             // past the end.
-            let Some((score, arrival, at, _)) = anchor else {
+            let Some(((score, arrival, at, _), found_at)) = anchor else {
                 return Ok((Vec::new(), 0, 0));
             };
             let bound = |j: usize| tie_bound(j, at, arrival);
             let bounds = tie_bounds(k, at, arrival);
             let mut places: Vec<(i64, Option<u64>)> =
                 bounds.iter().map(|&b| (score, Some(b))).collect();
+            // Then the players of better scores, and every player (before
+            // the last place any player can hold).
             places.push((score, None));
-            let n = (from - look).saturating_add(want).saturating_add(slack);
-            let (mut ahead, mut better) = (0u64, 0u64);
-            let (mut merged, mut exact) = (Vec::new(), usize::MAX);
+            places.push((i64::MIN, Some(u64::MAX)));
+            let need = (from - found_at.min(from))
+                .saturating_add(want)
+                .saturating_add(slack);
+            let n = share(need, k as u64);
+            let (mut ahead, mut better, mut counted) = (0u64, 0u64, 0u64);
+            let (mut merged, mut lasts) = (Vec::new(), Vec::new());
             let mut distinct = Vec::new();
             for (j, tree) in self.trees.iter().enumerate() {
                 let read = tree.read_from((score, bounds[0]), n, &places, ranks)?;
@@ -244,7 +187,10 @@ impl NativeTrees<'_> {
                 ahead += at
                     .and_then(|at| read.counts.get(at).copied())
                     .ok_or_else(|| self.corrupt("no count"))?;
-                better += read.counts.last().copied().unwrap_or(0);
+                let [.., over, all] = read.counts[..] else {
+                    return Err(self.corrupt("no count"));
+                };
+                (better, counted) = (better + over, counted + all);
                 let cut = read.members.len() as u64 == n;
                 let mine: Vec<Found> = read
                     .members
@@ -253,21 +199,40 @@ impl NativeTrees<'_> {
                     .map(|(s, a, p)| (s, a, j, p))
                     .collect();
                 if cut {
-                    exact = exact.min(mine.len());
+                    lasts.push(mine.last().map(|&(s, a, ..)| (s, a, j)));
                 }
                 merged.extend(mine);
                 distinct.extend(read.distinct);
             }
+            if let (Target::OfLen(place), Some(_)) = (target, len)
+                && (counted == 0 || place(counted) != from)
+            {
+                len = Some(counted);
+                continue;
+            }
             if ahead > from - 1 {
                 slack = slack.saturating_mul(2);
                 continue;
+            }
+            sort(&mut merged);
+            // A tree whose list was cut may hold players past its last
+            // one listed: the merged list is whole up to the first such
+            // last one (and, with none cut, to the board's end).
+            let mut exact = usize::MAX;
+            for last in &lasts {
+                exact = exact.min(match *last {
+                    Some((s, a, j)) => merged
+                        .iter()
+                        .position(|f| (f.0, f.1, f.2) == (s, a, j))
+                        .map_or(0, |i| i + 1),
+                    None => 0,
+                });
             }
             let skip = (from - 1 - ahead) as usize;
             if skip.saturating_add(want as usize) > exact {
                 slack = slack.saturating_mul(2);
                 continue;
             }
-            sort(&mut merged);
             let found: Vec<Found> = merged
                 .iter()
                 .skip(skip)
@@ -335,11 +300,22 @@ impl Snapshot for NativeTrees<'_> {
         if position == 0 {
             return Ok(None);
         }
-        Ok(self.anchored(position, 1, false)?.0.first().map(|f| f.0))
+        Ok(self
+            .anchored(Target::At(position), 1, false)?
+            .0
+            .first()
+            .map(|f| f.0))
+    }
+
+    /// The size and the place in the same read of each tree (after peeks),
+    /// so writers do not make it run again.
+    fn score_at_len(&self, place: &dyn Fn(u64) -> u64) -> Result<Option<i64>> {
+        let found = self.anchored(Target::OfLen(place), 1, false)?.0;
+        Ok(found.first().map(|f| f.0))
     }
 
     fn page(&self, from: u64, to: u64) -> Result<Vec<(Entry, usize)>> {
-        let (found, above, dense) = self.anchored(from, to - from + 1, true)?;
+        let (found, above, dense) = self.anchored(Target::At(from), to - from + 1, true)?;
         Ok(ranked(found, from, above, dense))
     }
 
