@@ -244,18 +244,22 @@ fn rank_p50(board: &Ranking, n: u64) -> f64 {
     samples.percentile(50.0)
 }
 
-/// `page` of 10 entries from the middle of the board, p50 over `n` calls,
-/// one client, in nanoseconds: a split board finds the position by
-/// selection across its trees.
-fn middle_page_p50(board: &Ranking, n: u64) -> f64 {
-    let mut samples = Samples::with_capacity(n as usize);
+/// `page` of 10 entries from the middle of the board and `score_at_rank`
+/// there, p50s over `n` calls each, one client, in nanoseconds: a split
+/// board finds the position from pivots across its trees.
+fn middle_p50s(board: &Ranking, n: u64) -> (f64, f64) {
+    let mut pages = Samples::with_capacity(n as usize);
+    let mut scores = Samples::with_capacity(n as usize);
     for i in 0..n {
         let from = PLAYERS / 2 + i % 100;
         let start = Instant::now();
         board.page(from, from + 9).expect("a page");
-        samples.push(start.elapsed());
+        pages.push(start.elapsed());
+        let start = Instant::now();
+        board.score_at_rank(from).expect("a score");
+        scores.push(start.elapsed());
     }
-    samples.percentile(50.0)
+    (pages.percentile(50.0), scores.percentile(50.0))
 }
 
 pub fn run(dir: &Path, quick: bool) -> Result<()> {
@@ -283,8 +287,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     let length = Duration::from_secs(if quick { 2 } else { 5 });
     let rounds = if quick { 1 } else { 2 };
     let before: Vec<u64> = cluster.groups.iter().map(|g| throttled(g)).collect();
-    // Per board: set_score/s at each client count, rank p50, page p50.
-    let mut figures = vec![([0.0; 2], 0.0, 0.0); boards.len()];
+    // Per board: set_score/s at each client count, rank p50, page p50,
+    // score_at_rank p50.
+    let mut figures = vec![([0.0; 2], 0.0, 0.0, 0.0); boards.len()];
     let reads = if quick { 200 } else { 500 };
     for _ in 0..rounds {
         for (b, (_, board)) in boards.iter().enumerate() {
@@ -292,7 +297,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
                 figures[b].0[c] += writes(board, clients, length) / f64::from(rounds);
             }
             figures[b].1 += rank_p50(board, reads) / f64::from(rounds);
-            figures[b].2 += middle_page_p50(board, reads) / f64::from(rounds);
+            let (page, score) = middle_p50s(board, reads);
+            figures[b].2 += page / f64::from(rounds);
+            figures[b].3 += score / f64::from(rounds);
         }
     }
     let under: Vec<(f64, f64, u64)> = boards
@@ -304,8 +311,8 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
     println!(
         "{MASTERS} masters, each `redis-server` in its own {method} = {QUOTA_US}/100000 \
          ({}% of a core), appendonly no; {:?} client threads calling `set_score`, \
-         {PLAYERS} players, {} s x {rounds} rounds alternating; rank (standard) and a \
-         10-entry page from the middle, p50 from one client",
+         {PLAYERS} players, {} s x {rounds} rounds alternating; rank (standard), a \
+         10-entry page from the middle and `score_at_rank` there, p50 from one client",
         QUOTA_US / 1_000,
         CLIENTS,
         length.as_secs()
@@ -319,20 +326,21 @@ pub fn run(dir: &Path, quick: bool) -> Result<()> {
             .collect::<Vec<_>>()
     );
     println!(
-        "\n| board | set_score/s, {0} clients | vs trees(1) | set_score/s, {1} clients | vs trees(1) | rank p50 | middle page p50 |",
+        "\n| board | set_score/s, {0} clients | vs trees(1) | set_score/s, {1} clients | vs trees(1) | rank p50 | middle page p50 | middle `score_at_rank` p50 |",
         CLIENTS[0], CLIENTS[1]
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (b, (k, _)) in boards.iter().enumerate() {
-        let (w, rank, page) = figures[b];
+        let (w, rank, page, score) = figures[b];
         println!(
-            "| trees({k}) | {} | {:.2}x | {} | {:.2}x | {} | {} |",
+            "| trees({k}) | {} | {:.2}x | {} | {:.2}x | {} | {} | {} |",
             thousands(w[0] as u64),
             w[0] / figures[0].0[0],
             thousands(w[1] as u64),
             w[1] / figures[0].0[1],
             us(rank),
-            us(page)
+            us(page),
+            us(score)
         );
     }
     println!(
