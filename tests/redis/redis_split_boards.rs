@@ -336,3 +336,72 @@ fn reads_beside_writers_read_each_tree_once() {
     );
     split.check_integrity().unwrap();
 }
+
+/// Where the ranking layer's boards land, made through the public API:
+/// a `trees(3)` board's trees on the 3 masters of the test cluster, and a
+/// family's boards on one slot (one transaction writes them), as the
+/// ranking layer asks (`seam::Placement`; the store no longer reads it
+/// from the boards' names). Control: 12 plain boards, placed anywhere,
+/// land on more than one master (all on one: 1 in 3^11).
+#[test]
+fn split_trees_spread_over_the_masters_and_a_familys_boards_share_a_slot() {
+    use crate::stores::redis_cluster::{nodes, scan};
+    use autoshard::ranking::{Family, FamilyConfig, Window};
+    use std::collections::BTreeSet;
+    let open = |what: &str| {
+        let prefix = format!("{what}_{}_{}", std::process::id(), rand_tag());
+        let db = RedisCluster::builder(nodes()).prefix(prefix.clone()).open();
+        (db.expect("the test cluster"), prefix)
+    };
+    // Which master, and which slot, each board's version key is on.
+    let versions = |prefix: &str| -> Vec<(usize, String)> {
+        scan(&format!("{prefix}:*:rk*:v"))
+            .into_iter()
+            .map(|(master, key)| (master, key.split(':').nth(1).unwrap().to_owned()))
+            .collect()
+    };
+
+    let (db, split_prefix) = open("split_place");
+    let split = Ranking::create(&db, "split", RankingConfig::new(0..1_000).trees(3)).unwrap();
+    let players: Vec<(String, i64)> = (0..300).map(|i| (name(i), i as i64)).collect();
+    let batch: Vec<(&str, i64)> = players.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    split.set_scores(&batch).unwrap();
+    let trees = versions(&split_prefix);
+    let masters: BTreeSet<usize> = trees.iter().map(|(m, _)| *m).collect();
+    assert_eq!((trees.len(), masters.len()), (3, 3), "trees on {trees:?}");
+
+    let (db, family_prefix) = open("family_place");
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000))
+        .window(Window::AllTime)
+        .window(Window::Day)
+        .filter("league", ["gold", "silver"]);
+    let family = Family::create(&db, "cup", config).unwrap();
+    for (i, league) in ["gold", "silver", "gold"].into_iter().enumerate() {
+        let player = name(i);
+        let submission = family.submission(&player, 10 * i as i64);
+        submission.filter("league", league).submit().unwrap();
+    }
+    let boards = versions(&family_prefix);
+    let slots: BTreeSet<&str> = boards.iter().map(|(_, slot)| slot.as_str()).collect();
+    assert!(
+        boards.len() >= 6,
+        "registry, players and members: {boards:?}"
+    );
+    assert_eq!(slots.len(), 1, "a family's boards on {boards:?}");
+
+    let (db, plain_prefix) = open("plain_place");
+    for b in 0..12 {
+        let board = Ranking::create(&db, &format!("plain-{b}"), RankingConfig::new(0..10)).unwrap();
+        board.set_score("p", 1).unwrap();
+    }
+    let plain: BTreeSet<usize> = versions(&plain_prefix).iter().map(|(m, _)| *m).collect();
+    assert!(
+        plain.len() > 1,
+        "control: 12 plain boards all on master {plain:?}"
+    );
+}
+
+fn rand_tag() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(0u8)
+}

@@ -11,7 +11,7 @@ use super::storage::Storage;
 use super::tree::Geometry;
 use super::{BoardConfig, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN};
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardStore};
+use crate::seam::{Board, BoardStore, Placement};
 use std::sync::{Arc, OnceLock};
 
 /// A leaderboard stored in a database. See the [module docs](super).
@@ -99,19 +99,20 @@ impl Ranking {
         let geometry = config.geometry()?;
         let boards = db.__boards().0;
         shape::check_name_free(&boards, name)?;
-        let id = boards.create_board(name, &config.spec())?;
+        let id = boards.create_board(name, &config.spec(), Placement::Anywhere)?;
         Self::with(boards, name, id, config, geometry).with_shape(true)
     }
 
     /// Creates a tree of a split board (`trees/mod.rs`) under its stored
-    /// name, which `create` would refuse.
+    /// name, which `create` would refuse, where `placement` puts it.
     pub(super) fn create_tree(
         boards: Arc<dyn BoardStore>,
         name: &str,
         config: BoardConfig,
+        placement: Placement<'_>,
     ) -> Result<Self> {
         let geometry = config.geometry()?;
-        let id = boards.create_board(name, &config.spec())?;
+        let id = boards.create_board(name, &config.spec(), placement)?;
         let mut board = Self::with(boards, name, id, config, geometry);
         Arc::get_mut(&mut board.inner)
             .expect("not shared yet")

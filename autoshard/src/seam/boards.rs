@@ -165,13 +165,30 @@ pub(crate) enum NativeTrim {
     Below(u64),
 }
 
+/// Where a new board goes, for a store that places boards (Redis
+/// Cluster: on which slot, so on which master); a store that keeps every
+/// board in one database ignores it. The ranking layer says what a board
+/// is for, so that no store reads it from the board's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement<'a> {
+    /// A board of its own: anywhere.
+    Anywhere,
+    /// Tree `t` of the `k` trees of board `board` (`ranking/trees/`): the
+    /// trees of one board go to different places, evenly spread, so that
+    /// their writes do.
+    Tree { board: &'a str, t: u32, k: u32 },
+    /// Beside the board of id `id`: written in one transaction with it (a
+    /// family's boards and its registry board, `ranking/family/`).
+    With(i64),
+}
+
 /// The board operations a store implements. Every transaction is on one
 /// board and is retried whole as the store's concurrency demands, so `f`
 /// may run more than once; only the last run's effects commit.
 pub(crate) trait BoardStore: Send + Sync {
-    /// Creates board `name`, empty; its id. [`Error::RankingExists`] if the
-    /// name is taken.
-    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64>;
+    /// Creates board `name`, empty, where `placement` says; its id.
+    /// [`Error::RankingExists`] if the name is taken.
+    fn create_board(&self, name: &str, spec: &BoardSpec, placement: Placement<'_>) -> Result<i64>;
 
     /// Board `name`'s id and stored shape; `None` if there is none.
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>>;

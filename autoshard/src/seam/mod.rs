@@ -34,8 +34,8 @@ pub use self::boards::DeadLetter;
 #[cfg(feature = "redis")]
 pub(crate) use self::boards::{not_found, NativeUpdate};
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, QueuedRow, QueuedUpdate, DEFAULT_ORDER,
-    DEFAULT_POLICY, NOTHING_APPLIED, PART_SEPARATOR,
+    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, Placement, QueuedRow, QueuedUpdate,
+    DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

@@ -28,7 +28,7 @@ pub use self::worker_handle::FamilyWorkerHandle;
 use self::config::check_label;
 use super::{BoardConfig, Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};
 use crate::error::{Error, Result};
-use crate::seam::BoardStore;
+use crate::seam::{BoardStore, Placement};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -142,25 +142,25 @@ impl std::fmt::Debug for Family {
     }
 }
 
-/// Opens (or with `create`, creates) a board no application name can
-/// reach; `None` if absent and not created. The boolean: whether this call
-/// created it.
+/// Opens (or with `create`, creates where it says) a board no application
+/// name can reach; `None` if absent and not created. The boolean: whether
+/// this call created it.
 fn hidden_board(
     boards: &Arc<dyn BoardStore>,
     name: &str,
     config: &BoardConfig,
-    create: bool,
+    create: Option<Placement<'_>>,
 ) -> Result<Option<(Ranking, bool)>> {
     let geometry = config.geometry()?;
-    let found = match boards.open_board(name)? {
-        Some((id, _)) => Some((id, false)),
-        None if create => match boards.create_board(name, &config.spec()) {
+    let found = match (boards.open_board(name)?, create) {
+        (Some((id, _)), _) => Some((id, false)),
+        (None, Some(placement)) => match boards.create_board(name, &config.spec(), placement) {
             Ok(id) => Some((id, true)),
             // Created meanwhile by another handle.
             Err(Error::RankingExists { .. }) => boards.open_board(name)?.map(|(id, _)| (id, false)),
             Err(e) => return Err(e),
         },
-        None => None,
+        (None, None) => None,
     };
     Ok(found.map(|(id, created)| {
         let board = Ranking::with(boards.clone(), name, id, config.clone(), geometry);
@@ -190,7 +190,8 @@ impl Family {
             return Err(Error::RankingExists { name: name.into() });
         }
         let registry = registry_name(name);
-        let id = match boards.create_board(&registry, &hidden_config().spec()) {
+        let id = match boards.create_board(&registry, &hidden_config().spec(), Placement::Anywhere)
+        {
             Err(Error::RankingExists { .. }) => {
                 return Err(Error::RankingExists { name: name.into() })
             }
@@ -203,7 +204,10 @@ impl Family {
             hidden_config(),
             hidden_config().geometry()?,
         );
-        hidden_board(&boards, &players_name(id), &hidden_config(), true)?;
+        // A family writes its boards in one transaction: beside its
+        // registry board.
+        let beside = Some(Placement::With(id));
+        hidden_board(&boards, &players_name(id), &hidden_config(), beside)?;
         // Written last: a family is complete once its configuration is.
         let text = config.encode();
         let chunks: Vec<(String, &[u8])> = text
@@ -233,7 +237,7 @@ impl Family {
         check_label("family name", name)?;
         let boards = db.__boards().0;
         let not_found = || Error::RankingNotFound { name: name.into() };
-        let (registry, _) = hidden_board(&boards, &registry_name(name), &hidden_config(), false)?
+        let (registry, _) = hidden_board(&boards, &registry_name(name), &hidden_config(), None)?
             .ok_or_else(not_found)?;
         let corrupt = |reason: String| Error::Corrupt {
             kind: "ranking family",
@@ -256,7 +260,7 @@ impl Family {
         let text = String::from_utf8(text).map_err(|e| corrupt(e.to_string()))?;
         let config = FamilyConfig::decode(&text).map_err(corrupt)?;
         let id = registry.inner.id;
-        let (players, _) = hidden_board(&boards, &players_name(id), &hidden_config(), false)?
+        let (players, _) = hidden_board(&boards, &players_name(id), &hidden_config(), None)?
             .ok_or_else(|| corrupt("its players board is missing".into()))?;
         Ok(Family {
             inner: Arc::new(Inner {
@@ -419,7 +423,7 @@ impl Family {
         let filter = self.check_filter(filter)?;
         let name = self.member_name(window, span.key, filter);
         let config = self.inner.config.board();
-        match hidden_board(&self.inner.boards, &name, config, false)? {
+        match hidden_board(&self.inner.boards, &name, config, None)? {
             Some((found, _)) => {
                 let mut cache = self.cache();
                 // The cached handle if it is still this board (it keeps
@@ -531,7 +535,9 @@ impl Family {
             return Ok(Some((board.clone(), false)));
         }
         let config = self.inner.config.board();
-        let found = hidden_board(&self.inner.boards, &name, config, create)?;
+        // Beside the registry board: one transaction writes them together.
+        let placement = create.then_some(Placement::With(self.inner.id));
+        let found = hidden_board(&self.inner.boards, &name, config, placement)?;
         if let Some((board, _)) = &found {
             self.cache().insert(name, board.clone());
         }

@@ -13,7 +13,7 @@ use crate::ranking::policy::Rules;
 use crate::ranking::{apply_updates, RankingConfig};
 #[cfg(feature = "redis")]
 use crate::seam::RankKind;
-use crate::seam::{Board as BoardRef, BoardStore};
+use crate::seam::{Board as BoardRef, BoardStore, Placement};
 use proptest::prelude::*;
 use std::ops::Range;
 
@@ -39,7 +39,7 @@ pub(crate) fn check(
     let config = RankingConfig::new(range.clone())
         .branching(branching)
         .node_shards(shards);
-    let id = store.create_board(name, &config.as_built().spec())?;
+    let id = store.create_board(name, &config.as_built().spec(), Placement::Anywhere)?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);
     let mut oracle = harness::Oracle::default();
@@ -75,7 +75,7 @@ pub(crate) fn check_native(
     let config = RankingConfig::new(range.clone())
         .branching(branching)
         .node_shards(shards);
-    let id = store.create_board(name, &config.as_built().spec())?;
+    let id = store.create_board(name, &config.as_built().spec(), Placement::Anywhere)?;
     let at = BoardRef { id, name };
     let board = Board::new(range, branching, shards);
     let mut oracle = harness::Oracle::default();

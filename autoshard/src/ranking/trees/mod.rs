@@ -33,7 +33,7 @@ pub(super) use self::queries::SHAPE;
 use super::{BoardConfig, Ranking, RankingConfig, Submission, MAX_TREES};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
-use crate::seam::{BoardStore, DeadLetter, PART_SEPARATOR};
+use crate::seam::{BoardStore, DeadLetter, Placement, PART_SEPARATOR};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,12 +114,13 @@ pub(super) fn create(
     name: &str,
     config: &BoardConfig,
 ) -> Result<Vec<Ranking>> {
-    let one = tree_config(config);
-    (0..config.trees())
+    let (one, k) = (tree_config(config), config.trees());
+    (0..k)
         .map(|t| {
             let store = tree_store(boards, t)?;
             store.delete_board(&tree_name(name, t))?;
-            Ranking::create_tree(store, &tree_name(name, t), one.clone())
+            let placement = Placement::Tree { board: name, t, k };
+            Ranking::create_tree(store, &tree_name(name, t), one.clone(), placement)
         })
         .collect()
 }
@@ -137,14 +138,15 @@ pub(super) fn open(
     name: &str,
     config: &BoardConfig,
 ) -> Result<Vec<Ranking>> {
-    let one = tree_config(config);
-    (0..config.trees())
+    let (one, k) = (tree_config(config), config.trees());
+    (0..k)
         .map(|t| {
             let store = tree_store(boards, t)?;
             let tree = tree_name(name, t);
             match Ranking::open_tree(store.clone(), &tree) {
                 Err(Error::RankingNotFound { .. }) => {
-                    match Ranking::create_tree(store.clone(), &tree, one.clone()) {
+                    let placement = Placement::Tree { board: name, t, k };
+                    match Ranking::create_tree(store.clone(), &tree, one.clone(), placement) {
                         Err(Error::RankingExists { .. }) => Ranking::open_tree(store, &tree),
                         created => created,
                     }

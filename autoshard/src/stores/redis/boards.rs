@@ -48,7 +48,7 @@ use super::board_tx::{self, BoardTx, Ending, Mode};
 use super::keys::key_slot;
 use super::{scripts, Conn, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, Placement, QueuedUpdate, Storage};
 use crate::trace;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -275,12 +275,12 @@ impl RedisCluster {
 }
 
 impl BoardStore for RedisCluster {
-    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+    fn create_board(&self, name: &str, spec: &BoardSpec, placement: Placement<'_>) -> Result<i64> {
         // Random, like a writer id: an id is never reused, also not after a
         // failover rolled the registry back, so a new board never finds an
-        // old one's keys. A tree of a split board's id puts it on its own
-        // master (`placement.rs`).
-        let id = self.new_board_id(name)?;
+        // old one's keys. Random among those of the slot `placement` names
+        // (`placement.rs`).
+        let id = self.new_board_id(placement);
         let native = stored_natively(spec);
         let registry = registry(self.prefix());
         let piece = Piece {

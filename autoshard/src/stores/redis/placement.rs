@@ -1,4 +1,8 @@
-//! Where a split board's trees live (`RankingConfig::trees(k)`): tree `t`
+//! Where a new board's keys live, as the ranking layer asks
+//! (`seam::Placement`): anywhere, beside another board (a family's boards,
+//! written in one transaction, share its slot), or as a split board's tree.
+//!
+//! A split board's trees (`RankingConfig::trees(k)`): tree `t`
 //! of `k` on the `t`-th of `k` slots spaced evenly over the ring from the
 //! board's home slot ([`spaced_slot`], which places entities' buckets too),
 //! so with `k` masters owning equal ranges (what `redis-cli --cluster
@@ -14,23 +18,11 @@
 //! reads a board by id learns anything new and boards stored before keep
 //! their keys.
 
-use super::board_codec::parse_record;
-use super::boards::{registry, BoardKeys};
+use super::boards::BoardKeys;
 use super::keys::{home_slot, spaced_slot};
 use super::RedisCluster;
 use crate::entity::Key;
-use crate::error::Result;
-
-/// The separator of a tree's stored name, `<board>\u{1f}<t>`
-/// (`ranking/trees/`).
-const TREE_SEPARATOR: char = '\u{1f}';
-
-/// The first character of a family's boards' names (`ranking/family/`).
-const FAMILY_MARK: char = '\u{2}';
-
-/// The suffix of a split board's stored policy, `replace+trees=<k>`
-/// (`ranking/trees/`): how many trees the board has.
-const TREES_TAG: &str = "+trees=";
+use crate::seam::Placement;
 
 /// The slot tree `t` of the `k` trees of board `board` lives on.
 pub(super) fn tree_slot(board: &str, t: u32, k: u32) -> u16 {
@@ -49,60 +41,24 @@ pub(super) fn id_on_slot(prefix: &str, slot: u16) -> i64 {
 }
 
 impl RedisCluster {
-    /// The id of the new board `name`: random; for a tree of a split
-    /// board, random among those on the tree's slot; for a family's board,
-    /// random among those on the family's slot. A tree whose board's
-    /// record is gone (a crash in a delete, which the next `create`
-    /// cleans up) is not placed.
-    pub(super) fn new_board_id(&self, name: &str) -> Result<i64> {
-        if let Some(family) = family_of(name) {
-            return Ok(id_on_slot(
-                self.prefix(),
-                BoardKeys::new(self.prefix(), family).slot,
-            ));
+    /// The id of a new board placed by `placement`: random; for a tree of a
+    /// split board, random among those on the tree's slot; beside another
+    /// board (a family's), random among those on its slot.
+    pub(super) fn new_board_id(&self, placement: Placement<'_>) -> i64 {
+        match placement {
+            Placement::Anywhere => crate::random::range(1..i64::MAX),
+            Placement::Tree { board, t, k } => id_on_slot(self.prefix(), tree_slot(board, t, k)),
+            Placement::With(id) => {
+                id_on_slot(self.prefix(), BoardKeys::new(self.prefix(), id).slot)
+            }
         }
-        let Some((board, t)) = name.split_once(TREE_SEPARATOR) else {
-            return Ok(crate::random::range(1..i64::MAX));
-        };
-        let Ok(t) = t.parse::<u32>() else {
-            return Ok(crate::random::range(1..i64::MAX));
-        };
-        let mut conn = self.checkout()?;
-        let stored: Option<String> = self.with_conn(&mut conn, |c| {
-            redis::cmd("HGET")
-                .arg(registry(self.prefix()))
-                .arg(board)
-                .query(c)
-        })?;
-        let k = match stored {
-            Some(stored) => trees_of(&parse_record(board, &stored)?.1.policy),
-            None => None,
-        };
-        Ok(match k {
-            Some(k) => id_on_slot(self.prefix(), tree_slot(board, t, k)),
-            None => crate::random::range(1..i64::MAX),
-        })
     }
-}
-
-/// The family a board belongs to, by its stored name `\u{2}<id>\u{2}...`
-/// (`ranking/family/`: `<id>` is the family's registry board): a family
-/// writes its members and its players board in one transaction, which on
-/// Redis Cluster means one slot, the registry board's.
-fn family_of(name: &str) -> Option<i64> {
-    let (id, _) = name.strip_prefix(FAMILY_MARK)?.split_once(FAMILY_MARK)?;
-    id.parse().ok()
-}
-
-/// The tree count a split board's stored policy names.
-fn trees_of(policy: &str) -> Option<u32> {
-    let (_, k) = policy.split_once(TREES_TAG)?;
-    k.parse().ok().filter(|&k| k > 1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
     use crate::seam::{Board, BoardSpec, BoardStore};
     use std::collections::BTreeSet;
 
@@ -180,15 +136,16 @@ mod tests {
             .prefix(prefix.to_owned())
             .open()
             .expect("the test cluster");
-        db.create_board(board, &spec("replace+trees=3"))
-            .expect("the board's record");
         (0..3)
             .map(|t| {
-                let name = match place {
-                    true => format!("{board}\u{1f}{t}"),
-                    false => format!("{board}-{t}"),
+                let placement = match place {
+                    true => Placement::Tree { board, t, k: 3 },
+                    false => Placement::Anywhere,
                 };
-                let id = db.create_board(&name, &spec("replace")).expect("a tree");
+                let name = format!("{board}-{t}");
+                let id = db
+                    .create_board(&name, &spec("replace"), placement)
+                    .expect("a tree");
                 let version = BoardKeys::new(prefix, id).version();
                 master_of(nodes, keyslot(nodes, &version))
             })
@@ -226,10 +183,10 @@ mod tests {
         }
     }
 
-    /// A family's boards (`\u{2}<id>\u{2}...`, `<id>` its registry board)
-    /// share the registry board's slot, so one commit writes them all.
-    /// Control: boards named otherwise land on random slots, and a write
-    /// to two of them is refused.
+    /// A family's boards, placed beside its registry board, share the
+    /// registry board's slot, so one commit writes them all. Control:
+    /// boards placed anywhere land on random slots, and a write to two of
+    /// them is refused.
     #[test]
     fn a_familys_boards_share_its_slot_and_others_are_refused_together() {
         let nodes = nodes();
@@ -243,13 +200,13 @@ mod tests {
             .open()
             .expect("the test cluster");
         let family = db
-            .create_board("\u{2}family\u{2}f", &spec("replace"))
+            .create_board("family", &spec("replace"), Placement::Anywhere)
             .unwrap();
         let slot = |id| BoardKeys::new(&prefix, id).slot;
         let names = ["players", "day\u{2}20416", "all\u{2}0\u{2}age\u{2}35-44"];
         let members: Vec<i64> = names
             .iter()
-            .map(|n| db.create_board(&format!("\u{2}{family}\u{2}{n}"), &spec("replace")))
+            .map(|n| db.create_board(n, &spec("replace"), Placement::With(family)))
             .collect::<Result<_>>()
             .unwrap();
         assert!(members.iter().all(|&m| slot(m) == slot(family)));
@@ -260,7 +217,7 @@ mod tests {
         })
         .unwrap();
         let plain: Vec<i64> = (0..2)
-            .map(|i| db.create_board(&format!("plain-{i}"), &spec("replace")))
+            .map(|i| db.create_board(&format!("plain-{i}"), &spec("replace"), Placement::Anywhere))
             .collect::<Result<_>>()
             .unwrap();
         assert_ne!(slot(plain[0]), slot(plain[1]), "1 in 16,384");
@@ -273,9 +230,6 @@ mod tests {
         for name in db.list().unwrap() {
             db.delete(&name).unwrap();
         }
-        assert_eq!(family_of("\u{2}12\u{2}day\u{2}3"), Some(12));
-        assert_eq!(family_of("\u{2}family\u{2}f"), None);
-        assert_eq!(family_of("12\u{2}day"), None);
     }
 
     #[test]
@@ -288,7 +242,5 @@ mod tests {
             .map(|t| (u32::from(slots[(t + 1) % 3]) + 16_384 - u32::from(slots[t])) % 16_384)
             .collect();
         assert!(gaps.iter().all(|g| g.abs_diff(5_461) <= 1), "{gaps:?}");
-        assert_eq!(trees_of("best+trees=3"), Some(3));
-        assert_eq!(trees_of("best"), None);
     }
 }

@@ -27,7 +27,9 @@ pub(super) use sql::Sql;
 
 use super::{lifecycle, queue, Postgres, Tx};
 use crate::error::Result;
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, ReadPlan, Storage};
+use crate::seam::{
+    Board, BoardSpec, BoardStore, DeadLetter, Placement, QueuedUpdate, ReadPlan, Storage,
+};
 use ::postgres::Row;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -65,7 +67,8 @@ impl Postgres {
 }
 
 impl BoardStore for Postgres {
-    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+    /// One database holds every board: `placement` changes nothing.
+    fn create_board(&self, name: &str, spec: &BoardSpec, _: Placement<'_>) -> Result<i64> {
         catalog::create(self, name, spec)
     }
 

@@ -2,7 +2,7 @@
 //! cluster: its commit checks every board's version, not only the first's.
 
 use crate::error::Result;
-use crate::seam::{Board, BoardSpec, BoardStore, Storage};
+use crate::seam::{Board, BoardSpec, BoardStore, Placement, Storage};
 use crate::stores::redis::RedisCluster;
 use std::cell::Cell;
 
@@ -55,10 +55,12 @@ fn a_write_to_several_boards_runs_again_when_any_of_them_moved() {
         .pool_size(4)
         .open()
         .expect("the test cluster");
-    let family = db.create_board("\u{2}family\u{2}f", &spec()).unwrap();
+    let family = db
+        .create_board("family", &spec(), Placement::Anywhere)
+        .unwrap();
     let member = |name: &str| {
         let id = db
-            .create_board(&format!("\u{2}{family}\u{2}{name}"), &spec())
+            .create_board(name, &spec(), Placement::With(family))
             .unwrap();
         Board { name: "member", id }
     };

@@ -41,11 +41,12 @@ pub(super) use catalog::open_flat_in;
 
 use super::{lifecycle, queue, Sqlite};
 use crate::error::Result;
-use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, QueuedUpdate, Storage};
+use crate::seam::{Board, BoardSpec, BoardStore, DeadLetter, Placement, QueuedUpdate, Storage};
 use rusqlite::Transaction;
 
 impl BoardStore for Sqlite {
-    fn create_board(&self, name: &str, spec: &BoardSpec) -> Result<i64> {
+    /// One database holds every board: `placement` changes nothing.
+    fn create_board(&self, name: &str, spec: &BoardSpec, _: Placement<'_>) -> Result<i64> {
         catalog::create(self, name, spec)
     }
 
