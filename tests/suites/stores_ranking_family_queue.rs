@@ -28,7 +28,9 @@
 //! - `concurrent_enqueues_are_group_committed`: threads enqueueing at once
 //!   share transactions, and every submission is applied once.
 
-use autoshard::ranking::{Family, FamilyConfig, Period, Policy, RankingConfig, ScoreOrder, Window};
+use autoshard::ranking::{
+    Family, FamilyConfig, FamilyUpdate, Period, Policy, RankingConfig, ScoreOrder, Window,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -44,6 +46,8 @@ every_store_tests!(
     the_largest_entry_data_goes_through,
     a_worker_stopped_by_a_delete_ends_typed_naming_the_family,
     a_submission_whose_values_change_under_it_does_not_start_over,
+    a_board_of_the_old_value_created_after_the_look_is_left_too,
+    a_worker_leaves_a_board_of_the_old_value_created_after_its_peek,
 );
 
 const HOUR: i64 = 3_600;
@@ -374,12 +378,7 @@ fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::Test
     use std::cell::Cell;
     use std::rc::Rc;
     let db = S::fresh();
-    let config = FamilyConfig::new(RankingConfig::new(0..1_000))
-        .window(Window::Day)
-        .window(Window::AllTime)
-        .filter("age", AGES);
-    let f = Family::create(&*db, "game", config).unwrap();
-    let other = Family::open(&db.open_another(), "game").unwrap();
+    let (f, other) = day_and_all_time_by_age(&db);
     // Every value's boards of the period exist.
     for (i, age) in AGES.iter().enumerate() {
         let p = format!("x{i}");
@@ -441,5 +440,108 @@ fn a_submission_whose_values_change_under_it_does_not_start_over<S: stores::Test
             })
             .collect();
         assert_eq!(on, [(AGES[2], 519)], "{window:?}");
+    }
+}
+
+/// A family "game" of daily and all-time boards by age group, created, and
+/// a second handle on it over another connection.
+fn day_and_all_time_by_age<S: stores::TestStore>(db: &stores::Fresh<S>) -> (Family, Family) {
+    let config = FamilyConfig::new(RankingConfig::new(0..1_000))
+        .window(Window::Day)
+        .window(Window::AllTime)
+        .filter("age", AGES);
+    let f = Family::create(&**db, "game", config).unwrap();
+    let other = Family::open(&db.open_another(), "game").unwrap();
+    (f, other)
+}
+
+/// A submission's look guesses the player's old filter value from what is
+/// stored and opens that value's boards of the current periods to leave;
+/// on a new day the old value's board of the day may not exist yet. A
+/// submission of the same player with the old value (another device, say)
+/// may then create it and put them on it before this one's transaction:
+/// the player must still end on the new value's boards only. On the old
+/// code (a board absent at the look taken as one the player cannot be on)
+/// ann ended on both values' boards of the day, on every store.
+fn a_board_of_the_old_value_created_after_the_look_is_left_too<S: stores::TestStore>() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let db = S::fresh();
+    let (f, other) = day_and_all_time_by_age(&db);
+    // Yesterday ann rode as u35.
+    let yesterday = NOV_24 - 24 * HOUR;
+    let ride = |family: &Family, score: i64, age: &str, at: i64| {
+        let submission = family.submission("ann", score).filter("age", age);
+        submission.at(at).submit().unwrap();
+    };
+    ride(&f, 5, AGES[0], yesterday);
+    let raced = Rc::new(Cell::new(false));
+    autoshard::__private::family_hooks::between_look_and_write(Some(Box::new({
+        let raced = raced.clone();
+        move || {
+            // Today's u35 board does not exist at the look: this creates
+            // it, with ann on it.
+            if !raced.replace(true) {
+                ride(&other, 7, AGES[0], NOV_24);
+            }
+        }
+    })));
+    let moved = f
+        .submission("ann", 9)
+        .filter("age", AGES[1])
+        .at(NOV_24)
+        .submit();
+    autoshard::__private::family_hooks::between_look_and_write(None);
+    moved.unwrap();
+    assert!(raced.get(), "the hook ran");
+    assert_ann_only_on(&f, AGES[1]);
+}
+
+/// The family worker's peek opens the boards its batch leaves as a
+/// submission's look does: the same race, with a queued submission moving
+/// ann from u35 to 35-44 and a direct one of ann as u35 creating today's
+/// u35 board between the worker's peek and its transaction.
+fn a_worker_leaves_a_board_of_the_old_value_created_after_its_peek<S: stores::TestStore>() {
+    fn submission<'a>(family: &'a Family, score: i64, age: &'a str, at: i64) -> FamilyUpdate<'a> {
+        family.submission("ann", score).filter("age", age).at(at)
+    }
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let db = S::fresh();
+    let (f, other) = day_and_all_time_by_age(&db);
+    submission(&f, 5, AGES[0], NOV_24 - 24 * HOUR)
+        .submit()
+        .unwrap();
+    submission(&f, 9, AGES[1], NOV_24).enqueue().unwrap();
+    let raced = Rc::new(Cell::new(false));
+    autoshard::__private::family_hooks::between_look_and_write(Some(Box::new({
+        let raced = raced.clone();
+        move || {
+            if !raced.replace(true) {
+                submission(&other, 7, AGES[0], NOV_24).submit().unwrap();
+            }
+        }
+    })));
+    let drained = f.worker().drain();
+    autoshard::__private::family_hooks::between_look_and_write(None);
+    assert_eq!(drained.unwrap().submissions, 1);
+    assert!(raced.get(), "the hook ran");
+    assert_ann_only_on(&f, AGES[1]);
+}
+
+/// ann is on `age`'s boards of NOV_24's periods and on no other age's.
+fn assert_ann_only_on(f: &Family, age: &str) {
+    for window in [Window::Day, Window::AllTime] {
+        let on: Vec<&str> = AGES
+            .iter()
+            .filter(|&&age| {
+                let board = f.board(window, Period::At(NOV_24), Some(("age", age)));
+                board
+                    .unwrap()
+                    .is_some_and(|b| b.score("ann").unwrap().is_some())
+            })
+            .copied()
+            .collect();
+        assert_eq!(on, [age], "{window:?}: ann's age boards");
     }
 }

@@ -14,7 +14,7 @@ use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage};
 use crate::trace;
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// How often a batch peeks again because its rows' members changed before
 /// its transaction, before it reports [`Error::Conflict`].
@@ -53,12 +53,10 @@ impl Target {
     }
 }
 
-/// The boards a batch's transaction spans, by member name; and the names
-/// of boards to leave that did not exist at the peek (nothing to leave).
+/// The boards a batch's transaction spans, by member name.
 #[derive(Default)]
 struct Members {
     boards: HashMap<String, Ranking>,
-    absent: HashSet<String>,
     opened: bool,
 }
 
@@ -101,7 +99,9 @@ impl Family {
     }
 
     /// The peek: the rows a batch will likely take and the members they
-    /// need, opened (members to write created, as `submit` creates them).
+    /// need, opened: created if absent, the members to leave too, as
+    /// `submit` creates them (a submission of the same player may create
+    /// one and put them on it before the batch's transaction).
     fn peek(&self, max: usize, first: u32) -> Result<Members> {
         let players = &self.inner.players;
         let queues = players.queues().max(1);
@@ -140,16 +140,14 @@ impl Family {
             };
             for t in self.targets(&q, &old)? {
                 let name = self.member_name(t.window, t.key, t.filter());
-                if members.boards.contains_key(&name) || members.absent.contains(&name) {
+                if members.boards.contains_key(&name) {
                     continue;
                 }
-                match self.member_created(t.window, t.key, t.filter(), !t.leave)? {
-                    Some((board, created)) => {
-                        members.opened |= created;
-                        members.boards.insert(name, board);
-                    }
-                    None => drop(members.absent.insert(name)),
-                }
+                let (board, created) = self
+                    .member_created(t.window, t.key, t.filter(), true)?
+                    .expect("created");
+                members.opened |= created;
+                members.boards.insert(name, board);
             }
             values.insert(q.player.clone(), q.values.clone());
         }
@@ -203,6 +201,7 @@ impl Family {
                 return Err(Error::Conflict { attempts: TRIES });
             }
             let members = self.peek(max, first)?;
+            super::submit::hooks::between_look_and_write();
             let failed = Cell::new(None);
             match self.apply(&members, max, first, &poisoned, &failed) {
                 Ok(Some(done)) => break (done, members.opened),
@@ -319,7 +318,7 @@ impl Family {
                         }
                     };
                     failed.set(Some((queue, row.seq)));
-                    if !self.apply_one(pst, &st_of, members, &q, shard)? {
+                    if !self.apply_one(pst, &st_of, &q, shard)? {
                         // Its members are not all here: the rest of the
                         // shard waits for the next batch's peek.
                         break;
@@ -350,7 +349,6 @@ impl Family {
         &self,
         pst: &dyn Storage,
         st_of: &MemberStorage<'m>,
-        members: &Members,
         q: &Queued,
         shard: u32,
     ) -> Result<bool> {
@@ -364,7 +362,6 @@ impl Family {
             let name = self.member_name(t.window, t.key, t.filter());
             match st_of(&name) {
                 Some(found) => writes.push((found, t.leave)),
-                None if t.leave && members.absent.contains(&name) => {}
                 None => return Ok(false),
             }
         }

@@ -508,21 +508,8 @@ impl Family {
         name
     }
 
-    /// A member board, from the cache or the store; created if absent and
-    /// `create`. The boolean of [`member_created`](Family::member_created).
-    fn member(
-        &self,
-        window: Window,
-        key: i64,
-        filter: Option<(&str, &str)>,
-        create: bool,
-    ) -> Result<Option<Ranking>> {
-        Ok(self
-            .member_created(window, key, filter, create)?
-            .map(|(r, _)| r))
-    }
-
-    /// [`member`](Family::member), and whether this call created it.
+    /// A member board, from the cache or the store, created if absent and
+    /// `create`; and whether this call created it.
     fn member_created(
         &self,
         window: Window,

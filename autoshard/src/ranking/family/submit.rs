@@ -127,13 +127,14 @@ pub(crate) mod hooks {
 
     thread_local! {
         /// Runs between a submission's look at the player's values and its
-        /// transaction: a test changes the values there, deterministically.
+        /// transaction, and between a family worker's peek and its batch's:
+        /// a test changes the values there, deterministically.
         pub(crate) static BETWEEN_LOOK_AND_WRITE: RefCell<Option<Box<dyn FnMut()>>> =
             const { RefCell::new(None) };
     }
 
     /// Runs the hook, if any; a submission it makes itself runs none.
-    pub(super) fn between_look_and_write() {
+    pub(in crate::ranking::family) fn between_look_and_write() {
         let Some(mut hook) = BETWEEN_LOOK_AND_WRITE.with(|h| h.borrow_mut().take()) else {
             return;
         };
@@ -150,7 +151,7 @@ pub(crate) mod hooks {
 /// Without `failpoints` there is no hook to run.
 #[cfg(not(feature = "failpoints"))]
 pub(crate) mod hooks {
-    pub(super) fn between_look_and_write() {}
+    pub(in crate::ranking::family) fn between_look_and_write() {}
 }
 
 /// A member a submission writes, and why.
@@ -196,7 +197,9 @@ impl<'a> FamilyUpdate<'a> {
     /// members' [`Policy`](crate::ranking::Policy); the player leaves the
     /// current periods' boards of filter values they no longer have.
     /// Member boards of new periods are created first (empty, visible
-    /// before the transaction commits).
+    /// before the transaction commits), the current periods' boards of the
+    /// filter values the player leaves too: the player may have been put on
+    /// one since the submission looked.
     ///
     /// # Errors
     ///
@@ -324,9 +327,18 @@ impl<'a> FamilyUpdate<'a> {
                     false => guess[i].as_deref().into_iter().collect(),
                 };
                 for was in candidates.into_iter().filter(|&was| Some(was) != values[i]) {
-                    // Not on a board that does not exist.
+                    // The stored value's boards are spanned even where this
+                    // look finds none: created, empty, since a submission of
+                    // the same player with that value may create one and
+                    // put them on it before this transaction. Other values'
+                    // (a wide look's) only where they exist: `covered` finds
+                    // a player on one made since, and the look runs again.
                     let filter = Some((dim.as_str(), was));
-                    if let Some(board) = f.member(window, span.key, filter, false)? {
+                    let create = guess[i].as_deref() == Some(was);
+                    if let Some((board, created)) =
+                        f.member_created(window, span.key, filter, create)?
+                    {
+                        opened |= created;
                         targets.push((board, Role::Leave(member(span, filter))));
                     }
                 }
@@ -361,7 +373,7 @@ impl<'a> FamilyUpdate<'a> {
                 let i = config.filters().iter().position(|(d, _)| d == dim);
                 i.is_some_and(|i| old[i].as_ref() == Some(was) && values[i] != Some(was.as_str()))
             };
-            if !covered(config, &old, values, &guess, &targets) {
+            if !covered(config, &old, values, &targets) {
                 stale = true;
                 // Not a retryable error: the store must not run this body
                 // again; `submit` looks again first.
@@ -412,27 +424,28 @@ impl<'a> FamilyUpdate<'a> {
 }
 
 /// Whether the transaction spans every board the player must leave, by the
-/// values `old` read under its lock. A dimension whose value is the one the
-/// look read (`guess`) is covered: the look opened that value's boards that
-/// existed, and one absent then cannot hold the player (the value did not
-/// change since). A value set after the look (by a concurrent submission
-/// or family worker) is covered if its board of every window's period is
-/// spanned: a look that missed one (`wide` off, or a board created since)
-/// makes the submission look again.
+/// values `old` read under its lock: each value they leave has its board of
+/// every window's period spanned. The look spans (creating them) the boards
+/// of the value it read; a value set after the look (by a concurrent
+/// submission or family worker) may miss one (`wide` off, or a board
+/// created since), and the submission looks again.
+///
+/// Before, a dimension whose value was the one the look read counted as
+/// covered whatever was spanned, on the reasoning that a board absent at
+/// the look cannot hold the player. It can: a submission of the same
+/// player with the same value may create it and put them on it meanwhile
+/// (`a_board_of_the_old_value_created_after_the_look_is_left_too` failed
+/// on every store, the player on two values' boards of the day).
 fn covered(
     config: &super::FamilyConfig,
     old: &[Option<String>],
     values: &[Option<&str>],
-    guess: &[Option<String>],
     targets: &[(Ranking, Role)],
 ) -> bool {
     config.filters().iter().enumerate().all(|(i, (dim, _))| {
         let Some(was) = old[i].as_deref().filter(|&was| Some(was) != values[i]) else {
             return true;
         };
-        if guess[i].as_deref() == Some(was) {
-            return true;
-        }
         config.windows().all(|window| {
             targets.iter().any(|(_, role)| match role {
                 Role::Leave(m) => {
