@@ -149,6 +149,12 @@ pub mod tree_hooks {
         use std::sync::atomic::Ordering;
         crate::ranking::trees_hooks::LOCAL_ARRIVALS.store(on, Ordering::Relaxed);
     }
+
+    /// The tree of `player` among `trees`: a test picks names that all
+    /// land in one tree (a board whose trees are far from equal).
+    pub fn tree_of(player: &str, trees: usize) -> usize {
+        crate::ranking::trees_hooks::tree_of(player, trees)
+    }
 }
 
 /// Hooks of the trims' tests (`tests/suites/stores_ranking_new_calls.rs`).

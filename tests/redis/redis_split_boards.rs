@@ -58,11 +58,31 @@ fn same<T: PartialEq + std::fmt::Debug>(what: &str, split: T, one: T) {
 /// instead of `from - 1 - ahead`), at `page at 700`.
 #[test]
 fn a_split_board_reads_as_a_board_of_one_tree_at_any_depth() {
+    reads_as_one_tree((0..PLAYERS).map(name).collect());
+}
+
+/// The same with every player in the first of the 3 trees: pivots taken
+/// where equal trees would hold a position find no anchor near it, and
+/// a tree's share of a page's run is far more than a third, so the look
+/// and the read fall back (selection, longer reads) and still agree.
+#[test]
+fn a_split_board_of_unequal_trees_reads_as_a_board_of_one_tree() {
+    use autoshard::__private::tree_hooks::tree_of;
+    let names = (0..)
+        .map(name)
+        .filter(|p| tree_of(p, 3) == 0)
+        .take(PLAYERS)
+        .collect();
+    reads_as_one_tree(names);
+}
+
+/// `names` (`PLAYERS` of them) written alike to a `trees(3)` board and a
+/// board of one tree, then every read compared.
+fn reads_as_one_tree(names: Vec<String>) {
     let store = RedisCluster::fresh();
     let one = Ranking::create(&*store, "one", RankingConfig::new(0..40)).unwrap();
     let split = Ranking::create(&*store, "split", RankingConfig::new(0..40).trees(3)).unwrap();
     let boards = [&split, &one];
-    let names: Vec<String> = (0..PLAYERS).map(name).collect();
     for chunk in names.chunks(500).enumerate() {
         let (c, chunk) = chunk;
         let scores: Vec<(&str, i64)> = chunk
@@ -120,6 +140,13 @@ fn a_split_board_reads_as_a_board_of_one_tree_at_any_depth() {
             &format!("percentile of {p}"),
             split.percentile(p).unwrap(),
             one.percentile(p).unwrap(),
+        );
+    }
+    for p in [0.0, 0.1, 12.5, 33.3, 50.0, 66.7, 99.9, 100.0] {
+        same(
+            &format!("score_at_percentile {p}"),
+            split.score_at_percentile(p).unwrap(),
+            one.score_at_percentile(p).unwrap(),
         );
     }
     same(

@@ -25,6 +25,9 @@ pub(crate) static LOCAL_ARRIVALS: std::sync::atomic::AtomicBool =
 
 // The control lives with the order it breaks (`among.rs`), which a
 // board of one tree sorts sets by too.
+/// Which tree a player is in, for a test that fills one tree only.
+#[cfg(feature = "failpoints")]
+pub(crate) use super::tree_of;
 use crate::ranking::among::concatenate_ties;
 #[cfg(feature = "failpoints")]
 pub(crate) use crate::ranking::among::CONCATENATE_TIES;

@@ -88,7 +88,7 @@ pub(super) fn is_tree_name(name: &str) -> bool {
 /// depend only on the low bits of its input, so a salt alone left tree and
 /// queue shard tied (with 4 and 4, each tree's players all in one shard).
 /// Stable across processes and versions.
-pub(super) fn tree_of(player: &str, k: usize) -> usize {
+pub(crate) fn tree_of(player: &str, k: usize) -> usize {
     let salted = fnv(FNV_OFFSET, b"autoshard-tree\0");
     let mut h = fnv(salted, player.as_bytes());
     h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
