@@ -402,9 +402,12 @@ impl Family {
     /// The member board of `window`'s `period`, overall (`filter` `None`)
     /// or for one filter value (`Some((dimension, value))`); `None` if
     /// nobody submitted in that period (or it was dropped, also by another
-    /// handle or process). Asks the store each time (one lookup), not this
-    /// handle's cache of boards it opened, which another handle's
-    /// [`delete_period`](Family::delete_period) or
+    /// handle or process). A filter value's board may exist and be empty:
+    /// a player who switched from that value in the period left it (the
+    /// submission creates the board it leaves, so that no submission of
+    /// theirs can put them there unseen). Asks the store each time (one
+    /// lookup), not this handle's cache of boards it opened, which another
+    /// handle's [`delete_period`](Family::delete_period) or
     /// [`drop_expired_at`](Family::drop_expired_at) leaves stale.
     ///
     /// # Errors

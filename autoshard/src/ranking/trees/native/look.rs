@@ -2,10 +2,10 @@
 //! position lies, found before the one read of each tree that confirms it
 //! (`mod.rs`).
 
-use super::super::super::among::{sort, Found};
 use super::super::snapshot::Snapshot;
 use super::{tie_bound, NativeTrees};
 use crate::error::Result;
+use crate::ranking::among::{sort, Found};
 use crate::seam::NativeBoard;
 
 /// The windows are read whole once all of them hold at most this many
