@@ -10,3 +10,4 @@ mod redis_exactly_once;
 mod redis_failover;
 mod redis_ranking;
 mod redis_split_boards;
+mod redis_split_random;
