@@ -174,3 +174,54 @@ fn a_split_board_of_count_trees_reads_as_one_of_native_trees() {
     old.check_integrity().unwrap();
     new.check_integrity().unwrap();
 }
+
+/// A floor lifts the board's arrival counter (`native_scripts::MOVES`):
+/// writes after one without a floor take later arrivals, so they rank
+/// after the players who reached the same score before them, whether the
+/// floored write was a single move or several (a single move and a batch
+/// go different ways). Floors come from a clock (`ranking/trees/arrival.rs`),
+/// so a process whose clock is behind another's writes without lifting
+/// the counter past the other's numbers unless this holds.
+///
+/// Controls, reverted: with the batch's floored counter not stored back
+/// (`SET` of the arrivals key removed), `"c"` and `"d"` ranked ahead of
+/// `"a"` and `"b"`; with a single move's not stored back, `"e"` ranked
+/// last.
+#[test]
+fn a_floor_lifts_the_arrival_counter() {
+    use crate::ranking::{Ranking, RankingConfig};
+    use crate::seam::{Board, BoardStore};
+    let nodes = nodes();
+    let base = format!(
+        "floors_{}_{}",
+        std::process::id(),
+        crate::random::range(0..u32::MAX)
+    );
+    let _cleanup = Cleanup(nodes.clone(), format!("{base}*"));
+    let db = RedisCluster::builder(&nodes).prefix(&base).open().unwrap();
+    let board = Ranking::create(&db, "f", RankingConfig::new(0..10)).unwrap();
+    let (id, _) = db.open_board("f").unwrap().expect("the board");
+    let at = Board { id, name: "f" };
+    let write = |updates: &[(&str, u64)]| {
+        let updates: Vec<_> = updates
+            .iter()
+            .map(|&(p, floor)| (p, Some(5), None, floor))
+            .collect();
+        db.write_native(at, "replace", &updates)
+            .unwrap()
+            .expect("native");
+    };
+    write(&[("a", 1_000), ("b", 1_001)]);
+    write(&[("c", 0), ("d", 0)]);
+    write(&[("e", 5_000)]);
+    write(&[("f", 0)]);
+    write(&[("g", 0), ("h", 0)]);
+    let order: Vec<String> = board
+        .page(1, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.player)
+        .collect();
+    assert_eq!(order, ["a", "b", "c", "d", "e", "f", "g", "h"]);
+    board.check_integrity().unwrap();
+}

@@ -2,7 +2,7 @@
 //! its reads, each one script, and a direct write whole in one script. The
 //! write is a piece (`scripts.rs`): it starts with the exactly-once prelude.
 
-use super::scripts::{script, BOARD_TYPES};
+use super::scripts::{script_of, BOARD_TYPES};
 use redis::Script;
 use std::sync::OnceLock;
 
@@ -148,6 +148,154 @@ return {'OK', v, r}
     })
 }
 
+/// Moves of a native board's players, applied together: a function
+/// `apply_moves(k, moves)` of the scripts that write native boards
+/// ([`native_write`], `scripts::board_commit`). `k` names the board's
+/// keys (`order`, `players`, `data`, `distinct`, `counts`, `arrivals`);
+/// `moves` lists `{player, new, old, floor}` in the order they happen:
+/// `new` the 8-byte score key (`false`: off the board, with the player's
+/// entry data), `old` the 16-byte row they leave (`false`: none; `'?'`:
+/// whatever an earlier move of these left, else the stored row), `floor`
+/// the lowest arrival the new row may take (`0`: the board's counter
+/// decides; a tree of a split board passes board-wide numbers,
+/// `ranking/trees/arrival.rs`).
+///
+/// The outcome is the moves' one by one, in order: each new row takes
+/// the board's next arrival (at least its floor), a score's multiplicity
+/// counts its players and the distinct scores hold the scores counted
+/// above zero. Two or more moves take not ~10 calls each but one per key
+/// and kind, a few in all whatever their number (variadic, in chunks
+/// within Lua's `unpack` limit): each call's dispatch costs the master
+/// about as much as the command does (BENCHMARKS.md, "Redis-native
+/// boards"). A single move (`set_score`) goes call by call, which costs
+/// it less than the tables of the batched form.
+pub(super) const MOVES: &str = r#"
+local function be8(n)
+  local b = {}
+  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
+  return string.char(unpack(b))
+end
+-- One command over `list` from `key`, `step` elements per call (even
+-- for pairs).
+local function chunked(cmd, key, list, step)
+  for s = 1, #list, step do
+    redis.call(cmd, key, unpack(list, s, math.min(s + step - 1, #list)))
+  end
+end
+-- One move, call by call: for a single move the batched form's tables
+-- cost the master more than the calls they save (~5 µs a `set_score`).
+local function move_one(k, player, new, old, floor)
+  if old == '?' then old = redis.call('HGET', k.players, player) or false end
+  if old then
+    redis.call('ZREM', k.order, old .. player)
+    local pre = string.sub(old, 1, 8)
+    if redis.call('HINCRBY', k.counts, pre, -1) <= 0 then
+      redis.call('HDEL', k.counts, pre)
+      redis.call('ZREM', k.distinct, pre)
+    end
+  end
+  if new then
+    local arrival = redis.call('INCR', k.arrivals)
+    if floor > arrival then
+      redis.call('SET', k.arrivals, string.format('%.0f', floor))
+      arrival = floor
+    end
+    local row = new .. be8(arrival)
+    redis.call('ZADD', k.order, 0, row .. player)
+    redis.call('HSET', k.players, player, row)
+    if redis.call('HINCRBY', k.counts, new, 1) == 1 then redis.call('ZADD', k.distinct, 0, new) end
+  else
+    redis.call('HDEL', k.players, player)
+    redis.call('HDEL', k.data, player)
+  end
+end
+local function apply_moves(k, moves)
+  if #moves == 0 then return end
+  if #moves == 1 then
+    local m = moves[1]
+    return move_one(k, m[1], m[2], m[3], m[4])
+  end
+  local fresh, floored = 0, false
+  for _, m in ipairs(moves) do
+    if m[2] then
+      fresh = fresh + 1
+      if m[4] > 0 then floored = true end
+    end
+  end
+  -- Without floors the arrivals are the counter's next `fresh` numbers.
+  local counter = 0
+  if fresh > 0 then
+    if floored then
+      counter = tonumber(redis.call('GET', k.arrivals) or '0')
+    else
+      counter = redis.call('INCRBY', k.arrivals, fresh) - fresh
+    end
+  end
+  local added, removed, rows, dropped, deltas = {}, {}, {}, {}, {}
+  for _, m in ipairs(moves) do
+    local player, new, old, floor = m[1], m[2], m[3], m[4]
+    if old == '?' then
+      old = rows[player]
+      if old == nil then old = redis.call('HGET', k.players, player) or false end
+    end
+    if old then
+      local member = old .. player
+      -- A row this call added is taken back, not removed.
+      if added[member] then added[member] = nil else removed[#removed + 1] = member end
+      local pre = string.sub(old, 1, 8)
+      deltas[pre] = (deltas[pre] or 0) - 1
+    end
+    if new then
+      local arrival = counter + 1
+      if floor > arrival then arrival = floor end
+      counter = arrival
+      local row = new .. be8(arrival)
+      added[row .. player] = true
+      rows[player] = row
+      deltas[new] = (deltas[new] or 0) + 1
+    else
+      rows[player] = false
+      dropped[#dropped + 1] = player
+    end
+  end
+  if floored and fresh > 0 then redis.call('SET', k.arrivals, string.format('%.0f', counter)) end
+  chunked('ZREM', k.order, removed, 1000)
+  local members, sets, unset = {}, {}, {}
+  for member in pairs(added) do members[#members + 1] = 0; members[#members + 1] = member end
+  chunked('ZADD', k.order, members, 1000)
+  for player, row in pairs(rows) do
+    if row then sets[#sets + 1] = player; sets[#sets + 1] = row else unset[#unset + 1] = player end
+  end
+  chunked('HSET', k.players, sets, 1000)
+  chunked('HDEL', k.players, unset, 1000)
+  chunked('HDEL', k.data, dropped, 1000)
+  local pres = {}
+  for pre, d in pairs(deltas) do
+    if d ~= 0 then pres[#pres + 1] = pre end
+  end
+  local counts, gone, first, last = {}, {}, {}, {}
+  for s = 1, #pres, 1000 do
+    local had = redis.call('HMGET', k.counts, unpack(pres, s, math.min(s + 999, #pres)))
+    for j, before in ipairs(had) do
+      local pre = pres[s + j - 1]
+      before = tonumber(before) or 0
+      local after = before + deltas[pre]
+      if after > 0 then
+        counts[#counts + 1] = pre; counts[#counts + 1] = after
+        if before <= 0 then first[#first + 1] = 0; first[#first + 1] = pre end
+      else
+        gone[#gone + 1] = pre
+        if before > 0 then last[#last + 1] = pre end
+      end
+    end
+  end
+  chunked('HSET', k.counts, counts, 1000)
+  chunked('HDEL', k.counts, gone, 1000)
+  chunked('ZREM', k.distinct, last, 1000)
+  chunked('ZADD', k.distinct, first, 1000)
+end
+"#;
+
 /// A direct write to a native board (`board_tx/native.rs`), whole in one
 /// script: `KEYS[1]` the board's version, `KEYS[3..8]` its ranking order,
 /// players, entry data, distinct scores, multiplicities and arrival
@@ -162,29 +310,30 @@ return {'OK', v, r}
 /// batch is applied by its net effect as `ranking/apply/` applies one:
 /// values in order under the policy, each player moved once to where their
 /// last change left them, in the order of those changes, and not at all
-/// if that is where they were. Answers `APPLIED n`, `n` the batch's
-/// players that were on the board before it (a resend of an applied
-/// piece answers the same, from the writer's mark); `GONE` if the board
-/// was deleted.
+/// if that is where they were ([`MOVES`]). Answers `APPLIED n`, `n` the
+/// batch's players that were on the board before it (a resend of an
+/// applied piece answers the same, from the writer's mark); `GONE` if the
+/// board was deleted.
 ///
 /// Every server call counts here (this is `set_score`): no `TYPE` check
 /// of the keys (only a write behind the store's back gives one a wrong
 /// type, and then Redis refuses the first call on it, `WRONGTYPE`), the
 /// version set and the tombstone read in one `SET ... GET`, the distinct
-/// scores touched only when a score's count crosses zero. A move of a
-/// player on the board is 7 calls, the exactly-once prelude 3.
+/// scores touched only when a score's count crosses zero.
 pub(crate) fn native_write() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
-    script(
+    script_of(
         &S,
-        r#"
+        &[
+            MOVES,
+            r#"
 -- One call both checks for a deleted board and sets the new version;
 -- the tombstone goes back before anything else is written.
 if redis.call('SET', KEYS[1], ARGV[4], 'GET') == 'deleted' then
   redis.call('SET', KEYS[1], 'deleted')
   return 'GONE'
 end
-local o, p, e, s, m, c = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local k = {order = KEYS[3], players = KEYS[4], data = KEYS[5], distinct = KEYS[6], counts = KEYS[7], arrivals = KEYS[8]}
 local policy = ARGV[5]
 local function less(a, b)
   for j = 1, 8 do
@@ -193,17 +342,12 @@ local function less(a, b)
   end
   return false
 end
-local function be8(n)
-  local b = {}
-  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
-  return string.char(unpack(b))
-end
 local stored, cur, last, data, final, floors, n, found = {}, {}, {}, {}, {}, {}, 0, 0
 for i = 6, #ARGV, 4 do
   n = n + 1
   local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if stored[player] == nil then
-    stored[player] = redis.call('HGET', p, player) or false
+    stored[player] = redis.call('HGET', k.players, player) or false
     if stored[player] then found = found + 1 end
     cur[player] = stored[player] and string.sub(stored[player], 1, 8) or false
   end
@@ -223,40 +367,21 @@ for i = 6, #ARGV, 4 do
   end
   final[player] = key ~= '' and after
 end
+local order = {}
+for player, at in pairs(last) do order[#order + 1] = {at, player} end
+table.sort(order, function(a, b) return a[1] < b[1] end)
 local moves = {}
-for player, at in pairs(last) do moves[#moves + 1] = {at, player} end
-table.sort(moves, function(a, b) return a[1] < b[1] end)
-for _, move in ipairs(moves) do
-  local player = move[2]
+for _, at in ipairs(order) do
+  local player = at[2]
   local old, new = stored[player], cur[player]
   if not (old and new and string.sub(old, 1, 8) == new) and (old or new) then
-    if old then
-      redis.call('ZREM', o, old .. player)
-      local pre = string.sub(old, 1, 8)
-      if redis.call('HINCRBY', m, pre, -1) <= 0 then
-        redis.call('HDEL', m, pre)
-        redis.call('ZREM', s, pre)
-      end
-    end
-    if new then
-      local arrival = redis.call('INCR', c)
-      if floors[player] > arrival then
-        redis.call('SET', c, floors[player])
-        arrival = floors[player]
-      end
-      local row = new .. be8(arrival)
-      redis.call('ZADD', o, 0, row .. player)
-      redis.call('HSET', p, player, row)
-      if redis.call('HINCRBY', m, new, 1) == 1 then redis.call('ZADD', s, 0, new) end
-    else
-      redis.call('HDEL', p, player)
-      redis.call('HDEL', e, player)
-    end
+    moves[#moves + 1] = {player, new, old, floors[player]}
   end
 end
+apply_moves(k, moves)
 for player, d in pairs(data) do
   if final[player] then
-    if d then redis.call('HSET', e, player, d) else redis.call('HDEL', e, player) end
+    if d then redis.call('HSET', k.data, player, d) else redis.call('HDEL', k.data, player) end
   end
 end
 -- Kept in the mark: a resend after a lost reply answers the same.
@@ -264,6 +389,7 @@ local reply = 'APPLIED ' .. found
 mark(reply)
 return reply
 "#,
+        ],
     )
 }
 
@@ -281,10 +407,10 @@ return reply
 /// deleted.
 pub(crate) fn native_trim() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
-    script(
+    script_of(
         &S,
-        &format!(
-            "{BOARD_TYPES}{}",
+        &[
+            BOARD_TYPES,
             r#"
 if redis.call('GET', KEYS[1]) == 'deleted' then return 'GONE' end
 local bad = check_types({[3] = 'zset', [4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [8] = 'string'})
@@ -317,7 +443,7 @@ end
 redis.call('SET', KEYS[1], ARGV[4])
 mark()
 return 'TRIMMED ' .. #ms
-"#
-        ),
+"#,
+        ],
     )
 }

@@ -64,7 +64,13 @@ end
 "#;
 
 pub(super) fn script(cell: &'static OnceLock<Script>, body: &str) -> &'static Script {
-    cell.get_or_init(|| Script::new(&format!("{PRELUDE}{body}")))
+    script_of(cell, &[body])
+}
+
+/// A script of the prelude and `parts`, joined only the first time: the
+/// accessors run on every call.
+pub(super) fn script_of(cell: &'static OnceLock<Script>, parts: &[&str]) -> &'static Script {
+    cell.get_or_init(|| Script::new(&format!("{PRELUDE}{}", parts.concat())))
 }
 
 /// Insert's document: `ARGV[4]` the JSON, `ARGV[5]` the incarnation.
@@ -332,9 +338,11 @@ end
 /// it is empty, out of the players and their entry data.
 pub(crate) fn board_commit() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
-    script(
+    script_of(
         &S,
-        r#"
+        &[
+            super::native_scripts::MOVES,
+            r#"
 local n = tonumber(ARGV[6])
 for b = 0, n - 1 do
   local at, seen = 7 + 3 * b, ARGV[8 + 3 * b]
@@ -348,14 +356,17 @@ for k = 3, #KEYS do
     return redis.error_reply('autoshard: board key ' .. KEYS[k] .. ' is a ' .. t .. ', not a ' .. tostring(want))
   end
 end
-local function be8(n)
-  local b = {}
-  for j = 8, 1, -1 do b[j] = n % 256; n = math.floor(n / 256) end
-  return string.char(unpack(b))
+-- Moves wait here, per board, until another write or the end: applied
+-- together (`apply_moves`), in their order, before anything after them.
+local pending, boards = {}, {}
+local function flush()
+  for d, moves in pairs(pending) do apply_moves(boards[d], moves) end
+  pending = {}
 end
 local i = 7 + 3 * n
 while i <= #ARGV do
   local op, k = ARGV[i], KEYS[tonumber(ARGV[i + 1])]
+  if op ~= 'M' then flush() end
   if op == 'H' then redis.call('HSET', k, ARGV[i + 2], ARGV[i + 3]); i = i + 4
   elseif op == 'h' then redis.call('HDEL', k, ARGV[i + 2]); i = i + 3
   elseif op == 'Z' then redis.call('ZADD', k, 0, ARGV[i + 2]); i = i + 3
@@ -370,45 +381,28 @@ while i <= #ARGV do
     i = i + c + 2
   elseif op == 'M' then
     local d = tonumber(ARGV[i + 1])
-    local players, order, data = KEYS[d + 3], KEYS[d + 4], KEYS[d + 7]
-    local distinct, counts, arrivals = KEYS[d + 8], KEYS[d + 9], KEYS[d + 10]
-    local player, new, old, floor = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5])
-    -- `?`: an earlier move of this commit moved the player; their row is
-    -- the one it wrote.
-    if old == '?' then old = redis.call('HGET', players, player) or '' end
+    if not boards[d] then
+      boards[d] = {players = KEYS[d + 3], order = KEYS[d + 4], data = KEYS[d + 7],
+        distinct = KEYS[d + 8], counts = KEYS[d + 9], arrivals = KEYS[d + 10]}
+    end
+    local new, old = ARGV[i + 3], ARGV[i + 4]
+    if new == '' then new = false end
+    if old == '' then old = false end
+    pending[d] = pending[d] or {}
+    table.insert(pending[d], {ARGV[i + 2], new, old, tonumber(ARGV[i + 5])})
     i = i + 6
-    if old ~= '' then
-      redis.call('ZREM', order, old .. player)
-      local pre = string.sub(old, 1, 8)
-      if redis.call('HINCRBY', counts, pre, -1) <= 0 then
-        redis.call('HDEL', counts, pre)
-        redis.call('ZREM', distinct, pre)
-      end
-    end
-    if new ~= '' then
-      local arrival = redis.call('INCR', arrivals)
-      if floor > arrival then
-        redis.call('SET', arrivals, floor)
-        arrival = floor
-      end
-      local row = new .. be8(arrival)
-      redis.call('ZADD', order, 0, row .. player)
-      redis.call('HSET', players, player, row)
-      if redis.call('HINCRBY', counts, new, 1) == 1 then redis.call('ZADD', distinct, 0, new) end
-    else
-      redis.call('HDEL', players, player)
-      redis.call('HDEL', data, player)
-    end
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
   end
 end
+flush()
 for b = 0, n - 1 do
   if ARGV[9 + 3 * b] == '1' then redis.call('SET', KEYS[tonumber(ARGV[7 + 3 * b])], ARGV[4]) end
 end
 mark()
 return 'OK'
 "#,
+        ],
     )
 }
 
@@ -428,10 +422,10 @@ return 'OK'
 /// only adds rows past the head, which no transaction has read).
 pub(crate) fn append_queue() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
-    script(
+    script_of(
         &S,
-        &format!(
-            "{BOARD_TYPES}{}{}{}",
+        &[
+            BOARD_TYPES,
             r#"
 local bad = check_types({[3] = 'string'})
 if bad then return bad end
@@ -460,8 +454,8 @@ while i <= #ARGV do
 end
 mark()
 return 'OK'
-"#
-        ),
+"#,
+        ],
     )
 }
 
