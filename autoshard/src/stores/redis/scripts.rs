@@ -358,10 +358,11 @@ for k = 3, #KEYS do
 end
 -- Moves wait here, per board, until another write or the end: applied
 -- together (`apply_moves`), in their order, before anything after them.
-local pending, boards = {}, {}
+local pending, boards, waiting = {}, {}, false
 local function flush()
+  if not waiting then return end
   for d, moves in pairs(pending) do apply_moves(boards[d], moves) end
-  pending = {}
+  pending, waiting = {}, false
 end
 local i = 7 + 3 * n
 while i <= #ARGV do
@@ -390,6 +391,7 @@ while i <= #ARGV do
     if old == '' then old = false end
     pending[d] = pending[d] or {}
     table.insert(pending[d], {ARGV[i + 2], new, old, tonumber(ARGV[i + 5])})
+    waiting = true
     i = i + 6
   else
     return redis.error_reply('autoshard: unknown board write ' .. tostring(op))
