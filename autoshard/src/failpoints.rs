@@ -72,12 +72,13 @@ pub mod pg_hooks {
         crate::stores::postgres::tx::round_trips()
     }
 
-    /// The text of `db`'s one-statement board read (`rank`, `rank_of_score`,
-    /// `score`), to check the plans PostgreSQL keeps for it. Parameters:
+    /// The texts of `db`'s one-statement board read (`rank`,
+    /// `rank_of_score`, `score`), without and with the player's arrival
+    /// path, to check the plans PostgreSQL keeps for them. Parameters:
     /// board id, player, score, the board's minimum, branching, depth,
-    /// whether to load the arrival path.
-    pub fn planned_read_sql(db: &crate::Postgres) -> String {
-        db.planned_read_sql().to_owned()
+    /// whether to read part B at the leaf and above it.
+    pub fn planned_read_sql(db: &crate::Postgres) -> [String; 2] {
+        db.planned_read_sql().map(str::to_owned)
     }
 
     /// Process-wide: connections opened while on plan every statement

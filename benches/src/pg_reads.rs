@@ -54,7 +54,7 @@ pub fn run() -> Result<()> {
     // The board's own statement (`planned` in
     // `stores/postgres/boards/sql.rs`), sent by hand: what the store adds
     // around it.
-    let planned = autoshard::__private::pg_hooks::planned_read_sql(&db);
+    let [planned, _] = autoshard::__private::pg_hooks::planned_read_sql(&db);
     let raw = client.prepare(&planned)?;
     let id: i64 = client
         .query_one(
@@ -76,7 +76,16 @@ pub fn run() -> Result<()> {
             let t0 = Instant::now();
             let rows = client.query(
                 statement,
-                &[&id, &who, &None::<i64>, &0i64, &100i64, &3i32, &false],
+                &[
+                    &id,
+                    &who,
+                    &None::<i64>,
+                    &0i64,
+                    &100i64,
+                    &3i32,
+                    &false,
+                    &false,
+                ],
             )?;
             if i >= 20 {
                 samples.push(t0.elapsed());

@@ -5,5 +5,6 @@
 
 mod pg_boards;
 mod pg_exactly_once;
+mod pg_fold;
 mod pg_limits;
 mod pg_store;

@@ -116,6 +116,7 @@ impl BoardConfig {
             policy: self.policy,
             order: self.order,
             approx: self.buckets.is_some(),
+            shards: self.shards,
         }
     }
 

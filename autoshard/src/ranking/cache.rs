@@ -350,6 +350,10 @@ impl Storage for CachedTx<'_> {
         self.st.lock_leaves(leaves)
     }
 
+    fn writes_alone(&self) -> bool {
+        self.st.writes_alone()
+    }
+
     fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
         self.st.path_rows(path, f)
     }

@@ -112,6 +112,9 @@ pub(crate) struct Rules {
     pub order: ScoreOrder,
     /// An approximate board: updates write player rows only (`approx/`).
     pub approx: bool,
+    /// Shard rows per inner node (`RankingConfig::node_shards`): a batch
+    /// that writes alone folds them into one (`apply/flush.rs`).
+    pub shards: u32,
 }
 
 impl Rules {
@@ -360,6 +363,7 @@ mod tests {
             policy,
             order,
             approx: false,
+            shards: 1,
         }
     }
 

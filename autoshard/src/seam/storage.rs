@@ -44,6 +44,9 @@ pub(crate) struct Prefetch<'a> {
     /// [`Storage::node_shard`] would.
     pub inner: &'a [(u32, u64)],
     pub shard: u32,
+    /// Above 1: the batch folds shard rows `0..fold` of each of `inner`
+    /// into row `shard` ([`Storage::writes_alone`]), so it reads them all.
+    pub fold: u32,
     /// Scores whose arrival trees the batch may read (covered by their
     /// leaves' locks).
     pub scores: &'a [i64],
@@ -51,9 +54,10 @@ pub(crate) struct Prefetch<'a> {
 
 /// The rows of a read that descends one root-to-leaf path
 /// ([`BoardStore::read_board_planned`](super::BoardStore::read_board_planned)):
-/// the player's row, every shard row
-/// (both parts) of the score tree's path to the player's (tree) score or to
-/// `score`, and with `arrivals` the nodes of the player's arrival path in
+/// the player's row, every shard row of the score tree's path to the
+/// player's (tree) score or to `score` (part A, and part B of the leaf with
+/// `counters`, of the inner nodes with `distinct`), and with `arrivals` the
+/// nodes of the player's arrival path in
 /// that score's arrival tree. The geometry comes with it, so a store can
 /// compute the path next to the data: node `(h, (score - min) / B^h)` at
 /// heights `1..=depth`, arrival node `(h, arrival / B^h)`.
@@ -63,6 +67,10 @@ pub(crate) struct ReadPlan<'a> {
     /// A tree score whose path to read when there is no player.
     pub score: Option<i64>,
     pub arrivals: bool,
+    /// Part B of the leaf: its arrival counters (an ordinal rank).
+    pub counters: bool,
+    /// Part B of the inner nodes: distinct scores (a dense rank).
+    pub distinct: bool,
     pub min: i64,
     pub branching: u32,
     pub depth: u32,
@@ -153,6 +161,16 @@ pub(crate) trait Storage {
     /// the store's read (and any lock a read takes).
     fn bump_generation(&self) -> Result<Option<u64>> {
         Ok(None)
+    }
+
+    /// Whether no other transaction can write this board until this one
+    /// ends (PostgreSQL: the board's lock is held exclusively). Asked once
+    /// the write's locks are taken; a batch that writes alone folds every
+    /// shard row of each inner node it changes into one, so readers sum
+    /// fewer rows (`ranking/apply/flush.rs`). `false` (the default) leaves
+    /// other shards alone: other writers may be adding to them.
+    fn writes_alone(&self) -> bool {
+        false
     }
 
     /// The board's native operations, if the store keeps this board in

@@ -63,6 +63,9 @@ pub(super) struct Batch<'a> {
     /// arrival numbers (`ranking/trees/arrival.rs`), so that ties compare
     /// across trees.
     floor: i64,
+    /// Above 1: shard rows `0..fold` of each changed inner node are folded
+    /// into row `shard` ([`fold_shards`](Self::fold_shards)).
+    pub(super) fold: u32,
 }
 
 impl<'a> Batch<'a> {
@@ -77,7 +80,15 @@ impl<'a> Batch<'a> {
             inner: HashMap::default(),
             arrivals: HashMap::default(),
             floor: 0,
+            fold: 0,
         }
+    }
+
+    /// Folds shard rows `0..shards` of every inner node the batch changes
+    /// into its own shard row: only for a batch no other writer can add to
+    /// those rows beside ([`Storage::writes_alone`]).
+    pub fn fold_shards(&mut self, shards: u32) {
+        self.fold = shards;
     }
 
     /// Hands out arrival numbers of at least `floor` (below `2^63`) from

@@ -151,6 +151,11 @@ pub(crate) fn apply_updates_from(
         }
     }
     st.lock_leaves(&leaves)?;
+    // Alone, a batch folds every shard row of the inner nodes it changes
+    // into its own: readers then sum one row per node where they summed
+    // up to `shards` (the worker's batches hold a PostgreSQL board alone).
+    let fold = if st.writes_alone() { rules.shards } else { 0 };
+    batch.fold_shards(fold);
     leaves.sort_unstable();
     leaves.dedup();
     inner.sort_unstable();
@@ -161,6 +166,7 @@ pub(crate) fn apply_updates_from(
         leaves: &leaves,
         inner: &inner,
         shard,
+        fold,
         scores: &scores,
         ..Prefetch::default()
     };

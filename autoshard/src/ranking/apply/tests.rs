@@ -151,6 +151,38 @@ fn inner_deltas_go_to_the_given_shard() {
     assert!(!t.nodes.keys().any(|k| k.3 == 1), "{:?}", t.nodes);
 }
 
+/// A batch that holds the board alone moves the counts of every other
+/// shard row of the inner nodes it changes into its own and deletes those
+/// rows: the node's sums stay, one row per part is left. The control is
+/// the test above: not alone, other shards stay.
+#[test]
+fn a_batch_alone_folds_the_shard_rows_it_changes() {
+    let board = Board::new(0..100, 10, 4);
+    board.set_scores(3, &[("a", 5), ("b", 50)]).unwrap();
+    board.set_scores(1, &[("c", 6)]).unwrap();
+    let inner = |t: &Tables| -> Vec<(Part, u32)> {
+        let rows = t.nodes.keys().filter(|k| k.0 == 2);
+        rows.map(|&(_, _, part, shard)| (part, shard)).collect()
+    };
+    let spread = inner(&board.st.tables());
+    assert_eq!(
+        spread,
+        [(Part::A, 1), (Part::A, 3), (Part::B, 1), (Part::B, 3)]
+    );
+    board.st.set_alone(true);
+    board.set_scores(2, &[("d", 70)]).unwrap();
+    board.st.set_alone(false);
+    let t = board.st.tables();
+    assert_eq!(inner(&t), [(Part::A, 2), (Part::B, 2)]);
+    // Players and distinct scores per child: {5, 6}, {50}, {70}.
+    let sums = enc(&[2, 0, 0, 0, 0, 1, 0, 1]);
+    assert_eq!(t.nodes[&(2, 0, Part::A, 2)], sums);
+    assert_eq!(t.nodes[&(2, 0, Part::B, 2)], sums);
+    drop(t);
+    board.check_integrity().unwrap();
+    assert_eq!(board.rank("c", Tie::Standard).unwrap(), Some(3));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -169,7 +201,7 @@ proptest! {
             harness::run(&board, &mut oracle, &pool, op)?;
         }
         let everyone: Vec<_> = (0..12).map(|p| (p, None)).collect();
-        harness::run(&board, &mut oracle, &pool, &harness::Op { updates: everyone, shard })?;
+        harness::run(&board, &mut oracle, &pool, &harness::Op { updates: everyone, shard, alone: false })?;
         let t = board.st.tables();
         prop_assert!(t.players().is_empty() && t.arrivals.is_empty());
         prop_assert!(t.nodes.keys().all(|k| k.0 > 1), "{:?}", t.nodes);

@@ -394,6 +394,7 @@ fn every_kind_of_damage_is_reported_on_a_roomy_board() {
         let op = harness::Op {
             updates: op,
             shard: i as u32,
+            alone: false,
         };
         harness::run(&board, &mut oracle, &pool, &op).unwrap();
     }
@@ -425,7 +426,7 @@ proptest! {
         let board = Board::new(range, branching, shards);
         let mut oracle = Oracle::default();
         // Ends with at least one player to aim at.
-        let last = harness::Op { updates: vec![(pick, Some(pick))], shard: 0 };
+        let last = harness::Op { updates: vec![(pick, Some(pick))], shard: 0, alone: false };
         for op in ops.iter().chain([&last]) {
             harness::run(&board, &mut oracle, &pool, op)?;
         }

@@ -43,7 +43,10 @@ impl Board {
             apply_updates(
                 tx,
                 self.st.geometry(),
-                Rules::default(),
+                Rules {
+                    shards: self.shards,
+                    ..Rules::default()
+                },
                 shard,
                 updates,
                 None,
@@ -275,6 +278,8 @@ pub(crate) fn verify(board: &Board, oracle: &Oracle, probes: &[i64]) -> Result<(
 pub(crate) struct Op {
     pub updates: Vec<(usize, Option<usize>)>,
     pub shard: u32,
+    /// Applied holding the board alone: inner nodes' shard rows folded.
+    pub alone: bool,
 }
 
 /// Mostly single updates (what `set_score` and `remove` write), some
@@ -286,7 +291,11 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => (0..12usize).prop_map(|p| vec![(p, None)]),
         2 => prop::collection::vec(update, 0..12),
     ];
-    (updates, any::<u32>()).prop_map(|(updates, shard)| Op { updates, shard })
+    (updates, any::<u32>(), any::<bool>()).prop_map(|(updates, shard, alone)| Op {
+        updates,
+        shard,
+        alone,
+    })
 }
 
 /// Score ranges from width 1 to the whole of `i64`, at both ends of it.
@@ -567,7 +576,9 @@ pub(crate) fn run(
 ) -> Result<(), TestCaseError> {
     let names = op.names();
     let updates = op.updates(&names, pool);
+    board.st.set_alone(op.alone);
     let had = board.apply(op.shard % board.shards, &updates)?;
+    board.st.set_alone(false);
     prop_assert_eq!(had, oracle.batch(&updates));
     Ok(())
 }

@@ -45,7 +45,7 @@ use crate::error::Result;
 use crate::seam::{
     DeadLetter, NodeRow, Part, QueuedRow, ScannedArrival, ScannedNode, NOTHING_APPLIED,
 };
-use std::cell::{Ref, RefCell, RefMut};
+use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -119,6 +119,8 @@ pub(crate) struct MemoryStorage {
     name: String,
     geometry: Geometry,
     tables: RefCell<Tables>,
+    /// What write transactions answer to `Storage::writes_alone`.
+    alone: Cell<bool>,
 }
 
 impl Clone for MemoryStorage {
@@ -127,6 +129,7 @@ impl Clone for MemoryStorage {
             name: self.name.clone(),
             geometry: self.geometry.clone(),
             tables: RefCell::new(self.tables.borrow().clone()),
+            alone: self.alone.clone(),
         }
     }
 }
@@ -139,7 +142,14 @@ impl MemoryStorage {
             name: name.into(),
             geometry,
             tables: RefCell::default(),
+            alone: Cell::new(false),
         }
+    }
+
+    /// Whether the next write transactions hold the board alone (as a
+    /// PostgreSQL batch that takes the board's lock exclusively does).
+    pub fn set_alone(&self, alone: bool) {
+        self.alone.set(alone);
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -288,6 +298,10 @@ impl Storage for MemoryTx<'_> {
             Ok(())
         });
         Ok(())
+    }
+
+    fn writes_alone(&self) -> bool {
+        self.storage.alone.get()
     }
 
     fn lock_leaves(&self, leaves: &[u64]) -> Result<()> {

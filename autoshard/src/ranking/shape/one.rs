@@ -33,7 +33,11 @@ impl Shape for OneTree {
     }
 
     fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>> {
-        let plan = b.plan(Some(player), None, tie == Tie::Ordinal);
+        let plan = ReadPlan {
+            counters: tie == Tie::Ordinal,
+            distinct: tie == Tie::Dense,
+            ..b.plan(Some(player), None, tie == Tie::Ordinal)
+        };
         b.read_planned(&plan, |st, g| {
             if let Some(native) = st.native() {
                 return native::rank(native, player, tie);
@@ -261,6 +265,8 @@ impl Ranking {
             player,
             score,
             arrivals,
+            counters: false,
+            distinct: false,
             min: g.min(),
             branching: g.branching(),
             depth: g.depth(),

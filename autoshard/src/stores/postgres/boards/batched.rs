@@ -16,6 +16,10 @@
 //! of anything not loaded flushes the held writes first and then goes to
 //! the server, so the staging is an optimisation, never a second truth.
 //!
+//! A batch that holds the board exclusively folds its inner nodes' shard
+//! rows into one ([`Prefetch::fold`]): every shard row of those nodes is
+//! loaded then, in the same statement, so the fold reads nothing more.
+//!
 //! Arrival trees are loaded whole for the touched scores: one statement
 //! whatever their height, at the cost of reading every node of a score many
 //! players tie at (about `players at the score / (B - 1)` rows).
@@ -91,7 +95,16 @@ impl PgTx<'_, '_> {
             }
         }
         let leaves = rows.leaves.iter().map(|&idx| (1, idx, 0));
-        let inner = rows.inner.iter().map(|&(h, idx)| (h, idx, rows.shard));
+        // A folding batch reads every shard row of its inner nodes.
+        let shards = if rows.fold > 1 {
+            0..rows.fold
+        } else {
+            rows.shard..rows.shard + 1
+        };
+        let inner = rows
+            .inner
+            .iter()
+            .flat_map(|&(h, idx)| shards.clone().map(move |s| (h, idx, s)));
         let nodes: Vec<(u32, u64, u32)> = leaves
             .chain(inner)
             .filter(|&(h, i, s)| !staged.nodes.contains_key(&(h, i, Part::A, s)))

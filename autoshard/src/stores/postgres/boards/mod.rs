@@ -41,11 +41,12 @@ impl Postgres {
             .get_or_init(|| Sql::new(self.quoted_schema()))
     }
 
-    /// The one-statement read's text (`planned.rs`), for the test of its
+    /// The one-statement read's texts (`planned.rs`), for the test of their
     /// plans (`__private::pg_hooks::planned_read_sql`).
     #[cfg(feature = "failpoints")]
-    pub(crate) fn planned_read_sql(&self) -> &str {
-        &self.boards_sql().planned
+    pub(crate) fn planned_read_sql(&self) -> [&str; 2] {
+        let sql = self.boards_sql();
+        [&sql.planned, &sql.planned_arrivals]
     }
 
     /// [`Storage`] for `board` over `tx`.

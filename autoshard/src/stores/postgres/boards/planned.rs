@@ -1,8 +1,8 @@
 //! A read in one statement (issue 18, item 5): `rank`, `rank_of_score` and
 //! `score` name their rows up front ([`ReadPlan`]), so PostgreSQL computes
 //! the root-to-leaf path next to the data and returns the board's name, the
-//! player's row, every shard row of the path and the arrival path in ONE
-//! statement. A single statement sees one snapshot, so no transaction is
+//! player's row, every shard row of the path (part B only where the read
+//! needs it) and the arrival path in ONE statement. A single statement sees one snapshot, so no transaction is
 //! opened: one round trip where a read transaction took five (`BEGIN`, the
 //! board check, the player, the path, `ROLLBACK`).
 //!
@@ -29,6 +29,8 @@ pub(super) struct Loaded<'a> {
     nodes: Vec<(u32, u64, Part, u32, Vec<u8>)>,
     /// `(height, idx)` of the path, whether or not a row exists there.
     path: Vec<(u32, u64)>,
+    /// Whether part B was loaded: of the leaf, of the inner nodes.
+    with_b: (bool, bool),
     /// `(height, idx, vector)` of the arrival path, if planned.
     arrivals: Option<Vec<(u32, u64, Vec<u8>)>>,
     /// Set when a read asked for a row the plan did not load.
@@ -45,16 +47,22 @@ pub(super) fn run(
 ) -> Result<bool> {
     let sql = db.boards_sql();
     let rows = db.read(|tx| {
-        let params: [&(dyn ::postgres::types::ToSql + Sync); 7] = [
+        let params: [&(dyn ::postgres::types::ToSql + Sync); 8] = [
             &board.id,
             &plan.player,
             &plan.score,
             &plan.min,
             &i64::from(plan.branching),
             &small(plan.depth),
-            &plan.arrivals,
+            &plan.counters,
+            &plan.distinct,
         ];
-        Ok(tx.query(&sql.planned, &params)?)
+        let statement = if plan.arrivals {
+            &sql.planned_arrivals
+        } else {
+            &sql.planned
+        };
+        Ok(tx.query(statement, &params)?)
     })?;
     let mut loaded = Loaded {
         name: board.name,
@@ -63,6 +71,7 @@ pub(super) fn run(
         place: None,
         nodes: Vec::new(),
         path: Vec::new(),
+        with_b: (plan.counters, plan.distinct),
         arrivals: plan.arrivals.then(Vec::new),
         missed: Cell::new(false),
     };
@@ -160,7 +169,14 @@ impl Storage for Loaded<'_> {
     }
 
     fn path_rows(&self, path: &[(u32, u64, bool)], f: &mut NodeRow<'_>) -> Result<()> {
-        if !path.iter().all(|&(h, i, _)| self.path.contains(&(h, i))) {
+        let loaded = |h: u32, with_b: bool| {
+            let b_loaded = if h == 1 { self.with_b.0 } else { self.with_b.1 };
+            !with_b || b_loaded
+        };
+        if !path
+            .iter()
+            .all(|&(h, i, with_b)| self.path.contains(&(h, i)) && loaded(h, with_b))
+        {
             return self.miss();
         }
         for &(h, i, with_b) in path {

@@ -55,8 +55,10 @@ pub(in crate::stores::postgres) struct Sql {
     pub(super) flush: String,
     /// The names of boards by id, to check several are alive at once.
     pub(super) names_of: String,
-    /// A planned read's rows in one statement (`planned.rs`).
+    /// A planned read's rows in one statement (`planned.rs`); with the
+    /// player's arrival path, `planned_arrivals`.
     pub(super) planned: String,
+    pub(super) planned_arrivals: String,
     pub(super) lock_board: String,
     /// Seeds lock keys: advisory locks are per database, boards are per
     /// schema.
@@ -244,37 +246,8 @@ impl Sql {
                    FROM unnest($1::int8[]) WITH ORDINALITY AS t(k, n) ORDER BY n"
                 .into(),
             lock_board: "SELECT pg_advisory_xact_lock($1)".into(),
-            // Kind 0: the board's name; 1: the player's row; 2: the score
-            // tree's path rows; 3: the arrival path rows. Node `(h, idx)`
-            // at `idx = offset / B^h`, as `ranking/tree.rs` computes it.
-            // The heights are `1..=64` filtered by `h <= $6`, not
-            // `generate_series(1, $6)`: a custom plan estimates the filter
-            // as a generic one does (a third of 64 rows), so after five
-            // calls PostgreSQL keeps the generic plan, an index probe per
-            // height, and stops planning the statement on every call; with
-            // `generate_series(1, $6)` the generic plan guessed 1,000
-            // heights and merge-joined the board's every node (83 ms at
-            // 60,000 players where the custom plan took 0.7 ms).
-            planned: format!(
-                "WITH pl AS (SELECT score, arrival FROM {players} \
-                     WHERE board = $1 AND player = $2::text), \
-                 s AS (SELECT COALESCE($3::int8, (SELECT score FROM pl)) AS score), \
-                 path AS (SELECT h, div(s.score::numeric - $4::int8, $5::int8::numeric ^ h)::int8 AS i \
-                     FROM s, generate_series(1, 64) AS h \
-                     WHERE h <= $6::int4 AND s.score IS NOT NULL), \
-                 ap AS (SELECT h, div(pl.arrival::numeric, $5::int8::numeric ^ h)::int8 AS i, \
-                     pl.score FROM pl, generate_series(1, 64) AS h WHERE $7::bool) \
-                 SELECT 0::int2, NULL::int4, NULL::int8, NULL::int2, NULL::int4, NULL::bytea, \
-                     name, NULL::int8, NULL::int8 FROM {boards} WHERE id = $1 \
-                 UNION ALL SELECT 1::int2, NULL, NULL, NULL, NULL, NULL, NULL, score, arrival \
-                     FROM pl \
-                 UNION ALL SELECT 2::int2, n.height, n.idx, n.part, n.shard, n.v, NULL, NULL, NULL \
-                     FROM path JOIN {nodes} n \
-                     ON n.board = $1 AND n.height = path.h AND n.idx = path.i \
-                 UNION ALL SELECT 3::int2, a.height, a.idx, NULL, NULL, a.v, NULL, NULL, NULL \
-                     FROM ap JOIN {arrivals} a \
-                     ON a.board = $1 AND a.score = ap.score AND a.height = ap.h AND a.idx = ap.i"
-            ),
+            planned: planned_read(&players, &boards, &nodes, None),
+            planned_arrivals: planned_read(&players, &boards, &nodes, Some(&arrivals)),
             names_of: format!("SELECT id, name FROM {boards} WHERE id = ANY($1::int8[])"),
             load_nodes: format!(
                 "SELECT n.height, n.idx, n.part, n.shard, n.v \
@@ -316,4 +289,60 @@ impl Sql {
             lock_seed: fnv(FNV_OFFSET, schema.as_bytes()),
         }
     }
+}
+
+/// The one statement of a planned read (`planned.rs`): rows of kind 0,
+/// the board's name; 1, the player's row; 2, the score tree's path rows
+/// (node `(h, idx)` at `idx = offset / B^h`, as `ranking/tree.rs` computes
+/// it); and with `arrivals` (the table) 3, the player's arrival path rows.
+/// Parameters: `$1` board, `$2`
+/// player, `$3` score, `$4` min, `$5` branching, `$6` depth, `$7` and `$8`
+/// whether part B is read at the leaf and above it.
+///
+/// Two texts, not one with a flag for the arrival path: in a generic plan
+/// a branch under a parameter's flag is costed whether it runs or not, and
+/// on tables PostgreSQL has no statistics for (never analyzed: a new
+/// board, or a server with autovacuum off) that branch's guessed cost made
+/// every custom plan look cheaper, so the statement was planned afresh on
+/// every call: `rank` 550–870 µs where the kept generic plan answers in
+/// 144–236 µs (BENCHMARKS.md "PostgreSQL boards set-based").
+///
+/// The heights are `1..=64` filtered by `h <= $6`, not
+/// `generate_series(1, $6)`: a custom plan estimates the filter as a
+/// generic one does (a third of 64 rows), so after five calls PostgreSQL
+/// keeps the generic plan, an index probe per height, and stops planning
+/// the statement on every call; with `generate_series(1, $6)` the generic
+/// plan guessed 1,000 heights and merge-joined the board's every node (83
+/// ms at 60,000 players where the custom plan took 0.7 ms).
+fn planned_read(players: &str, boards: &str, nodes: &str, arrivals: Option<&str>) -> String {
+    let (ap, arrival_rows) = match arrivals {
+        Some(arrivals) => (
+            ", ap AS (SELECT h, div(pl.arrival::numeric, $5::int8::numeric ^ h)::int8 AS i, \
+                 pl.score FROM pl, generate_series(1, 64) AS h)"
+                .to_owned(),
+            format!(
+                " UNION ALL SELECT 3::int2, a.height, a.idx, NULL, NULL, a.v, NULL, NULL, NULL \
+                 FROM ap JOIN {arrivals} a \
+                 ON a.board = $1 AND a.score = ap.score AND a.height = ap.h AND a.idx = ap.i"
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "WITH pl AS (SELECT score, arrival FROM {players} \
+             WHERE board = $1 AND player = $2::text), \
+         s AS (SELECT COALESCE($3::int8, (SELECT score FROM pl)) AS score), \
+         path AS (SELECT h, div(s.score::numeric - $4::int8, $5::int8::numeric ^ h)::int8 AS i, \
+             (CASE WHEN (h = 1 AND $7::bool) OR (h > 1 AND $8::bool) THEN 1 ELSE 0 END)::int2 AS top \
+             FROM s, generate_series(1, 64) AS h \
+             WHERE h <= $6::int4 AND s.score IS NOT NULL){ap} \
+         SELECT 0::int2, NULL::int4, NULL::int8, NULL::int2, NULL::int4, NULL::bytea, \
+             name, NULL::int8, NULL::int8 FROM {boards} WHERE id = $1 \
+         UNION ALL SELECT 1::int2, NULL, NULL, NULL, NULL, NULL, NULL, score, arrival \
+             FROM pl \
+         UNION ALL SELECT 2::int2, n.height, n.idx, n.part, n.shard, n.v, NULL, NULL, NULL \
+             FROM path JOIN {nodes} n \
+             ON n.board = $1 AND n.height = path.h AND n.idx = path.i AND n.part <= path.top\
+         {arrival_rows}"
+    )
 }

@@ -49,6 +49,10 @@ impl Storage for PgTx<'_, '_> {
         self.lock(leaves.iter().map(|&idx| self.node_key(1, idx, 0)).collect())
     }
 
+    fn writes_alone(&self) -> bool {
+        self.board_lock.get() == BoardLock::Exclusive
+    }
+
     fn prefetch(&self, rows: &Prefetch<'_>) -> Result<()> {
         self.prefetch_rows(rows)
     }
