@@ -44,13 +44,24 @@ pub(crate) fn check(
     let board = Board::new(range, branching, shards);
     let mut oracle = harness::Oracle::default();
     for op in ops {
-        harness::run(&board, &mut oracle, &pool, op)?;
         let names = op.names();
         let updates = op.updates(&names, &pool);
+        let mut alone = false;
         store.write_board(at, &mut |st| {
-            let rules = Rules::default();
-            apply_updates(st, board.g(), rules, op.shard % shards, &updates, None).map(drop)
+            let rules = Rules {
+                shards,
+                ..Rules::default()
+            };
+            let applied = apply_updates(st, board.g(), rules, op.shard % shards, &updates, None);
+            alone = st.writes_alone();
+            applied.map(drop)
         })?;
+        // The reference folds shard rows where the store did.
+        let op = Op {
+            alone,
+            ..op.clone()
+        };
+        harness::run(&board, &mut oracle, &pool, &op)?;
     }
     let mut shown = None;
     store.read_board(at, &mut |st| {
