@@ -57,10 +57,10 @@ pub(crate) struct Prefetch<'a> {
 /// the player's row, every shard row of the score tree's path to the
 /// player's (tree) score or to `score` (part A, and part B of the leaf with
 /// `counters`, of the inner nodes with `distinct`), and with `arrivals` the
-/// nodes of the player's arrival path in
-/// that score's arrival tree. The geometry comes with it, so a store can
-/// compute the path next to the data: node `(h, (score - min) / B^h)` at
-/// heights `1..=depth`, arrival node `(h, arrival / B^h)`.
+/// nodes of the player's arrival path in that score's arrival tree. The
+/// geometry comes with it, so a store can compute the path next to the
+/// data: node `(h, (score - min) / B^h)` at heights `1..=depth`, arrival
+/// node `(h, arrival / B^h)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadPlan<'a> {
     pub player: Option<&'a str>,

@@ -2,9 +2,10 @@
 //! `score` name their rows up front ([`ReadPlan`]), so PostgreSQL computes
 //! the root-to-leaf path next to the data and returns the board's name, the
 //! player's row, every shard row of the path (part B only where the read
-//! needs it) and the arrival path in ONE statement. A single statement sees one snapshot, so no transaction is
-//! opened: one round trip where a read transaction took five (`BEGIN`, the
-//! board check, the player, the path, `ROLLBACK`).
+//! needs it) and the arrival path in ONE statement. A single statement sees
+//! one snapshot, so no transaction is opened: one round trip where a read
+//! transaction took five (`BEGIN`, the board check, the player, the path,
+//! `ROLLBACK`).
 //!
 //! The query then runs over [`Loaded`], which answers from those rows only.
 //! A read that asks for anything else (a case the plan did not foresee)
