@@ -28,7 +28,7 @@ impl BoardTx for PgBoards<'_, '_> {
         // A cell of this call's own: a board's storage shares its
         // transaction through one (`PgTx` in `boards/mod.rs`).
         let tx = RefCell::new(&mut **tx);
-        f(&self.db.board_tx(&tx, board))
+        f(&self.db.board_tx_in_save(&tx, board))
     }
 }
 

@@ -85,7 +85,7 @@ impl PgTx<'_, '_> {
             .filter(|p| !staged.players.contains_key(*p))
             .collect();
         if !players.is_empty() {
-            for row in &self.query(&self.sql.players, &[&self.board, &players])? {
+            for row in &self.query(self.loads()[0], &[&self.board, &players])? {
                 let arrival = self.unsigned(row.try_get::<_, i64>(2)?, "player arrival")?;
                 let place = Some((row.try_get(1)?, arrival));
                 staged.players.entry(row.try_get(0)?).or_insert(place);
@@ -115,7 +115,7 @@ impl PgTx<'_, '_> {
             let shards: Vec<i32> = nodes.iter().map(|n| small(n.2)).collect();
             let params: [&(dyn ::postgres::types::ToSql + Sync); 4] =
                 [&self.board, &heights, &idxs, &shards];
-            for row in &self.query(&self.sql.load_nodes, &params)? {
+            for row in &self.query(self.loads()[1], &params)? {
                 let key = (
                     self.unsigned(row.try_get::<_, i32>(0)?, "node height")?,
                     self.unsigned(row.try_get::<_, i64>(1)?, "node idx")?,
@@ -137,7 +137,7 @@ impl PgTx<'_, '_> {
             .filter(|s| !staged.scores.contains(s))
             .collect();
         if !scores.is_empty() {
-            for row in &self.query(&self.sql.load_arrivals, &[&self.board, &scores])? {
+            for row in &self.query(self.loads()[2], &[&self.board, &scores])? {
                 let key = (
                     row.try_get(0)?,
                     self.unsigned(row.try_get::<_, i32>(1)?, "arrival node height")?,
@@ -148,6 +148,28 @@ impl PgTx<'_, '_> {
             staged.scores.extend(scores);
         }
         Ok(())
+    }
+
+    /// The statements loading a batch's players, tree rows and arrival
+    /// rows. In a `REPEATABLE READ` transaction they lock what they read
+    /// (`FOR KEY SHARE`): its reads see the snapshot of its first
+    /// statement, taken before the board's advisory locks, and a row that
+    /// another writer deleted since would otherwise be written back by
+    /// this batch's upsert (an `INSERT … ON CONFLICT` finds no live
+    /// conflict) with counts from before that delete. Locking a row deleted
+    /// or updated since the snapshot fails the transaction with a
+    /// serialization failure instead, and the save is retried; a row
+    /// inserted since fails the upsert the same way.
+    fn loads(&self) -> [&str; 3] {
+        if self.repeatable {
+            self.sql.locked_loads.each_ref().map(String::as_str)
+        } else {
+            [
+                &self.sql.players,
+                &self.sql.load_nodes,
+                &self.sql.load_arrivals,
+            ]
+        }
     }
 
     /// The staged player row, if loaded: `Some(None)` for a known absence.

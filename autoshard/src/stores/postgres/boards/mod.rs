@@ -25,7 +25,7 @@ mod storage;
 
 pub(super) use sql::Sql;
 
-use super::{lifecycle, queue, Postgres, Tx};
+use super::{lifecycle, queue, Concurrency, Postgres, Tx};
 use crate::error::Result;
 use crate::seam::{
     Board, BoardSpec, BoardStore, DeadLetter, Placement, QueuedUpdate, ReadPlan, Storage,
@@ -63,6 +63,20 @@ impl Postgres {
             held: RefCell::new(HashSet::new()),
             board_lock: Cell::new(BoardLock::None),
             staged: RefCell::new(None),
+            repeatable: false,
+        }
+    }
+
+    /// [`board_tx`](Self::board_tx) in a transaction of the store's own
+    /// isolation (an entity save's), `REPEATABLE READ` in `Optimistic` mode.
+    pub(super) fn board_tx_in_save<'t, 'c>(
+        &'t self,
+        tx: &'t RefCell<&'t mut Tx<'c>>,
+        board: Board<'t>,
+    ) -> PgTx<'t, 'c> {
+        PgTx {
+            repeatable: self.inner.options.concurrency == Concurrency::Optimistic,
+            ..self.board_tx(tx, board)
         }
     }
 }
@@ -229,6 +243,10 @@ pub(crate) struct PgTx<'t, 'c> {
     /// A write batch's loaded rows and held writes (`batched.rs`), from its
     /// first prefetch on.
     staged: RefCell<Option<batched::Staged>>,
+    /// The transaction is `REPEATABLE READ` (an entity board's write in an
+    /// `Optimistic` save): a batch's loads lock the rows they read, see
+    /// `batched.rs`.
+    repeatable: bool,
 }
 
 /// How a write transaction holds its board's advisory lock.

@@ -52,6 +52,9 @@ pub(in crate::stores::postgres) struct Sql {
     /// A write batch's loads and its one flush (`batched.rs`).
     pub(super) load_nodes: String,
     pub(super) load_arrivals: String,
+    /// The three loads of a batch in a `REPEATABLE READ` transaction,
+    /// locking what they read (`batched.rs`).
+    pub(super) locked_loads: [String; 3],
     pub(super) flush: String,
     /// The names of boards by id, to check several are alive at once.
     pub(super) names_of: String,
@@ -71,7 +74,7 @@ impl Sql {
         let nodes = format!("{schema}.autoshard_rank_nodes");
         let arrivals = format!("{schema}.autoshard_rank_arrivals");
         let players = format!("{schema}.autoshard_rank_players");
-        Sql {
+        let mut sql = Sql {
             queue: QueueSql::new(schema),
             lifecycle: LifecycleSql::new(schema),
             probe: players.clone(),
@@ -287,7 +290,14 @@ impl Sql {
                  SELECT 1"
             ),
             lock_seed: fnv(FNV_OFFSET, schema.as_bytes()),
-        }
+            locked_loads: Default::default(),
+        };
+        sql.locked_loads = [
+            format!("{} FOR KEY SHARE", sql.players),
+            format!("{} FOR KEY SHARE OF n", sql.load_nodes),
+            format!("{} FOR KEY SHARE", sql.load_arrivals),
+        ];
+        sql
     }
 }
 
