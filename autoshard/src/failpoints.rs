@@ -81,6 +81,24 @@ pub mod pg_hooks {
         db.planned_read_sql().map(str::to_owned)
     }
 
+    /// On this thread, `hook` runs in every save, insert or delete of a
+    /// kind with a ranked field between its entity writes and its board
+    /// writes, inside its transaction (`None` removes it; a save the hook makes runs
+    /// none): a test commits another session's write there, after the
+    /// save's snapshot, an interleaving threads hit only by chance.
+    pub fn before_board_writes_in_save(hook: Option<Box<dyn FnMut()>>) {
+        use crate::stores::postgres::ranked::save_hooks::BEFORE_BOARD_WRITES;
+        BEFORE_BOARD_WRITES.with(|h| *h.borrow_mut() = hook);
+    }
+
+    /// On this thread, an `Optimistic` save's board writes load their rows
+    /// without locking them: the bug `FOR KEY SHARE` fixed, for a test's
+    /// control.
+    pub fn unlocked_loads_in_save(on: bool) {
+        use crate::stores::postgres::ranked::save_hooks::UNLOCKED_LOADS;
+        UNLOCKED_LOADS.with(|u| u.set(on));
+    }
+
     /// Process-wide: connections opened while on plan every statement
     /// afresh on every call (`plan_cache_mode = force_custom_plan`) instead
     /// of letting PostgreSQL keep a generic plan; a benchmark's "before".

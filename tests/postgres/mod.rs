@@ -7,4 +7,5 @@ mod pg_boards;
 mod pg_exactly_once;
 mod pg_fold;
 mod pg_limits;
+mod pg_optimistic_boards;
 mod pg_store;

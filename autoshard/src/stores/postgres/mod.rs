@@ -23,7 +23,7 @@ mod error;
 mod lifecycle;
 mod query;
 mod queue;
-mod ranked;
+pub(crate) mod ranked;
 mod runtime;
 mod schema;
 pub(crate) mod tx;

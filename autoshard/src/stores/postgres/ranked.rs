@@ -43,10 +43,41 @@ impl Postgres {
         if writes.is_empty() {
             return Ok(());
         }
+        #[cfg(feature = "failpoints")]
+        save_hooks::before_board_writes();
         let boards = PgBoards {
             db: self,
             tx: RefCell::new(tx),
         };
         kind.write_boards(&boards, writes)
+    }
+}
+
+/// The switches of `__private::pg_hooks` a save reads, per thread: the
+/// saving thread is the one that runs its board writes.
+#[cfg(feature = "failpoints")]
+pub(crate) mod save_hooks {
+    use std::cell::{Cell, RefCell};
+
+    thread_local! {
+        pub(crate) static BEFORE_BOARD_WRITES: RefCell<Option<Box<dyn FnMut()>>> =
+            RefCell::new(None);
+        pub(crate) static UNLOCKED_LOADS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Runs the hook, if set; it is taken while it runs, so a write the
+    /// hook makes runs none.
+    pub(super) fn before_board_writes() {
+        let hook = BEFORE_BOARD_WRITES.with(|h| h.borrow_mut().take());
+        if let Some(mut hook) = hook {
+            hook();
+            BEFORE_BOARD_WRITES.with(|h| {
+                h.borrow_mut().get_or_insert(hook);
+            });
+        }
+    }
+
+    pub(crate) fn unlocked_loads() -> bool {
+        UNLOCKED_LOADS.with(Cell::get)
     }
 }
