@@ -13,13 +13,12 @@
 //!
 //! A board's keys are named after its id (`BoardKeys::new`), and ids are
 //! random and never reused (`lifecycle.rs`); a tree's id is drawn the same
-//! way, again until its keys fall on the tree's slot (16,384 draws on
-//! average, a few milliseconds once per tree created), so nothing that
-//! reads a board by id learns anything new and boards stored before keep
-//! their keys.
+//! at random, with its last six digits chosen so its keys fall on the
+//! tree's slot ([`id_on_slot`]), so nothing that reads a board by id
+//! learns anything new and boards stored before keep their keys.
 
 use super::boards::BoardKeys;
-use super::keys::{home_slot, spaced_slot};
+use super::keys::{crc16_update, hash_tag, home_slot, spaced_slot, SLOTS};
 use super::RedisCluster;
 use crate::entity::Key;
 use crate::seam::Placement;
@@ -30,14 +29,45 @@ pub(super) fn tree_slot(board: &str, t: u32, k: u32) -> u16 {
     spaced_slot(home, t % k.max(1), k.max(1))
 }
 
-/// A fresh random board id whose keys fall on `slot`.
+/// Endings a placed id is chosen among: its last six decimal digits.
+const ENDINGS: i64 = 1_000_000;
+
+/// A fresh random board id whose keys fall on `slot`: a random head, then
+/// the first of the million six-digit endings, from a random one, whose
+/// key (`{prefix}/board/{id}`, no hash tag: prefixes have no braces)
+/// hashes to the slot; 61 of them do on average, and each is tried by
+/// continuing the head's CRC over six bytes. Drawing whole ids until one
+/// fell on the slot formatted and hashed 16,384 keys on average, ~1 s of
+/// CPU per board in a debug build, most of the Redis family tests' time.
 pub(super) fn id_on_slot(prefix: &str, slot: u16) -> i64 {
     loop {
-        let id = crate::random::range(1..i64::MAX);
-        if BoardKeys::new(prefix, id).slot == slot {
-            return id;
+        // `head * ENDINGS + ending` prints as the head's digits, then the
+        // ending's six (zero-padded), and stays below `i64::MAX`.
+        let head = crate::random::range(1..=(i64::MAX - (ENDINGS - 1)) / ENDINGS);
+        let start = format!("{prefix}/board/{head}");
+        debug_assert!(hash_tag(start.as_bytes()).is_none(), "{start}");
+        let crc = crc16_update(0, start.as_bytes());
+        let first = crate::random::range(0..ENDINGS);
+        for i in 0..ENDINGS {
+            let ending = (first + i) % ENDINGS;
+            if crc16_update(crc, &six_digits(ending)) % SLOTS == slot {
+                let id = head * ENDINGS + ending;
+                debug_assert_eq!(BoardKeys::new(prefix, id).slot, slot);
+                return id;
+            }
         }
+        // No ending of this head reaches the slot (odds ~e^-61): another head.
     }
+}
+
+/// `n` (below a million) as six ASCII digits, zero-padded.
+fn six_digits(mut n: i64) -> [u8; 6] {
+    let mut digits = [b'0'; 6];
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    digits
 }
 
 impl RedisCluster {
@@ -237,6 +267,17 @@ mod tests {
         for slot in [0, 1, 5_461, 16_383] {
             assert_eq!(BoardKeys::new("app", id_on_slot("app", slot)).slot, slot);
         }
+        // Random slots, a long prefix; ids stay random: no two alike.
+        let prefix = "p".repeat(64);
+        let mut ids = BTreeSet::new();
+        for _ in 0..64 {
+            let slot = crate::random::range(0..16_384u16);
+            let id = id_on_slot(&prefix, slot);
+            assert!(id > 0 && BoardKeys::new(&prefix, id).slot == slot, "{id}");
+            assert!(ids.insert(id), "{id} drawn twice");
+        }
+        assert_eq!(six_digits(42), *b"000042");
+        assert_eq!(six_digits(999_999), *b"999999");
         let slots: Vec<u16> = (0..3).map(|t| tree_slot("b", t, 3)).collect();
         let gaps: Vec<u32> = (0..3)
             .map(|t| (u32::from(slots[(t + 1) % 3]) + 16_384 - u32::from(slots[t])) % 16_384)
