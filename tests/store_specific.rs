@@ -29,6 +29,10 @@ mod redis_proxy;
 #[path = "common/stores.rs"]
 mod stores;
 
+// The Redis Cluster's master kills, named to sort (and so start) first:
+// see the file's docs.
+#[path = "redis/redis_failover.rs"]
+mod failover;
 #[path = "postgres/mod.rs"]
 mod postgres;
 #[path = "redis/mod.rs"]
