@@ -418,6 +418,59 @@ async fn sync_calls_on_the_runtime_thread() -> Lateness {
     probe.finish().await
 }
 
+/// `compact_with` reports each committed batch, off the runtime's thread,
+/// and its last report is the returned total: 12 entities with 3 pending
+/// rows each, 8 rows read per entity, so each fills a batch of 5 rows
+/// alone: 12 reports.
+#[tokio::test(flavor = "current_thread")]
+async fn compact_with_reports_every_batch_from_a_store_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = autoshard::Sqlite::builder(dir.path().join("c.db"))
+        .compaction_batch_rows(5)
+        .open()
+        .unwrap();
+    let db = AsyncStore::new(store.into(), 2).unwrap();
+    for id in 1..=12 {
+        db.insert(&Question::new(id, "q")).await.unwrap();
+        for _ in 0..3 {
+            let mut q: Question = db.load(&id).await.unwrap().unwrap();
+            q.view();
+            db.save(&mut q).await.unwrap();
+        }
+    }
+    let runtime_thread = std::thread::current().id();
+    let (sent, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let total = db
+        .compact_with::<Question>(move |so_far| {
+            let report = (so_far.clone(), std::thread::current().id());
+            sent.send(report).unwrap();
+        })
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Some(report) = reports.recv().await {
+        seen.push(report);
+    }
+    assert_eq!(
+        (total.entities_compacted, total.rows_merged),
+        (12, 36),
+        "{total:?}"
+    );
+    assert_eq!(seen.len(), 12, "{seen:?}");
+    assert_eq!(seen.last().map(|(s, _)| s), Some(&total));
+    for (i, (so_far, thread)) in seen.iter().enumerate() {
+        assert_eq!(so_far.batches, i as u64 + 1);
+        assert_ne!(
+            *thread, runtime_thread,
+            "progress ran on the runtime's thread"
+        );
+    }
+    for id in 1..=12 {
+        let q: Question = db.load(&id).await.unwrap().unwrap();
+        assert_eq!(q.views, 3);
+    }
+}
+
 /// A save whose future is dropped after its write was sent: the write
 /// lands (or not) once, and the object's next save knows which. A held
 /// write lock makes both outcomes deterministic.

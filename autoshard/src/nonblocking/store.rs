@@ -252,6 +252,45 @@ impl AsyncStore {
         self.run(|db| db.compact::<T>()).await?
     }
 
+    /// [`Store::compact_with`]: `progress` is called after every committed
+    /// batch with the totals so far, on the store's thread that runs the
+    /// compaction, so it should be quick (send the totals on a channel, as
+    /// below, rather than wait); otherwise as
+    /// [`compact`](AsyncStore::compact).
+    ///
+    /// ```
+    /// # #[derive(autoshard::Shardable)]
+    /// # struct Post {
+    /// #     #[shard(id)] id: u64,
+    /// #     #[shard(neutral = 0, fold = autoshard::fold::checked_sum)] views: i64,
+    /// #     #[shard(pending)] pending: autoshard::Pending<Self>,
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = autoshard::open_async("sqlite::memory:").await?;
+    /// let (sent, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    /// let stats = db
+    ///     .compact_with::<Post>(move |so_far| drop(sent.send(so_far.clone())))
+    ///     .await?;
+    /// while let Some(so_far) = progress.recv().await {
+    ///     println!("{} batches, {} rows merged", so_far.batches, so_far.rows_merged);
+    /// }
+    /// assert_eq!(stats.rows_merged, 0); // nothing to compact yet
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::compact_with`].
+    pub async fn compact_with<T: Shardable + 'static>(
+        &self,
+        mut progress: impl FnMut(&CompactionStats) + Send + 'static,
+    ) -> Result<CompactionStats> {
+        self.run(move |db| db.compact_with::<T>(&mut progress))
+            .await?
+    }
+
     /// [`Store::stats`].
     ///
     /// # Errors
