@@ -117,7 +117,7 @@ async fn drain_probed(url: fn() -> (crate::scratch::Scratch, String)) -> Latenes
 
 /// More flushes at once than the store has threads, while the worker
 /// task's batches need those threads: every flush ends with the queue
-/// applied, since a flush waits on a thread of its own. Run with the
+/// applied, since a flush waits off the store's threads. Run with the
 /// flushes as jobs on the store's threads (as before), this failed with
 /// `FlushTimeout { remaining: 400, waited: 5.000213148s }`: the one thread,
 /// held by a waiting flush, never ran the worker's batch.
@@ -147,6 +147,56 @@ async fn flushes_leave_the_threads_to_the_worker(url: fn() -> (crate::scratch::S
     worker.stop().await.unwrap();
 }
 
+/// The process's threads now.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// 256 flushes waiting at once, with no worker yet, hold no thread each
+/// (a flush used to wait on a thread of its own: 256 more threads, which
+/// this check refuses); once a worker task runs, every one of them ends
+/// with the queue applied. Other tests of the binary start and end
+/// threads meanwhile: the fewest threads seen over five looks, against a
+/// margin of 64.
+async fn waiting_flushes_hold_no_thread(url: fn() -> (crate::scratch::Scratch, String)) {
+    let (_dir, url) = url();
+    let db = autoshard::open_async(&url).await.unwrap();
+    let board = AsyncRanking::create(&db, "w", RankingConfig::new(0..1_000))
+        .await
+        .unwrap();
+    let sync = board.sync_board().clone();
+    tokio::task::spawn_blocking(move || produce(&sync, 400))
+        .await
+        .unwrap();
+    let before = threads();
+    let flushes: Vec<_> = (0..256)
+        .map(|_| {
+            let board = board.clone();
+            tokio::spawn(async move { board.flush_within(Duration::from_secs(30)).await })
+        })
+        .collect();
+    let mut fewest = usize::MAX;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        fewest = fewest.min(threads());
+    }
+    assert!(
+        fewest < before + 64,
+        "256 waiting flushes took {} threads",
+        fewest.saturating_sub(before)
+    );
+    assert!(
+        flushes.iter().all(|f| !f.is_finished()),
+        "nothing applied yet"
+    );
+    let worker = board.spawn_worker(board.worker()).await.unwrap();
+    for flush in flushes {
+        flush.await.unwrap().unwrap();
+    }
+    assert_eq!(board.len().await.unwrap(), 400);
+    worker.stop().await.unwrap();
+}
+
 macro_rules! stores {
     ($($store:ident),*) => {$(
         mod $store {
@@ -168,6 +218,11 @@ macro_rules! stores {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn more_flushes_than_threads_leave_them_to_the_worker() {
                 super::flushes_leave_the_threads_to_the_worker(super::urls::$store).await;
+            }
+
+            #[tokio::test(flavor = "current_thread")]
+            async fn waiting_flushes_hold_no_thread() {
+                super::waiting_flushes_hold_no_thread(super::urls::$store).await;
             }
         }
     )*};

@@ -2,15 +2,15 @@
 //! the sync board on the store's threads.
 
 use super::store::AsyncStore;
-use super::threads::{run_apart, OnThreads};
-use crate::error::Result;
+use super::threads::OnThreads;
+use crate::error::{Error, Result};
 use crate::ranking::{
     ApproxSnapshot, DeadLetter, Entry, OwnedUpdate, Ranking, RankingConfig, Refresh, Submission,
-    Tie, Update,
+    Tie, Update, DEFAULT_FLUSH_TIMEOUT, FLUSH_POLL,
 };
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A leaderboard for async code (feature `tokio`): the calls of [`Ranking`]
 /// as `async fn`s with the same names and arguments, on the threads of the
@@ -282,28 +282,79 @@ impl AsyncRanking {
         refresh() -> Refresh;
     }
 
-    /// [`Ranking::flush`], waiting on a thread of its own rather than on one
-    /// of the store's threads, where a worker task started by
-    /// [`spawn_worker`](AsyncRanking::spawn_worker) runs its batches: any
-    /// number of flushes at once leave those threads to the worker.
+    /// [`Ranking::flush`], waiting on the queue's wake-ups rather than on a
+    /// thread: each look at the queue is a short job on the store's
+    /// threads, and between looks the flush is an idle future, woken when
+    /// a worker of this process applies a batch, or after 5 ms (a worker
+    /// in another process cannot wake it). So any number of flushes at
+    /// once leave the store's threads to the worker task started by
+    /// [`spawn_worker`](AsyncRanking::spawn_worker), and hold no thread of
+    /// their own.
     ///
     /// # Errors
     ///
     /// As [`Ranking::flush`].
     pub async fn flush(&self) -> Result<()> {
-        let board = self.board.get().clone();
-        run_apart("autoshard-flush", move || board.flush()).await
+        self.flush_within(DEFAULT_FLUSH_TIMEOUT).await
     }
 
-    /// [`Ranking::flush_within`], on a thread of its own as
-    /// [`flush`](AsyncRanking::flush).
+    /// [`Ranking::flush_within`], waiting as [`flush`](AsyncRanking::flush)
+    /// does.
     ///
     /// # Errors
     ///
     /// As [`Ranking::flush_within`].
     pub async fn flush_within(&self, timeout: Duration) -> Result<()> {
-        let board = self.board.get().clone();
-        run_apart("autoshard-flush", move || board.flush_within(timeout)).await
+        let started = Instant::now();
+        let boards = self.call(|b| Ok(b.queue_boards())).await?;
+        // As the sync flush: queue board by queue board (a split board's
+        // trees), within one time limit.
+        for board in boards {
+            let left = timeout.saturating_sub(started.elapsed());
+            self.flush_one(Arc::new(board), left).await?;
+        }
+        Ok(())
+    }
+
+    /// The sync flush's loop (`Ranking::flush_within` of one queue board),
+    /// its looks at the queue on the store's threads and its waits on the
+    /// queue's `Notify`.
+    async fn flush_one(&self, board: Arc<Ranking>, timeout: Duration) -> Result<()> {
+        let started = Instant::now();
+        let threads = self.db.threads();
+        let b = board.clone();
+        let flush = Arc::new(threads.run(move || b.flush_start()).await??);
+        let behind = |count: bool| {
+            let (b, f) = (board.clone(), flush.clone());
+            threads.run(move || b.flush_behind(&f, count))
+        };
+        loop {
+            // Armed before the look, so a batch applied during it wakes the
+            // wait below.
+            let changed = flush.state.changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let seen = flush.state.applied_batches();
+            if behind(false).await?? == 0 {
+                return Ok(());
+            }
+            let waited = started.elapsed();
+            if waited >= timeout {
+                let remaining = behind(true).await??;
+                return Err(Error::FlushTimeout { remaining, waited });
+            }
+            let until = tokio::time::Instant::now() + FLUSH_POLL.min(timeout - waited);
+            while flush.state.applied_batches() == seen {
+                if tokio::time::timeout_at(until, changed.as_mut())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                changed.set(flush.state.changed());
+                changed.as_mut().enable();
+            }
+        }
     }
 
     /// [`Ranking::set_scores`], on the store's threads.

@@ -123,31 +123,6 @@ fn serve(receiver: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// Runs `job` on a thread of its own, for a call that waits for the
-/// store's threads to do something else (a flush waits for the board's
-/// worker task, whose batches run on those threads): on one of them, a
-/// few such waits at once would leave no thread for what they wait for.
-pub(crate) async fn run_apart<R: Send + 'static>(
-    name: &str,
-    job: impl FnOnce() -> Result<R> + Send + 'static,
-) -> Result<R> {
-    let (sent, result) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || {
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            let _ = sent.send(done);
-        })
-        .map_err(gone)?;
-    match result.await {
-        Ok(Ok(done)) => done,
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(_) => Err(gone(std::io::Error::other(
-            "the flush's thread ended without an answer",
-        ))),
-    }
-}
-
 /// The threads are gone: only if they could not be started, since jobs'
 /// panics are caught.
 fn gone(e: impl std::error::Error + Send + Sync + 'static) -> Error {

@@ -104,6 +104,8 @@ pub(crate) use self::approx::hooks as approx_hooks;
 pub(crate) use self::family::hooks as family_hooks;
 #[cfg(feature = "failpoints")]
 pub(crate) use self::queue::hooks as queue_hooks;
+#[cfg(feature = "tokio")]
+pub(crate) use self::queue::FLUSH_POLL;
 #[cfg(feature = "failpoints")]
 pub(crate) use self::trees::hooks as trees_hooks;
 #[cfg(feature = "failpoints")]

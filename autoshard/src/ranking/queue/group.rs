@@ -10,7 +10,7 @@ use crate::seam::QueuedUpdate;
 use crate::trace;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -225,17 +225,27 @@ impl QueueState {
         self.notify_all();
     }
 
-    pub(super) fn urgent(&self) -> Urgent<'_> {
+    pub(super) fn urgent(self: &Arc<Self>) -> Urgent {
         let mut signal = self.signal();
         signal.urgent += 1;
         signal.flushes += 1;
         drop(signal);
         self.notify_all();
-        Urgent(self)
+        Urgent(self.clone())
     }
 
-    pub(super) fn applied_batches(&self) -> u64 {
+    /// Batches this process's workers applied so far.
+    pub(crate) fn applied_batches(&self) -> u64 {
         self.signal().applied
+    }
+
+    /// Resolves at this process's next queue event (an append, a batch
+    /// applied, a flush, a stop), for an async flush; call
+    /// [`Notified::enable`](tokio::sync::futures::Notified::enable) before
+    /// looking at what it waits for, so an event in between is not missed.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     pub(super) fn wait_applied(&self, seen: u64, timeout: Duration) {
@@ -297,9 +307,9 @@ impl Drop for Leading<'_> {
 }
 
 /// Marks a flush in progress for as long as it lives.
-pub(super) struct Urgent<'a>(&'a QueueState);
+pub(crate) struct Urgent(Arc<QueueState>);
 
-impl Drop for Urgent<'_> {
+impl Drop for Urgent {
     fn drop(&mut self) {
         self.0.signal().urgent -= 1;
     }

@@ -63,7 +63,14 @@ const BUSY_PAUSE: Duration = Duration::from_millis(5);
 
 /// How often `flush` looks at the queue when no worker of this process
 /// signals progress: a worker in another process cannot signal.
-const FLUSH_POLL: Duration = Duration::from_millis(5);
+pub(crate) const FLUSH_POLL: Duration = Duration::from_millis(5);
+
+/// A flush in progress on one queue board ([`Ranking::flush_start`]).
+pub(crate) struct Flush {
+    pub(crate) state: Arc<QueueState>,
+    marks: Vec<(u32, i64)>,
+    _urgent: group::Urgent,
+}
 
 /// Test hooks of the crash tests (`__private::queue_hooks`): a worker that
 /// aborts the process between a committed apply and the queue's delete,
@@ -287,25 +294,56 @@ impl Ranking {
 
     pub(in crate::ranking) fn one_tree_flush_within(&self, timeout: Duration) -> Result<()> {
         let started = Instant::now();
-        // A deleted board's handle fails here.
-        self.read(|_, _| Ok(()))?;
-        let state = self.queue_state()?;
-        let boards = &self.inner.boards;
-        let marks = boards.queue_marks(self.inner.id)?;
-        let _urgent = state.urgent();
+        let flush = self.flush_start()?;
         loop {
-            let seen = state.applied_batches();
-            let behind = boards.queued_below(self.inner.id, &marks, false)?;
-            if behind == 0 {
+            let seen = flush.state.applied_batches();
+            if self.flush_behind(&flush, false)? == 0 {
                 return Ok(());
             }
             let waited = started.elapsed();
             if waited >= timeout {
-                let remaining = boards.queued_below(self.inner.id, &marks, true)?;
+                let remaining = self.flush_behind(&flush, true)?;
                 return Err(Error::FlushTimeout { remaining, waited });
             }
-            state.wait_applied(seen, FLUSH_POLL.min(timeout - waited));
+            flush
+                .state
+                .wait_applied(seen, FLUSH_POLL.min(timeout - waited));
         }
+    }
+
+    /// The first step of a flush of this queue board (one of
+    /// [`queue_boards`](Ranking::queue_boards)): checks that the board
+    /// still exists, notes what is queued now, and marks a flush in
+    /// progress (so workers of this process do not linger) until the
+    /// returned value is dropped. The sync flush then waits between
+    /// [`flush_behind`](Ranking::flush_behind) checks on the queue's
+    /// condition variable, the async one on its `Notify`.
+    pub(crate) fn flush_start(&self) -> Result<Flush> {
+        // A deleted board's handle fails here.
+        self.read(|_, _| Ok(()))?;
+        let state = self.queue_state()?;
+        let marks = self.inner.boards.queue_marks(self.inner.id)?;
+        let urgent = state.urgent();
+        Ok(Flush {
+            state,
+            marks,
+            _urgent: urgent,
+        })
+    }
+
+    /// Updates of `flush`'s marks not applied yet: with `count` false,
+    /// only whether there is any (0 or 1).
+    pub(crate) fn flush_behind(&self, flush: &Flush, count: bool) -> Result<u64> {
+        self.inner
+            .boards
+            .queued_below(self.inner.id, &flush.marks, count)
+    }
+
+    /// The boards whose queues hold this board's queued updates: itself,
+    /// or each of its trees.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn queue_boards(&self) -> Vec<Ranking> {
+        self.shape().writes().queue_boards(self)
     }
 
     /// This process's queue coordination for the board, creating the queue
