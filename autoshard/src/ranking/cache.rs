@@ -397,6 +397,7 @@ impl Storage for CachedTx<'_> {
 mod tests {
     use super::NodeCache;
     use crate::hash::{fnv, FNV_OFFSET};
+    use crate::ranking::queue::drain;
     use crate::ranking::{Ranking, RankingConfig};
     use crate::{Result, Sqlite};
     use std::collections::BTreeMap;
@@ -430,11 +431,8 @@ mod tests {
                 board.enqueue(&player, score)?;
                 oracle.insert(player, score);
             }
-            while board
-                .drain_batch((bound, 0, true, false), Some(&mut cache))?
-                .taken
-                > 0
-            {}
+            while drain::drain_batch(&board, (bound, 0, true, false), Some(&mut cache))?.taken > 0 {
+            }
             if round % 2 == 1 {
                 let (player, score) = (format!("p{}", next(25)), next(64) as i64);
                 board.set_score(&player, score)?;

@@ -238,53 +238,26 @@ impl From<BoardConfig> for RankingConfig {
     }
 }
 
-impl Ranking {
-    /// Opens the board `name` if it exists, checking that it was created
-    /// with `config`, or creates it with `config`: for an application that
-    /// declares its boards in code and must not silently run against one of
-    /// another shape (say a `Best` board it expects, stored as `Replace`).
-    ///
-    /// ```
-    /// use autoshard::ranking::{Policy, Ranking, RankingConfig};
-    /// use autoshard::{Error, Sqlite};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = Sqlite::memory()?;
-    /// let points = RankingConfig::new(0..1_000_000).policy(Policy::Increment);
-    /// let board = Ranking::open_or_create(&db, "points", points.clone())?; // created
-    /// let again = Ranking::open_or_create(&db, "points", points.clone())?; // opened
-    /// let other = Ranking::open_or_create(&db, "points", points.policy(Policy::Best));
-    /// assert!(matches!(other, Err(Error::RankingMismatch { .. })));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RankingMismatch`] if the stored board differs from `config`
-    /// (range, branching, shards, queues, policy, order or dimensions); otherwise as
-    /// [`create`](Ranking::create) and [`open`](Ranking::open). Nothing is
-    /// written on error.
-    pub fn open_or_create(
-        db: &impl RankingStore,
-        name: &str,
-        config: RankingConfig,
-    ) -> Result<Self> {
-        config.as_built().geometry()?;
-        let board = match Self::open(db, name) {
-            Err(Error::RankingNotFound { .. }) => match Self::create(db, name, config.clone()) {
-                // Created meanwhile by another handle: check that one.
-                Err(Error::RankingExists { .. }) => Self::open(db, name)?,
-                created => return created,
-            },
-            opened => opened?,
-        };
-        match board.config().differs_from(config.as_built()) {
-            None => Ok(board),
-            Some(reason) => Err(Error::RankingMismatch {
-                name: name.into(),
-                reason,
-            }),
-        }
+/// [`Ranking::open_or_create`].
+pub(in crate::ranking) fn open_or_create(
+    db: &impl RankingStore,
+    name: &str,
+    config: RankingConfig,
+) -> Result<Ranking> {
+    config.as_built().geometry()?;
+    let board = match Ranking::open(db, name) {
+        Err(Error::RankingNotFound { .. }) => match Ranking::create(db, name, config.clone()) {
+            // Created meanwhile by another handle: check that one.
+            Err(Error::RankingExists { .. }) => Ranking::open(db, name)?,
+            created => return created,
+        },
+        opened => opened?,
+    };
+    match board.config().differs_from(config.as_built()) {
+        None => Ok(board),
+        Some(reason) => Err(Error::RankingMismatch {
+            name: name.into(),
+            reason,
+        }),
     }
 }

@@ -1,30 +1,22 @@
-//! The [`Ranking`] handle: what it holds, how `create` and `open` make it
-//! (what its shape keeps beside its row is made in `shape/build.rs`), the
-//! name rules every call checks,
-//! and the read and write transactions the calls in `read.rs`, `write.rs`
-//! and the other modules run in.
+//! What a [`Ranking`] handle holds (`Inner`), how `create` and `open` make
+//! it (what its shape keeps beside its row is made in `shape/build.rs`),
+//! the name rules every call checks, and the read and write transactions
+//! the calls in `read.rs`, `write.rs` and the other modules run in. The
+//! handle's API is `facade.rs`.
 
 use super::policy::Rules;
 use super::queue::QueueState;
 use super::shape::{self, ApproxCache};
 use super::storage::Storage;
 use super::tree::Geometry;
-use super::{BoardConfig, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN};
+use super::{
+    BoardConfig, Ranking, RankingConfig, RankingStore, MAX_BOARD_NAME_LEN, MAX_PLAYER_LEN,
+};
 use crate::error::{Error, Result};
 use crate::seam::{Board, BoardStore, Placement};
 use std::sync::{Arc, OnceLock};
 
-/// A leaderboard stored in a database. See the [module docs](super).
-///
-/// Cloning is cheap and shares the handle. Every query runs in one read
-/// transaction, so it sees either all or none of any batch; every write is
-/// one write transaction.
-#[derive(Clone)]
-pub struct Ranking {
-    pub(super) inner: Arc<Inner>,
-}
-
-pub(super) struct Inner {
+pub(in crate::ranking) struct Inner {
     pub(super) boards: Arc<dyn BoardStore>,
     pub(super) name: String,
     pub(super) id: i64,
@@ -40,15 +32,6 @@ pub(super) struct Inner {
     /// Whether this board is a tree of a split board: its arrival numbers
     /// are board-wide (`trees/arrival.rs`).
     pub(super) tree_member: bool,
-}
-
-impl std::fmt::Debug for Ranking {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ranking")
-            .field("name", &self.inner.name)
-            .field("config", &self.inner.config)
-            .finish_non_exhaustive()
-    }
 }
 
 pub(super) fn check_board_name(name: &str) -> Result<()> {
@@ -80,131 +63,109 @@ pub(super) fn check_player(player: &str) -> Result<()> {
     })
 }
 
-impl Ranking {
-    /// Creates the board `name` (1 to [`MAX_BOARD_NAME_LEN`] bytes, no
-    /// control characters) in `db`, empty.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RankingExists`] if a board or a [`Family`](super::Family) is
-    /// called `name`, [`Error::InvalidName`] for a bad name,
-    /// [`Error::InvalidRanking`] for an empty range, branching outside
-    /// 2..=1000, zero shards or queues, entry data over
-    /// [`MAX_ENTRY_DATA`](super::MAX_ENTRY_DATA) bytes, or composite
-    /// dimensions that make no board ([`RankingConfig::dimensions`]).
-    /// Nothing is written on error.
-    pub fn create(db: &impl RankingStore, name: &str, config: RankingConfig) -> Result<Self> {
-        check_board_name(name)?;
-        let config = BoardConfig::from(config);
-        let geometry = config.geometry()?;
-        let boards = db.__boards().0;
-        shape::check_name_free(&boards, name)?;
-        let id = boards.create_board(name, &config.spec(), Placement::Anywhere)?;
-        Self::with(boards, name, id, config, geometry).with_shape(true)
-    }
+/// Creates board `name` (checked by [`Ranking::create`]).
+pub(in crate::ranking) fn create(
+    db: &impl RankingStore,
+    name: &str,
+    config: RankingConfig,
+) -> Result<Ranking> {
+    check_board_name(name)?;
+    let config = BoardConfig::from(config);
+    let geometry = config.geometry()?;
+    let boards = db.__boards().0;
+    shape::check_name_free(&boards, name)?;
+    let id = boards.create_board(name, &config.spec(), Placement::Anywhere)?;
+    shape::with_shape(with(boards, name, id, config, geometry), true)
+}
 
-    /// Creates a tree of a split board (`trees/mod.rs`) under its stored
-    /// name, which `create` would refuse, where `placement` puts it.
-    pub(super) fn create_tree(
-        boards: Arc<dyn BoardStore>,
-        name: &str,
-        config: BoardConfig,
-        placement: Placement<'_>,
-    ) -> Result<Self> {
-        let geometry = config.geometry()?;
-        let id = boards.create_board(name, &config.spec(), placement)?;
-        let mut board = Self::with(boards, name, id, config, geometry);
-        Arc::get_mut(&mut board.inner)
-            .expect("not shared yet")
-            .tree_member = true;
-        Ok(board)
-    }
+/// Creates a tree of a split board (`trees/mod.rs`) under its stored
+/// name, which `create` would refuse, where `placement` puts it.
+pub(in crate::ranking) fn create_tree(
+    boards: Arc<dyn BoardStore>,
+    name: &str,
+    config: BoardConfig,
+    placement: Placement<'_>,
+) -> Result<Ranking> {
+    let geometry = config.geometry()?;
+    let id = boards.create_board(name, &config.spec(), placement)?;
+    let mut board = with(boards, name, id, config, geometry);
+    Arc::get_mut(&mut board.inner)
+        .expect("not shared yet")
+        .tree_member = true;
+    Ok(board)
+}
 
-    /// Opens a tree of a split board.
-    pub(super) fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
-        let mut board = Self::open_in(boards, name)?;
-        Arc::get_mut(&mut board.inner)
-            .expect("not shared yet")
-            .tree_member = true;
-        Ok(board)
-    }
+/// Opens a tree of a split board.
+pub(in crate::ranking) fn open_tree(boards: Arc<dyn BoardStore>, name: &str) -> Result<Ranking> {
+    let mut board = open_in(boards, name)?;
+    Arc::get_mut(&mut board.inner)
+        .expect("not shared yet")
+        .tree_member = true;
+    Ok(board)
+}
 
-    /// Opens the board `name`, created earlier by any handle or process.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::RankingNotFound`] if there is none, [`Error::InvalidName`]
-    /// for a name `create` would refuse, [`Error::Corrupt`] for a stored
-    /// configuration that makes no tree.
-    pub fn open(db: &impl RankingStore, name: &str) -> Result<Self> {
-        check_board_name(name)?;
-        Self::open_in(db.__boards().0, name)?.with_shape(false)
-    }
+/// Opens board `name` (checked by [`Ranking::open`]).
+pub(in crate::ranking) fn open(db: &impl RankingStore, name: &str) -> Result<Ranking> {
+    check_board_name(name)?;
+    shape::with_shape(open_in(db.__boards().0, name)?, false)
+}
 
-    fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Self> {
-        let (id, spec) = boards
-            .open_board(name)?
-            .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
-        let corrupt = |reason: String| Error::Corrupt {
-            kind: "ranking",
-            id: name.into(),
-            field: "configuration".into(),
-            reason,
-        };
-        let config = BoardConfig::from_spec(spec).map_err(corrupt)?;
-        let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
-        Ok(Self::with(boards, name, id, config, geometry))
-    }
+fn open_in(boards: Arc<dyn BoardStore>, name: &str) -> Result<Ranking> {
+    let (id, spec) = boards
+        .open_board(name)?
+        .ok_or_else(|| Error::RankingNotFound { name: name.into() })?;
+    let corrupt = |reason: String| Error::Corrupt {
+        kind: "ranking",
+        id: name.into(),
+        field: "configuration".into(),
+        reason,
+    };
+    let config = BoardConfig::from_spec(spec).map_err(corrupt)?;
+    let geometry = config.geometry().map_err(|e| corrupt(e.to_string()))?;
+    Ok(with(boards, name, id, config, geometry))
+}
 
-    pub(super) fn with(
-        boards: Arc<dyn BoardStore>,
-        name: &str,
-        id: i64,
-        config: BoardConfig,
-        geometry: Geometry,
-    ) -> Self {
-        Ranking {
-            inner: Arc::new(Inner {
-                boards,
-                name: name.into(),
-                id,
-                config,
-                geometry,
-                queue: OnceLock::new(),
-                approx: ApproxCache::default(),
-                trees: Vec::new(),
-                tree_member: false,
-            }),
-        }
+/// A handle on board `id`, with nothing of its shape yet.
+pub(in crate::ranking) fn with(
+    boards: Arc<dyn BoardStore>,
+    name: &str,
+    id: i64,
+    config: BoardConfig,
+    geometry: Geometry,
+) -> Ranking {
+    Ranking {
+        inner: Arc::new(Inner {
+            boards,
+            name: name.into(),
+            id,
+            config,
+            geometry,
+            queue: OnceLock::new(),
+            approx: ApproxCache::default(),
+            trees: Vec::new(),
+            tree_member: false,
+        }),
     }
+}
 
-    /// The board's name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The board's configuration.
-    pub fn config(&self) -> &BoardConfig {
-        &self.inner.config
-    }
-
+impl Inner {
     pub(super) fn geometry(&self) -> &Geometry {
-        &self.inner.geometry
+        &self.geometry
     }
 
     pub(super) fn rules(&self) -> Rules {
-        self.inner.config.rules()
+        self.config.rules()
     }
 
     /// The shard row a direct write's inner-node deltas go to.
     pub(super) fn random_shard(&self) -> u32 {
-        crate::random::range(0..self.inner.config.node_shards())
+        crate::random::range(0..self.config.node_shards())
     }
 
     pub(super) fn board(&self) -> Board<'_> {
         Board {
-            id: self.inner.id,
-            name: &self.inner.name,
+            id: self.id,
+            name: &self.name,
         }
     }
 
@@ -218,16 +179,16 @@ impl Ranking {
     /// (`tests/suites/stores_ranking_trees.rs`, `EVERY_READ`) finds one that does
     /// not.
     pub(super) fn read<R>(&self, f: impl Fn(&dyn Storage, &Geometry) -> Result<R>) -> Result<R> {
-        if !self.inner.trees.is_empty() {
+        if !self.trees.is_empty() {
             return Err(Error::Corrupt {
                 kind: "ranking",
-                id: self.inner.name.clone(),
+                id: self.name.clone(),
                 field: "trees".into(),
                 reason: "a query read the split board's own row instead of its trees".into(),
             });
         }
         let mut out = None;
-        self.inner.boards.read_board(self.board(), &mut |st| {
+        self.boards.read_board(self.board(), &mut |st| {
             out = Some(f(st, self.geometry())?);
             Ok(())
         })?;
@@ -239,7 +200,7 @@ impl Ranking {
         self.write_generation(|st, _| f(st))
     }
 
-    /// [`write_with`](Ranking::write_with), passing `f` the board's write
+    /// [`write_with`](Inner::write_with), passing `f` the board's write
     /// generation as the transaction found it. Every write transaction
     /// moves it first thing: a queue worker's cache relies on that
     /// (`cache.rs`).
@@ -248,7 +209,7 @@ impl Ranking {
         mut f: impl FnMut(&dyn Storage, Option<u64>) -> Result<R>,
     ) -> Result<R> {
         let mut out = None;
-        self.inner.boards.write_board(self.board(), &mut |st| {
+        self.boards.write_board(self.board(), &mut |st| {
             let before = st.bump_generation()?;
             out = Some(f(st, before)?);
             Ok(())
@@ -257,7 +218,7 @@ impl Ranking {
     }
 
     /// Queue shards (`RankingConfig::queues`).
-    pub(crate) fn queues(&self) -> u32 {
-        self.inner.config.queues()
+    pub(super) fn queues(&self) -> u32 {
+        self.config.queues()
     }
 }

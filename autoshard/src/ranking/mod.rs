@@ -54,6 +54,7 @@ mod cache;
 mod composite;
 mod config;
 pub mod entity_board;
+mod facade;
 mod family;
 mod handle;
 mod integrity;
@@ -80,12 +81,12 @@ pub use self::approx::{
 pub use self::board_config::BoardConfig;
 pub use self::composite::{Dim, MAX_DIMENSIONS};
 pub use self::config::RankingConfig;
+pub use self::facade::Ranking;
 pub use self::family::{
     Family, FamilyConfig, FamilySubmission, FamilyUpdate, FamilyWorker, FamilyWorkerHandle,
     FamilyWorkerStats, Member, Period, Span, Weekday, Window, MAX_FAMILY_NAME_LEN, MAX_FILTERS,
     MAX_FILTER_LEN, MAX_FILTER_VALUES, MAX_KEEP,
 };
-pub use self::handle::Ranking;
 pub use self::policy::{Policy, ScoreOrder, Submission};
 pub use self::queue::{
     BoardWorker, BoardWorkerHandle, BoardWorkerStats, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,

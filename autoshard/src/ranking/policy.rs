@@ -12,6 +12,7 @@
 use super::apply::{apply_updates_from, store_entry_data, Step};
 use super::handle::check_player;
 use super::query::{self, Want};
+use super::shape;
 use super::storage::Storage;
 use super::tree::Geometry;
 use super::{Ranking, Update};
@@ -217,140 +218,119 @@ impl Submission {
     }
 }
 
-impl Ranking {
-    /// Submits `score` for `player` under the board's [`Policy`] and
-    /// [`ScoreOrder`], as [`set_score`](Ranking::set_score) does, and reports what
-    /// happened: the old and new score and rank, and whether it is a
-    /// personal best. One write transaction; the ranks cost one tree
-    /// descent each.
-    ///
-    /// ```
-    /// use autoshard::ranking::{ScoreOrder, Policy, Ranking, RankingConfig};
-    /// use autoshard::Sqlite;
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = Sqlite::memory()?;
-    /// // Seconds on a segment: only each rider's best effort counts.
-    /// let config = RankingConfig::new(1..86_400).policy(Policy::Best).order(ScoreOrder::LowerIsBetter);
-    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
-    /// segment.set_scores(&[("ann", 300), ("bo", 320), ("cy", 340)])?;
-    ///
-    /// let slow = segment.submit("cy", 360)?; // not a record: the 340 stays
-    /// assert!(!slow.new_best && !slow.changed());
-    /// assert_eq!((slow.new_score, slow.new_rank), (340, 3));
-    ///
-    /// let pr = segment.submit("cy", 310)?;
-    /// assert!(pr.new_best);
-    /// assert_eq!((pr.old_score, pr.new_score), (Some(340), 310));
-    /// assert_eq!((pr.old_rank, pr.new_rank), (Some(3), 2)); // "3rd to 2nd"
-    /// assert_eq!(segment.top(1)?[0].player, "ann");
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`set_score`](Ranking::set_score); nothing is written on error.
-    pub fn submit(&self, player: &str, score: i64) -> Result<Submission> {
-        self.submit_update(Update::score(player, score))
-    }
+/// [`Ranking::submit`].
+pub(in crate::ranking) fn submit(
+    ranking: &Ranking,
+    player: &str,
+    score: i64,
+) -> Result<Submission> {
+    ranking.submit_update(Update::score(player, score))
+}
 
-    pub(super) fn submission(
-        &self,
-        player: &str,
-        score: i64,
-        data: Option<&[u8]>,
-    ) -> Result<Submission> {
-        self.exact_only("submit")?;
-        self.check_input(player, Some(score))?;
-        self.shape().writes().submission(self, player, score, data)
-    }
+pub(in crate::ranking) fn submission(
+    ranking: &Ranking,
+    player: &str,
+    score: i64,
+    data: Option<&[u8]>,
+) -> Result<Submission> {
+    shape::exact_only(ranking, "submit")?;
+    check_input(ranking, player, Some(score))?;
+    shape::of(ranking)
+        .writes()
+        .submission(ranking, player, score, data)
+}
 
-    /// [`submit`](Ranking::submit) on a board of one tree, checked.
-    pub(in crate::ranking) fn one_tree_submission(
-        &self,
-        player: &str,
-        score: i64,
-        data: Option<&[u8]>,
-    ) -> Result<Submission> {
-        let shard = self.random_shard();
-        self.write_with(|st| self.submit_in(st, shard, player, score, data))
-    }
+/// [`submit`](Ranking::submit) on a board of one tree, checked.
+pub(in crate::ranking) fn one_tree_submission(
+    ranking: &Ranking,
+    player: &str,
+    score: i64,
+    data: Option<&[u8]>,
+) -> Result<Submission> {
+    let shard = ranking.inner.random_shard();
+    ranking
+        .inner
+        .write_with(|st| submit_in(ranking, st, shard, player, score, data))
+}
 
-    /// [`submit_in`](Ranking::submit_in) without the ranks it reports: the
-    /// write alone, for a caller that drops the report. A family worker
-    /// applies a batch's submissions in one transaction, where the ranks of
-    /// a native board (read from the state before the transaction) would
-    /// not account for a player's earlier move in it.
-    pub(crate) fn write_in(
-        &self,
-        st: &dyn Storage,
-        shard: u32,
-        player: &str,
-        score: i64,
-        data: Option<&[u8]>,
-    ) -> Result<Step> {
-        let (rules, g) = (self.rules(), self.geometry());
-        let (update, floor) = ([(player, Some(score))], self.arrival_floor(1));
-        let step = apply_updates_from(st, g, rules, shard, &update, None, &|_| floor)?[0];
-        store_entry_data(st, rules, &update, [data], &[step], &[])?;
-        Ok(step)
-    }
+/// [`submit_in`](Ranking::submit_in) without the ranks it reports: the
+/// write alone, for a caller that drops the report. A family worker
+/// applies a batch's submissions in one transaction, where the ranks of
+/// a native board (read from the state before the transaction) would
+/// not account for a player's earlier move in it.
+pub(in crate::ranking) fn write_in(
+    ranking: &Ranking,
+    st: &dyn Storage,
+    shard: u32,
+    player: &str,
+    score: i64,
+    data: Option<&[u8]>,
+) -> Result<Step> {
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
+    let (update, floor) = ([(player, Some(score))], shape::arrival_floor(ranking, 1));
+    let step = apply_updates_from(st, g, rules, shard, &update, None, &|_| floor)?[0];
+    store_entry_data(st, rules, &update, [data], &[step], &[])?;
+    Ok(step)
+}
 
-    /// The body of [`submit`](Ranking::submit) in a write transaction that
-    /// is already open (a family's multi-board write runs it once per
-    /// member); `player` and `score` are checked.
-    pub(crate) fn submit_in(
-        &self,
-        st: &dyn Storage,
-        shard: u32,
-        player: &str,
-        score: i64,
-        data: Option<&[u8]>,
-    ) -> Result<Submission> {
-        let rules = self.rules();
-        {
-            let g = self.geometry();
-            let step = self.write_in(st, shard, player, score, data)?;
-            let new = step.after.expect("a score, not a removal");
-            let above = |tree: i64| -> Result<u64> {
-                let offset = g.offset(tree).expect("checked by the update");
-                Ok(query::place_of(st, g, offset, Want::default())?.above)
-            };
-            let (old_rank, new_rank) = match st.native() {
-                Some(native) => super::native::submission_ranks(native, step.before, new)?,
-                // Counted after the update: the player is above their old
-                // score now exactly when they moved up, and was not before.
-                None => (
-                    match step.before {
-                        Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
-                        None => None,
-                    },
-                    above(new)? + 1,
-                ),
-            };
-            Ok(Submission {
-                old_score: match step.before {
-                    Some(old) => Some(rules.checked_score(st, g, old)?),
+/// The body of [`submit`](Ranking::submit) in a write transaction that
+/// is already open (a family's multi-board write runs it once per
+/// member); `player` and `score` are checked.
+pub(in crate::ranking) fn submit_in(
+    ranking: &Ranking,
+    st: &dyn Storage,
+    shard: u32,
+    player: &str,
+    score: i64,
+    data: Option<&[u8]>,
+) -> Result<Submission> {
+    let rules = ranking.inner.rules();
+    {
+        let g = ranking.inner.geometry();
+        let step = write_in(ranking, st, shard, player, score, data)?;
+        let new = step.after.expect("a score, not a removal");
+        let above = |tree: i64| -> Result<u64> {
+            let offset = g.offset(tree).expect("checked by the update");
+            Ok(query::place_of(st, g, offset, Want::default())?.above)
+        };
+        let (old_rank, new_rank) = match st.native() {
+            Some(native) => super::native::submission_ranks(native, step.before, new)?,
+            // Counted after the update: the player is above their old
+            // score now exactly when they moved up, and was not before.
+            None => (
+                match step.before {
+                    Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
                     None => None,
                 },
-                new_score: rules.checked_score(st, g, new)?,
-                old_rank,
-                new_rank,
-                new_best: step.before.is_none_or(|old| new > old),
-            })
-        }
+                above(new)? + 1,
+            ),
+        };
+        Ok(Submission {
+            old_score: match step.before {
+                Some(old) => Some(rules.checked_score(st, g, old)?),
+                None => None,
+            },
+            new_score: rules.checked_score(st, g, new)?,
+            old_rank,
+            new_rank,
+            new_best: step.before.is_none_or(|old| new > old),
+        })
     }
 }
 
-impl Ranking {
-    /// Checks one update's player name and value under the board's policy.
-    pub(super) fn check_input(&self, player: &str, value: Option<i64>) -> Result<()> {
-        check_player(player)?;
-        match value {
-            Some(value) => self.rules().check_value(self.geometry(), value),
-            None => Ok(()),
-        }
+/// Checks one update's player name and value under the board's policy.
+pub(in crate::ranking) fn check_input(
+    ranking: &Ranking,
+    player: &str,
+    value: Option<i64>,
+) -> Result<()> {
+    check_player(player)?;
+    match value {
+        Some(value) => ranking
+            .inner
+            .rules()
+            .check_value(ranking.inner.geometry(), value),
+        None => Ok(()),
     }
 }
 

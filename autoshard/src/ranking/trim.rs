@@ -16,6 +16,7 @@ use super::apply::apply_updates_from;
 use super::handle::check_player;
 use super::policy::Rules;
 use super::query::{self, Want};
+use super::shape;
 use super::storage::Storage;
 use super::tree::Geometry;
 use super::Ranking;
@@ -77,205 +78,143 @@ impl Trimmed {
     }
 }
 
-impl Ranking {
-    /// Removes `player`'s entry data ([`submit_update`](Ranking::submit_update)),
-    /// keeping the player and their score and place; whether they are on
-    /// the board. On a board that keeps no entry data there is none to
-    /// remove, and this only says whether the player is on the board.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig, Update};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100).entry_data(16))?;
-    /// board.submit_update(Update::score("ann", 40).with_data(b"replay-7"))?;
-    /// assert!(board.remove_data("ann")?);
-    /// assert_eq!(board.top(1)?[0].data, None);
-    /// assert_eq!(board.score("ann")?, Some(40));
-    /// assert!(!board.remove_data("bo")?);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for a player name
-    /// [`set_score`](Ranking::set_score) would refuse, or a store error.
-    pub fn remove_data(&self, player: &str) -> Result<bool> {
-        check_player(player)?;
-        self.shape().writes().remove_data(self, player)
-    }
+/// [`Ranking::remove_data`].
+pub(in crate::ranking) fn remove_data(ranking: &Ranking, player: &str) -> Result<bool> {
+    check_player(player)?;
+    shape::of(ranking).writes().remove_data(ranking, player)
+}
 
-    pub(in crate::ranking) fn one_tree_remove_data(&self, player: &str) -> Result<bool> {
-        let keeps = self.config().entry_data() > 0;
-        self.write_with(|st| {
-            st.lock_players(&[player])?;
-            let on_board = st.player(player)?.is_some();
-            if on_board && keeps {
-                st.put_player_data(player, None)?;
-            }
-            Ok(on_board)
-        })
-    }
-
-    /// Removes every player whose score lies in `scores` (both ends
-    /// included; parts of it outside the board's range hold nobody), in
-    /// batches of at most [`TRIM_BATCH`] players, each its own write
-    /// transaction; how many were removed. On a composite board the range
-    /// is of encoded scores ([`encode`](Ranking::encode)).
-    ///
-    /// Writers of the board wait for one batch at most. A player in the
-    /// range when the call starts and not written during it is removed; a
-    /// player never in the range while it runs is kept; a player written
-    /// while it runs may go either way (the batch that reaches them decides
-    /// from their score then). When it returns, its last batch found the
-    /// range empty (or emptied it) in one snapshot.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
-    /// board.set_scores(&[("ann", 10), ("bo", 20), ("cy", 30), ("di", 40)])?;
-    /// assert_eq!(board.remove_between(15..=30)?, 2);
-    /// assert_eq!(board.len()?, 2);
-    /// assert_eq!(board.remove_between(90..=1_000)?, 0);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidRanking`] for an empty range (`hi < lo`);
-    /// [`Error::ApproximateBoard`] on an approximate board; a store error
-    /// (the batches committed before it stay removed).
-    pub fn remove_between(&self, scores: RangeInclusive<i64>) -> Result<u64> {
-        let (lo, hi) = (*scores.start(), *scores.end());
-        if lo > hi {
-            return Err(Error::InvalidRanking {
-                reason: format!("score range {lo}..={hi} is empty: it ends before it starts"),
-            });
+pub(in crate::ranking) fn one_tree_remove_data(ranking: &Ranking, player: &str) -> Result<bool> {
+    let keeps = ranking.config().entry_data() > 0;
+    ranking.inner.write_with(|st| {
+        st.lock_players(&[player])?;
+        let on_board = st.player(player)?.is_some();
+        if on_board && keeps {
+            st.put_player_data(player, None)?;
         }
-        self.exact_only("remove_between")?;
-        self.shape().writes().remove_between(self, lo, hi)
-    }
+        Ok(on_board)
+    })
+}
 
-    /// [`remove_between`](Ranking::remove_between) on a board of one tree,
-    /// `lo <= hi`.
-    pub(in crate::ranking) fn one_tree_remove_between(&self, lo: i64, hi: i64) -> Result<u64> {
-        let g = self.geometry();
-        let last = g.max().wrapping_sub(1);
-        let (lo, hi) = (lo.max(g.min()), hi.min(last));
-        if lo > hi {
-            return Ok(0);
-        }
-        let rules = self.rules();
-        let (a, b) = (rules.tree_score(g, lo)?, rules.tree_score(g, hi)?);
-        self.trim(Pick::Between(a.min(b), a.max(b)))
+/// [`Ranking::remove_between`].
+pub(in crate::ranking) fn remove_between(
+    ranking: &Ranking,
+    scores: RangeInclusive<i64>,
+) -> Result<u64> {
+    let (lo, hi) = (*scores.start(), *scores.end());
+    if lo > hi {
+        return Err(Error::InvalidRanking {
+            reason: format!("score range {lo}..={hi} is empty: it ends before it starts"),
+        });
     }
+    shape::exact_only(ranking, "remove_between")?;
+    shape::of(ranking).writes().remove_between(ranking, lo, hi)
+}
 
-    /// Removes every player ranked below the first `n` (ordinal ranks,
-    /// [`Tie::Ordinal`](super::Tie::Ordinal): of players tied at the cut,
-    /// those who reached the score first stay), in batches of at most
-    /// [`TRIM_BATCH`] players, each its own write transaction; how many
-    /// were removed. The way a board is kept small.
-    ///
-    /// Writers of the board wait for one batch at most. Each batch removes
-    /// players ranked below `n` in its own snapshot, so when it returns,
-    /// the board held at most `n` players as its last batch committed; a
-    /// player written while it runs may survive it (later writes can
-    /// bring the board above `n` again), and on a split board (whose batches
-    /// read the merged trees, then remove per tree) a player written
-    /// between a batch's read and its removal is kept if their score moved.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..100))?;
-    /// board.set_scores(&[("ann", 10), ("bo", 20), ("cy", 20), ("di", 40)])?;
-    /// assert_eq!(board.keep_top(2)?, 2); // bo reached 20 before cy
-    /// let left: Vec<_> = board.top(10)?.into_iter().map(|e| e.player).collect();
-    /// assert_eq!(left, ["di", "bo"]);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidRanking`] for `n = 0` ([`reset`](Ranking::reset)
-    /// empties a board); [`Error::ApproximateBoard`] on an approximate
-    /// board; a store error (the batches committed before it stay removed).
-    pub fn keep_top(&self, n: u64) -> Result<u64> {
-        if n == 0 {
-            return Err(Error::InvalidRanking {
-                reason: "keep_top(0): keep at least one player (reset empties a board)".into(),
-            });
-        }
-        self.exact_only("keep_top")?;
-        // No board holds more than `i64::MAX` players.
-        let n = n.min(i64::MAX as u64);
-        self.shape().writes().keep_top(self, n)
+/// [`remove_between`](Ranking::remove_between) on a board of one tree,
+/// `lo <= hi`.
+pub(in crate::ranking) fn one_tree_remove_between(
+    ranking: &Ranking,
+    lo: i64,
+    hi: i64,
+) -> Result<u64> {
+    let g = ranking.inner.geometry();
+    let last = g.max().wrapping_sub(1);
+    let (lo, hi) = (lo.max(g.min()), hi.min(last));
+    if lo > hi {
+        return Ok(0);
     }
+    let rules = ranking.inner.rules();
+    let (a, b) = (rules.tree_score(g, lo)?, rules.tree_score(g, hi)?);
+    trim(ranking, Pick::Between(a.min(b), a.max(b)))
+}
 
-    pub(in crate::ranking) fn one_tree_keep_top(&self, n: u64) -> Result<u64> {
-        self.trim(Pick::Below(n))
+/// [`Ranking::keep_top`].
+pub(in crate::ranking) fn keep_top(ranking: &Ranking, n: u64) -> Result<u64> {
+    if n == 0 {
+        return Err(Error::InvalidRanking {
+            reason: "keep_top(0): keep at least one player (reset empties a board)".into(),
+        });
     }
+    shape::exact_only(ranking, "keep_top")?;
+    // No board holds more than `i64::MAX` players.
+    let n = n.min(i64::MAX as u64);
+    shape::of(ranking).writes().keep_top(ranking, n)
+}
 
-    /// Batches until one finds fewer than a full batch and removes all it
-    /// found: then the board held nothing more to remove at its snapshot.
-    fn trim(&self, pick: Pick) -> Result<u64> {
-        let mut removed = 0;
-        loop {
-            let done = match self.trim_native(pick)? {
-                Some(done) => done,
-                None => self.trim_batch(pick)?,
-            };
-            removed += done.removed;
-            if done.last() {
-                return Ok(removed);
-            }
-        }
-    }
+pub(in crate::ranking) fn one_tree_keep_top(ranking: &Ranking, n: u64) -> Result<u64> {
+    trim(ranking, Pick::Below(n))
+}
 
-    /// One batch as one store step where the store orders this board
-    /// natively and trims it itself (`BoardStore::trim_native`: on Redis
-    /// Cluster one script, never retried for another writer's commit);
-    /// `None` if it does not, and nothing was written. Asked for a tree of
-    /// a split board too: a removal draws no arrival, so the board-wide
-    /// arrivals (`trees/arrival.rs`) that keep a tree's direct writes in
-    /// the transaction do not matter here (on Redis those trees keep the
-    /// count tree today, and the store answers `None`).
-    fn trim_native(&self, pick: Pick) -> Result<Option<Trimmed>> {
-        let pick = match pick {
-            Pick::Between(lo, hi) => NativeTrim::Between { lo, hi },
-            Pick::Below(n) => NativeTrim::Below(n),
+/// Batches until one finds fewer than a full batch and removes all it
+/// found: then the board held nothing more to remove at its snapshot.
+fn trim(ranking: &Ranking, pick: Pick) -> Result<u64> {
+    let mut removed = 0;
+    loop {
+        let done = match trim_native(ranking, pick)? {
+            Some(done) => done,
+            None => trim_batch(ranking, pick)?,
         };
-        let done = self.inner.boards.trim_native(self.board(), pick, batch())?;
-        Ok(done.map(|(found, removed)| {
-            #[cfg(feature = "failpoints")]
-            hooks::NATIVE_BATCHES.set(hooks::NATIVE_BATCHES.get() + 1);
-            Trimmed { found, removed }
-        }))
+        removed += done.removed;
+        if done.last() {
+            return Ok(removed);
+        }
     }
+}
 
-    /// One batch in one write transaction.
-    fn trim_batch(&self, pick: Pick) -> Result<Trimmed> {
-        let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| batch_in(st, self.geometry(), rules, shard, pick))
-    }
+/// One batch as one store step where the store orders this board
+/// natively and trims it itself (`BoardStore::trim_native`: on Redis
+/// Cluster one script, never retried for another writer's commit);
+/// `None` if it does not, and nothing was written. Asked for a tree of
+/// a split board too: a removal draws no arrival, so the board-wide
+/// arrivals (`trees/arrival.rs`) that keep a tree's direct writes in
+/// the transaction do not matter here (on Redis those trees keep the
+/// count tree today, and the store answers `None`).
+fn trim_native(ranking: &Ranking, pick: Pick) -> Result<Option<Trimmed>> {
+    let pick = match pick {
+        Pick::Between(lo, hi) => NativeTrim::Between { lo, hi },
+        Pick::Below(n) => NativeTrim::Below(n),
+    };
+    let done = ranking
+        .inner
+        .boards
+        .trim_native(ranking.inner.board(), pick, batch())?;
+    Ok(done.map(|(found, removed)| {
+        #[cfg(feature = "failpoints")]
+        hooks::NATIVE_BATCHES.set(hooks::NATIVE_BATCHES.get() + 1);
+        Trimmed { found, removed }
+    }))
+}
 
-    /// Removes each of `found` (player, tree score) still at that score,
-    /// in one write transaction; how many.
-    pub(in crate::ranking) fn remove_if_at(&self, found: &[(String, i64)]) -> Result<u64> {
-        let (rules, shard) = (self.rules(), self.random_shard());
-        self.write_with(|st| {
-            let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
-            let still = still_there(st, &names, |i, score| score == found[i].1)?;
-            let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
-            if !updates.is_empty() {
-                apply_updates_from(st, self.geometry(), rules, shard, &updates, None, &|_| 0)?;
-            }
-            Ok(updates.len() as u64)
-        })
-    }
+/// One batch in one write transaction.
+fn trim_batch(ranking: &Ranking, pick: Pick) -> Result<Trimmed> {
+    let (rules, shard) = (ranking.inner.rules(), ranking.inner.random_shard());
+    ranking
+        .inner
+        .write_with(|st| batch_in(st, ranking.inner.geometry(), rules, shard, pick))
+}
+
+/// Removes each of `found` (player, tree score) still at that score,
+/// in one write transaction; how many.
+pub(in crate::ranking) fn remove_if_at(ranking: &Ranking, found: &[(String, i64)]) -> Result<u64> {
+    let (rules, shard) = (ranking.inner.rules(), ranking.inner.random_shard());
+    ranking.inner.write_with(|st| {
+        let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+        let still = still_there(st, &names, |i, score| score == found[i].1)?;
+        let updates: Vec<(&str, Option<i64>)> = still.iter().map(|&p| (p, None)).collect();
+        if !updates.is_empty() {
+            apply_updates_from(
+                st,
+                ranking.inner.geometry(),
+                rules,
+                shard,
+                &updates,
+                None,
+                &|_| 0,
+            )?;
+        }
+        Ok(updates.len() as u64)
+    })
 }
 
 /// One trim batch in the write transaction `st`: finds up to

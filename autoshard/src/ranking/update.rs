@@ -6,6 +6,8 @@
 //! `submit` and `enqueue` with a plain score are the one-line forms, and
 //! everything else is an `Update`.
 
+use super::policy;
+use super::queue;
 use super::{Ranking, Submission};
 use crate::error::{Error, Result};
 
@@ -140,129 +142,48 @@ impl OwnedUpdate {
     }
 }
 
-impl Ranking {
-    /// Writes `update` in one write transaction under the board's policy,
-    /// as [`set_score`](Ranking::set_score) does with a plain score: a
-    /// tuple ([`Update::dims`]) is encoded first, and entry data
-    /// ([`Update::with_data`]) is stored by the rule
-    /// [`submit_update`](Ranking::submit_update) states.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Dim, Policy, Ranking, RankingConfig, Update};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// // Trophies (more first), then retries (fewer first).
-    /// let config = RankingConfig::dimensions([Dim::higher(0..10_000), Dim::lower(0..1_000)]);
-    /// let board = Ranking::create(&db, "season", config.policy(Policy::Best))?;
-    /// board.write(Update::dims("ann", &[30, 2]))?;
-    /// board.write(Update::dims("ann", &[30, 5]))?; // Best keeps [30, 2]
-    /// assert_eq!(board.dims("ann")?, Some(vec![30, 2]));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    pub fn write(&self, update: Update<'_>) -> Result<()> {
-        let (score, data) = self.resolve(&update)?;
-        match data {
-            Some(data) => self.submission(update.player, score, data).map(drop),
-            None => self.set_score(update.player, score),
-        }
+/// [`Ranking::write`].
+pub(in crate::ranking) fn write(ranking: &Ranking, update: Update<'_>) -> Result<()> {
+    let (score, data) = resolve(ranking, &update)?;
+    match data {
+        Some(data) => policy::submission(ranking, update.player, score, data).map(drop),
+        None => ranking.set_score(update.player, score),
     }
+}
 
-    /// Submits `update` and reports what changed, as
-    /// [`submit`](Ranking::submit) does with a plain score; a tuple's
-    /// scores in the report are encoded ([`decode`](Ranking::decode) them),
-    /// its ranks and `new_best` are the tuple's.
-    ///
-    /// Entry data (an effort id, a display name: at most
-    /// [`RankingConfig::entry_data`](super::RankingConfig::entry_data)
-    /// bytes) is stored in the same transaction when the submission is what
-    /// the player's entry now stands for: always under `Replace` and
-    /// `Increment`, under `Best` and `Worst` only when the score changed (a
-    /// slower effort leaves the record's data). [`top`](Ranking::top),
-    /// [`page`](Ranking::page) and [`around`](Ranking::around) return it in
-    /// [`Entry::data`](super::Entry::data). Writes without data leave a
-    /// player's data as it is; [`remove`](Ranking::remove) deletes it with
-    /// the player.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Update};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let config = RankingConfig::new(1..86_400)
-    ///     .policy(Policy::Best)
-    ///     .order(ScoreOrder::LowerIsBetter)
-    ///     .entry_data(64);
-    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
-    /// segment.submit_update(Update::score("ann", 301).with_data(b"effort-17"))?;
-    /// let slower = segment.submit_update(Update::score("ann", 315).with_data(b"effort-18"))?;
-    /// assert!(!slower.new_best); // not the record: its data is not kept
-    /// let top = segment.top(1)?;
-    /// assert_eq!((top[0].score, top[0].data.as_deref()), (301, Some(&b"effort-17"[..])));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](Ranking::write).
-    pub fn submit_update(&self, update: Update<'_>) -> Result<Submission> {
-        let (score, data) = self.resolve(&update)?;
-        self.submission(update.player, score, data.flatten())
-    }
+/// [`Ranking::submit_update`].
+pub(in crate::ranking) fn submit_update(
+    ranking: &Ranking,
+    update: Update<'_>,
+) -> Result<Submission> {
+    let (score, data) = resolve(ranking, &update)?;
+    policy::submission(ranking, update.player, score, data.flatten())
+}
 
-    /// Queues `update` for a [`BoardWorker`](super::BoardWorker), as
-    /// [`enqueue`](Ranking::enqueue) does with a plain score: checked here
-    /// (a tuple encoded, data against the board's limit), applied by the
-    /// worker under the board's policy, entry data by the rule
-    /// [`submit_update`](Ranking::submit_update) states.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Policy, Ranking, RankingConfig, ScoreOrder, Update};
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = autoshard::Sqlite::open(dir.path().join("segments.db"))?;
-    /// let config = RankingConfig::new(1..86_400)
-    ///     .policy(Policy::Best)
-    ///     .order(ScoreOrder::LowerIsBetter)
-    ///     .entry_data(32);
-    /// let segment = Ranking::create(&db, "hawk-hill", config)?;
-    /// segment.enqueue_update(Update::score("ann", 301).with_data(b"effort-17"))?;
-    /// segment.enqueue_update(Update::score("ann", 315).with_data(b"effort-18"))?; // slower
-    /// segment.worker().drain()?;
-    /// assert_eq!(segment.top(1)?[0].data.as_deref(), Some(&b"effort-17"[..]));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](Ranking::write), and as
-    /// [`enqueue`](Ranking::enqueue); nothing is queued on error.
-    pub fn enqueue_update(&self, update: Update<'_>) -> Result<()> {
-        let (score, data) = self.resolve(&update)?;
-        let data = data.flatten().map(<[u8]>::to_vec);
-        self.enqueue_item(update.player, Some(score), data)
-    }
+/// [`Ranking::enqueue_update`].
+pub(in crate::ranking) fn enqueue_update(ranking: &Ranking, update: Update<'_>) -> Result<()> {
+    let (score, data) = resolve(ranking, &update)?;
+    let data = data.flatten().map(<[u8]>::to_vec);
+    queue::enqueue_item(ranking, update.player, Some(score), data)
+}
 
-    /// The update's score (a tuple encoded) and data: `None` without data,
-    /// `Some(None)` for data a board that keeps none drops (it has no
-    /// column for it) once its length is checked. The tuple is checked
-    /// before the data, as the per-combination methods did.
-    fn resolve<'u>(&self, update: &Update<'u>) -> Result<(i64, Option<Option<&'u [u8]>>)> {
-        let score = update.score_by(|values| self.encode(values))?;
-        let Some(data) = update.data else {
-            return Ok((score, None));
-        };
-        let max = self.config().entry_data() as usize;
-        if data.len() > max {
-            return Err(Error::EntryDataTooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        Ok((score, Some(Some(data).filter(|_| max > 0))))
+/// The update's score (a tuple encoded) and data: `None` without data,
+/// `Some(None)` for data a board that keeps none drops (it has no
+/// column for it) once its length is checked. The tuple is checked
+/// before the data, as the per-combination methods did.
+fn resolve<'u>(ranking: &Ranking, update: &Update<'u>) -> Result<(i64, Option<Option<&'u [u8]>>)> {
+    let score = update.score_by(|values| ranking.encode(values))?;
+    let Some(data) = update.data else {
+        return Ok((score, None));
+    };
+    let max = ranking.config().entry_data() as usize;
+    if data.len() > max {
+        return Err(Error::EntryDataTooLarge {
+            len: data.len(),
+            max,
+        });
     }
+    Ok((score, Some(Some(data).filter(|_| max > 0))))
 }
 
 #[cfg(all(test, feature = "sqlite"))]

@@ -7,7 +7,7 @@
 //! the measured error.
 
 mod apply;
-mod refresh;
+pub(in crate::ranking) mod refresh;
 mod shape;
 mod snapshot;
 
@@ -48,141 +48,96 @@ const EXACT_ONLY: &str =
     "needs the exact tree, which an approximate board does not keep: use approx_rank";
 const APPROX_ONLY: &str = "needs an approximate board (RankingConfig::approximate)";
 
-impl Ranking {
-    /// [`Error::ApproximateBoard`] if this board is approximate.
-    pub(super) fn exact_only(&self, call: &'static str) -> Result<()> {
-        match self.rules().approx {
-            false => Ok(()),
-            true => Err(self.exact_refused(call)),
-        }
+/// [`Error::ApproximateBoard`] if this board is approximate.
+pub(in crate::ranking) fn exact_only(ranking: &Ranking, call: &'static str) -> Result<()> {
+    match ranking.inner.rules().approx {
+        false => Ok(()),
+        true => Err(exact_refused(ranking, call)),
     }
+}
 
-    /// The refusal of `call`, which needs the exact tree.
-    fn exact_refused(&self, call: &'static str) -> Error {
-        Error::ApproximateBoard {
-            name: self.inner.name.clone(),
+/// The refusal of `call`, which needs the exact tree.
+fn exact_refused(ranking: &Ranking, call: &'static str) -> Error {
+    Error::ApproximateBoard {
+        name: ranking.inner.name.clone(),
+        call,
+        reason: EXACT_ONLY,
+    }
+}
+
+/// The store's snapshot operations, or [`Error::ApproximateBoard`] if
+/// this board is exact.
+pub(in crate::ranking) fn approx_store<'a>(
+    ranking: &'a Ranking,
+    call: &'static str,
+) -> Result<&'a dyn ApproxStore> {
+    if !ranking.inner.rules().approx {
+        return Err(Error::ApproximateBoard {
+            name: ranking.inner.name.clone(),
             call,
-            reason: EXACT_ONLY,
-        }
+            reason: APPROX_ONLY,
+        });
     }
+    ranking.inner.boards.approx()
+}
 
-    /// The store's snapshot operations, or [`Error::ApproximateBoard`] if
-    /// this board is exact.
-    pub(super) fn approx_store(&self, call: &'static str) -> Result<&dyn ApproxStore> {
-        if !self.rules().approx {
-            return Err(Error::ApproximateBoard {
-                name: self.inner.name.clone(),
-                call,
-                reason: APPROX_ONLY,
-            });
-        }
-        self.inner.boards.approx()
-    }
+/// [`Ranking::approx_rank`].
+pub(in crate::ranking) fn approx_rank(ranking: &Ranking, score: i64) -> Result<u64> {
+    let store = approx_store(ranking, "approx_rank")?;
+    let tree = ranking
+        .inner
+        .rules()
+        .tree_score(ranking.inner.geometry(), score)?;
+    let current = store.approx_current(ranking.inner.id)?;
+    Ok(snapshot_at(ranking, store, current)?.rank_tree(tree))
+}
 
-    /// The approximate standard rank of `score` on an approximate board
-    /// ([`RankingConfig::approximate`](super::RankingConfig::approximate)):
-    /// 1 + the players with a better score, estimated from the bucket
-    /// snapshot the last [`refresh`](Ranking::refresh) published.
-    ///
-    /// Reads: the snapshot pointer (one small row); the bucket rows only
-    /// when another refresh has published since this handle last read them
-    /// (the snapshot is cached in the process, keyed by its number).
-    /// [`approx_snapshot`](Ranking::approx_snapshot) answers with no read.
-    ///
-    /// **Error bound.** Against the exact rank among the players as the
-    /// refresh read them, the estimate is exact at each bucket's best and
-    /// worst score, just below its best, and between buckets; inside a
-    /// bucket it is off by at most the bucket's interior players (neither
-    /// at its best nor at its worst score), which is below `ceil(n / b) -
-    /// 1` for `n` players and `b` buckets
-    /// ([`ApproxSnapshot::error_bound`]). Each update since the refresh
-    /// can move the exact rank of a score by one more. A better score never
-    /// gets a worse estimate.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..10_000).approximate(4))?;
-    /// let scores: Vec<(String, i64)> = (0..100).map(|i| (format!("p{i}"), i * 100)).collect();
-    /// let scores: Vec<(&str, i64)> = scores.iter().map(|(p, s)| (p.as_str(), *s)).collect();
-    /// board.set_scores(&scores)?; // only player rows
-    /// board.refresh()?;
-    /// assert_eq!(board.approx_rank(9_900)?, 1); // a bucket's best: exact
-    /// assert_eq!(board.approx_rank(5_000)?, 50); // inside: interpolated
-    /// assert_eq!(board.approx_snapshot()?.error_bound(), 23); // at most ceil(100 / 4) - 2
-    /// assert!(board.rank("p3", autoshard::ranking::Tie::Standard).is_err());
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ApproximateBoard`] on an exact board,
-    /// [`Error::NoSnapshot`] before the first refresh,
-    /// [`Error::ScoreOutOfRange`], or a store error.
-    pub fn approx_rank(&self, score: i64) -> Result<u64> {
-        let store = self.approx_store("approx_rank")?;
-        let tree = self.rules().tree_score(self.geometry(), score)?;
-        let current = store.approx_current(self.inner.id)?;
-        Ok(self.snapshot_at(store, current)?.rank_tree(tree))
-    }
+/// [`Ranking::approx_snapshot`].
+pub(in crate::ranking) fn approx_snapshot(ranking: &Ranking) -> Result<Arc<ApproxSnapshot>> {
+    let store = approx_store(ranking, "approx_snapshot")?;
+    let current = store.approx_current(ranking.inner.id)?;
+    snapshot_at(ranking, store, current)
+}
 
-    /// The published snapshot, read (or taken from this process's cache
-    /// when unchanged) now: its [`rank`](ApproxSnapshot::rank) reads
-    /// nothing, for callers that rank many scores, or that accept the
-    /// snapshot they hold until they ask again.
-    ///
-    /// # Errors
-    ///
-    /// As [`approx_rank`](Ranking::approx_rank).
-    pub fn approx_snapshot(&self) -> Result<Arc<ApproxSnapshot>> {
-        let store = self.approx_store("approx_snapshot")?;
-        let current = store.approx_current(self.inner.id)?;
-        self.snapshot_at(store, current)
+/// The snapshot numbered `current`, from the cache or else the store.
+fn snapshot_at(
+    ranking: &Ranking,
+    store: &dyn ApproxStore,
+    current: Option<i64>,
+) -> Result<Arc<ApproxSnapshot>> {
+    let no_snapshot = || Error::NoSnapshot {
+        name: ranking.inner.name.clone(),
+    };
+    let current = current.ok_or_else(no_snapshot)?;
+    let cache = &ranking.inner.approx.0;
+    if let Some(s) = &*cache.read().unwrap_or_else(|p| p.into_inner())
+        && s.id() == current
+    {
+        return Ok(s.clone());
     }
-
-    /// The snapshot numbered `current`, from the cache or else the store.
-    fn snapshot_at(
-        &self,
-        store: &dyn ApproxStore,
-        current: Option<i64>,
-    ) -> Result<Arc<ApproxSnapshot>> {
-        let no_snapshot = || Error::NoSnapshot {
-            name: self.inner.name.clone(),
-        };
-        let current = current.ok_or_else(no_snapshot)?;
-        let cache = &self.inner.approx.0;
-        if let Some(s) = &*cache.read().unwrap_or_else(|p| p.into_inner())
-            && s.id() == current
-        {
-            return Ok(s.clone());
-        }
-        // Pointer and rows in one transaction: maybe newer than `current`,
-        // never a mix.
-        let stored = store
-            .approx_snapshot(self.inner.id)?
-            .ok_or_else(no_snapshot)?;
-        let fresh = Arc::new(ApproxSnapshot::new(
-            stored,
-            self.rules(),
-            self.geometry().clone(),
-        ));
-        let mut cached = cache.write().unwrap_or_else(|p| p.into_inner());
-        if cached.as_ref().is_none_or(|c| c.id() < fresh.id()) {
-            *cached = Some(fresh.clone());
-        }
-        Ok(fresh)
+    // Pointer and rows in one transaction: maybe newer than `current`,
+    // never a mix.
+    let stored = store
+        .approx_snapshot(ranking.inner.id)?
+        .ok_or_else(no_snapshot)?;
+    let fresh = Arc::new(ApproxSnapshot::new(
+        stored,
+        ranking.inner.rules(),
+        ranking.inner.geometry().clone(),
+    ));
+    let mut cached = cache.write().unwrap_or_else(|p| p.into_inner());
+    if cached.as_ref().is_none_or(|c| c.id() < fresh.id()) {
+        *cached = Some(fresh.clone());
     }
+    Ok(fresh)
 }
 
 /// [`Ranking::page`] of an approximate board: exact, from the score index
 /// (an `OFFSET` scan, so O(`to`) rows read); ties by arrival, then name.
 pub(super) fn page(ranking: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> {
-    let store = ranking.approx_store("page")?;
+    let store = approx_store(ranking, "page")?;
     let rows = store.approx_page(ranking.inner.id, 0, to)?;
-    let (rules, g) = (ranking.rules(), ranking.geometry());
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
     let mut out = Vec::new();
     let (mut rank, mut dense, mut last) = (0u64, 0u64, None);
     for (i, (player, tree)) in rows.into_iter().enumerate() {
@@ -212,5 +167,5 @@ pub(super) fn page(ranking: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> 
 
 /// [`Ranking::len`] of an approximate board: counted from the score index.
 pub(super) fn len(ranking: &Ranking) -> Result<u64> {
-    ranking.approx_store("len")?.approx_len(ranking.inner.id)
+    approx_store(ranking, "len")?.approx_len(ranking.inner.id)
 }

@@ -167,105 +167,49 @@ pub struct Refresh {
     pub published: bool,
 }
 
-impl Ranking {
-    /// Recomputes an approximate board's buckets from its score index and
-    /// publishes them as a new snapshot, which
-    /// [`approx_rank`](Ranking::approx_rank) answers from then on.
-    ///
-    /// The protocol (docs/design/approximate-boards.md, "Approximate boards"): reserve a new
-    /// snapshot number; read the score index in one read transaction
-    /// (writers go on meanwhile); write the buckets under the new number, a chunk per
-    /// transaction, where no reader looks; then, in one transaction, check
-    /// that every row is there, flip the board's pointer to the new number
-    /// and delete the older snapshots. A reader reads the pointer and the
-    /// rows it names in one transaction, so it always sees one complete
-    /// snapshot: the previous one until the flip commits, also while a
-    /// refresh runs or after one was killed (whose rows the next publish
-    /// deletes). Refreshes may run concurrently, from any process.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..1000).approximate(10))?;
-    /// let scores: Vec<(String, i64)> = (0..100).map(|i| (format!("p{i}"), i * 7)).collect();
-    /// let scores: Vec<(&str, i64)> = scores.iter().map(|(p, s)| (p.as_str(), *s)).collect();
-    /// board.set_scores(&scores)?;
-    /// let refresh = board.refresh()?;
-    /// assert_eq!((refresh.players, refresh.buckets, refresh.published), (100, 10, true));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ApproximateBoard`] on an exact board, a store error, or
-    /// [`Error::Corrupt`] for a score index or snapshot rows that
-    /// contradict themselves; nothing is published on error.
-    pub fn refresh(&self) -> Result<Refresh> {
-        let store = self.approx_store("refresh")?;
-        let board = self.inner.id;
-        let in_place = hooks::in_place();
-        let snapshot = match store.approx_current(board)? {
-            Some(current) if in_place => current,
-            _ => store.approx_begin(board)?,
-        };
-        let config = &self.inner.config;
-        let mut builder = Builder::new(config.approximate().unwrap_or(1), config.exact_top());
-        store.approx_scores(board, &mut builder)?;
-        let (chunk, pause) = (hooks::chunk(), hooks::pause());
-        for (i, rows) in builder.out.chunks(chunk as usize).enumerate() {
-            if i > 0 && !pause.is_zero() {
-                std::thread::sleep(pause);
-            }
-            store.approx_put(board, snapshot, i as u32 * chunk, rows)?;
+/// [`Ranking::refresh`].
+pub(in crate::ranking) fn refresh(ranking: &Ranking) -> Result<Refresh> {
+    let store = super::approx_store(ranking, "refresh")?;
+    let board = ranking.inner.id;
+    let in_place = hooks::in_place();
+    let snapshot = match store.approx_current(board)? {
+        Some(current) if in_place => current,
+        _ => store.approx_begin(board)?,
+    };
+    let config = &ranking.inner.config;
+    let mut builder = Builder::new(config.approximate().unwrap_or(1), config.exact_top());
+    store.approx_scores(board, &mut builder)?;
+    let (chunk, pause) = (hooks::chunk(), hooks::pause());
+    for (i, rows) in builder.out.chunks(chunk as usize).enumerate() {
+        if i > 0 && !pause.is_zero() {
+            std::thread::sleep(pause);
         }
-        let buckets = builder.out.len() as u32;
-        if in_place {
-            // The bug: stale rows past the new count stay published too.
-            return Ok(Refresh {
-                snapshot,
-                players: builder.total,
-                buckets,
-                published: true,
-            });
-        }
-        let published = store.approx_publish(board, snapshot, builder.total, buckets)?;
-        Ok(Refresh {
+        store.approx_put(board, snapshot, i as u32 * chunk, rows)?;
+    }
+    let buckets = builder.out.len() as u32;
+    if in_place {
+        // The bug: stale rows past the new count stay published too.
+        return Ok(Refresh {
             snapshot,
             players: builder.total,
             buckets,
-            published,
-        })
+            published: true,
+        });
     }
+    let published = store.approx_publish(board, snapshot, builder.total, buckets)?;
+    Ok(Refresh {
+        snapshot,
+        players: builder.total,
+        buckets,
+        published,
+    })
+}
 
-    /// A thread that [`refresh`](Ranking::refresh)es this board every
-    /// `interval` (at least 1 ms) until its handle is stopped or dropped:
-    /// the background job of an approximate board.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// use std::time::Duration;
-    ///
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "b", RankingConfig::new(0..1000).approximate(10))?;
-    /// board.set_score("ann", 500)?;
-    /// let refresher = board.refresher(Duration::from_millis(10)).spawn()?;
-    /// while board.approx_snapshot().is_err() {
-    ///     std::thread::sleep(Duration::from_millis(1));
-    /// }
-    /// assert_eq!(board.approx_rank(400)?, 2);
-    /// assert!(refresher.stop()?.published >= 1);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn refresher(&self, interval: Duration) -> Refresher {
-        Refresher {
-            ranking: self.clone(),
-            interval: interval.max(Duration::from_millis(1)),
-        }
+/// [`Ranking::refresher`].
+pub(in crate::ranking) fn refresher(ranking: &Ranking, interval: Duration) -> Refresher {
+    Refresher {
+        ranking: ranking.clone(),
+        interval: interval.max(Duration::from_millis(1)),
     }
 }
 
@@ -313,7 +257,7 @@ impl Refresher {
     /// [`Error::ApproximateBoard`] on an exact board (checked before the
     /// thread starts); [`Error::Spawn`] if no thread can be started.
     pub fn spawn(self) -> Result<RefresherHandle> {
-        self.ranking.approx_store("refresher")?;
+        super::approx_store(&self.ranking, "refresher")?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let live = Live::new(RefresherStats::default());
         let thread = JobThread::spawn("refresher", "autoshard-refresher".into(), {

@@ -22,11 +22,11 @@ impl Shape for Approx {
     }
 
     fn rank_of_score(&self, b: &Ranking, _: i64) -> Result<u64> {
-        Err(b.exact_refused("rank_of_score"))
+        Err(super::exact_refused(b, "rank_of_score"))
     }
 
     fn rank(&self, b: &Ranking, _: &str, _: Tie) -> Result<Option<u64>> {
-        Err(b.exact_refused("rank"))
+        Err(super::exact_refused(b, "rank"))
     }
 
     /// The player's row, as on an exact board of one tree.
@@ -35,7 +35,7 @@ impl Shape for Approx {
     }
 
     fn score_at_rank(&self, b: &Ranking, _: u64) -> Result<Option<i64>> {
-        Err(b.exact_refused("score_at_rank"))
+        Err(super::exact_refused(b, "score_at_rank"))
     }
 
     fn page(&self, b: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> {
@@ -43,7 +43,7 @@ impl Shape for Approx {
     }
 
     fn around(&self, b: &Ranking, _: &str, _: u64) -> Result<Vec<Entry>> {
-        Err(b.exact_refused("around"))
+        Err(super::exact_refused(b, "around"))
     }
 
     /// The players' rows, ranked in memory as on an exact board.
@@ -56,26 +56,26 @@ impl Shape for Approx {
     }
 
     fn check_integrity(&self, b: &Ranking) -> Result<()> {
-        Err(b.exact_refused("check_integrity"))
+        Err(super::exact_refused(b, "check_integrity"))
     }
 
     fn entry(&self, b: &Ranking, _: &str) -> Result<Option<Entry>> {
-        Err(b.exact_refused("entry"))
+        Err(super::exact_refused(b, "entry"))
     }
 
     fn count_between(&self, b: &Ranking, _: Option<Span>) -> Result<u64> {
-        Err(b.exact_refused("count_between"))
+        Err(super::exact_refused(b, "count_between"))
     }
 
     fn between(&self, b: &Ranking, _: Option<Span>, _: u64) -> Result<Vec<Entry>> {
-        Err(b.exact_refused("between"))
+        Err(super::exact_refused(b, "between"))
     }
 
     fn percentile(&self, b: &Ranking, _: &str) -> Result<Option<f64>> {
-        Err(b.exact_refused("percentile"))
+        Err(super::exact_refused(b, "percentile"))
     }
 
     fn score_at_percentile(&self, b: &Ranking, _: f64) -> Result<Option<i64>> {
-        Err(b.exact_refused("score_at_percentile"))
+        Err(super::exact_refused(b, "score_at_percentile"))
     }
 }

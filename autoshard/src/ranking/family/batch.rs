@@ -9,6 +9,7 @@ use super::window::Period;
 use super::worker::FamilyWorkerStats;
 use super::{Family, Window};
 use crate::error::{Error, Result};
+use crate::ranking::policy;
 use crate::ranking::queue::deletable;
 use crate::ranking::{apply_updates, Ranking};
 use crate::seam::{Board, QueuedRow, Storage};
@@ -104,8 +105,8 @@ impl Family {
     /// one and put them on it before the batch's transaction).
     fn peek(&self, max: usize, first: u32) -> Result<Members> {
         let players = &self.inner.players;
-        let queues = players.queues().max(1);
-        let (rows, stored) = players.read(|st, _| {
+        let queues = players.inner.queues().max(1);
+        let (rows, stored) = players.inner.read(|st, _| {
             let mut rows: Vec<(u32, QueuedRow)> = Vec::new();
             for k in 0..queues {
                 let queue = (first + k) % queues;
@@ -266,8 +267,8 @@ impl Family {
             .enumerate()
             .map(|(i, b)| (b.inner.id, i))
             .collect();
-        let seam: Vec<Board<'_>> = boards.iter().map(|b| b.board()).collect();
-        let queues = players.queues().max(1);
+        let seam: Vec<Board<'_>> = boards.iter().map(|b| b.inner.board()).collect();
+        let queues = players.inner.queues().max(1);
         let shard = crate::random::range(0..self.config().board().node_shards());
         let mut out = None;
         self.inner.boards.write_boards(&seam, &mut |sts| {
@@ -368,14 +369,14 @@ impl Family {
         let encoded = encode_values(config, &q.values());
         if stored.as_deref() != Some(encoded.as_bytes()) {
             let players = &self.inner.players;
-            players.write_in(pst, 0, player, 0, Some(encoded.as_bytes()))?;
+            policy::write_in(players, pst, 0, player, 0, Some(encoded.as_bytes()))?;
         }
         for ((board, st), leave) in writes {
             if leave {
-                let (g, rules) = (board.geometry(), board.rules());
+                let (g, rules) = (board.inner.geometry(), board.inner.rules());
                 apply_updates(st, g, rules, shard, &[(player, None)], None)?;
             } else {
-                board.write_in(st, shard, player, q.score, q.data.as_deref())?;
+                policy::write_in(board, st, shard, player, q.score, q.data.as_deref())?;
             }
         }
         Ok(true)

@@ -28,6 +28,8 @@ pub use self::worker_handle::FamilyWorkerHandle;
 use self::config::check_label;
 use super::{BoardConfig, Ranking, RankingConfig, RankingStore, MAX_ENTRY_DATA};
 use crate::error::{Error, Result};
+use crate::ranking::handle;
+use crate::ranking::policy;
 use crate::seam::{BoardStore, Placement};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -163,7 +165,7 @@ fn hidden_board(
         (None, None) => None,
     };
     Ok(found.map(|(id, created)| {
-        let board = Ranking::with(boards.clone(), name, id, config.clone(), geometry);
+        let board = handle::with(boards.clone(), name, id, config.clone(), geometry);
         (board, created)
     }))
 }
@@ -197,7 +199,7 @@ impl Family {
             }
             id => id?,
         };
-        let registry = Ranking::with(
+        let registry = handle::with(
             boards.clone(),
             &registry,
             id,
@@ -216,10 +218,10 @@ impl Family {
             .enumerate()
             .map(|(i, c)| (format!("{i:05}"), c))
             .collect();
-        registry.write_with(|st| {
+        registry.inner.write_with(|st| {
             // Replace: each chunk's data is written with its score.
             for (player, data) in &chunks {
-                registry.write_in(st, 0, player, 0, Some(data))?;
+                policy::write_in(&registry, st, 0, player, 0, Some(data))?;
             }
             Ok(())
         })?;

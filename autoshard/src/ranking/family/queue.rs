@@ -13,6 +13,7 @@
 use super::submit::{decode_values, encode_values, FamilyUpdate};
 use super::{Family, FamilyConfig};
 use crate::error::{Error, Result};
+use crate::ranking::queue;
 use crate::seam::QueuedRow;
 
 impl FamilyUpdate<'_> {
@@ -63,11 +64,11 @@ impl FamilyUpdate<'_> {
         let f = self.family;
         let (values, data, ts) = self.checked()?;
         let players = &f.inner.players;
-        let mut item = players.queued_update(self.player, Some(self.score));
+        let mut item = queue::queued_update(players, self.player, Some(self.score));
         item.data = Some(encode_row(f.config(), ts, &values, data));
         // The players board's append refuses it once the family is deleted
         // (its hidden name must not reach the caller).
-        match players.queue_state()?.commit(players, item) {
+        match queue::queue_state(players)?.commit(players, item) {
             Err(Error::RankingNotFound { .. }) => Err(f.not_found()),
             other => other,
         }

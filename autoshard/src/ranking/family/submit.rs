@@ -6,6 +6,7 @@ use super::window::{check_timestamp, now, Span, Window};
 use super::Family;
 use crate::error::{Error, Result};
 use crate::ranking::handle::check_player;
+use crate::ranking::policy;
 use crate::ranking::{apply_updates, Ranking, Submission, Update};
 use crate::seam::{Board, Storage};
 
@@ -346,7 +347,7 @@ impl<'a> FamilyUpdate<'a> {
         }
         // Ascending board id: the order every multi-board writer takes.
         targets.sort_by_key(|(board, _)| board.inner.id);
-        let boards: Vec<Board<'_>> = targets.iter().map(|(b, _)| b.board()).collect();
+        let boards: Vec<Board<'_>> = targets.iter().map(|(b, _)| b.inner.board()).collect();
         let at = targets
             .iter()
             .position(|(_, role)| matches!(role, Role::Players))
@@ -389,20 +390,27 @@ impl<'a> FamilyUpdate<'a> {
                             // Replace: the data is written even when the
                             // score (always 0) stays.
                             let data = Some(encoded.as_bytes());
-                            board.submit_in(st, 0, self.player, 0, data)?;
+                            policy::submit_in(board, st, 0, self.player, 0, data)?;
                         }
                     }
                     Role::Write(m) => {
                         st.bump_generation()?;
-                        let s = board.submit_in(st, shard, self.player, self.score, data)?;
+                        let s = policy::submit_in(board, st, shard, self.player, self.score, data)?;
                         members.push((m.clone(), s));
                     }
                     // A candidate the player is not on: untouched.
                     Role::Leave(m) if !leaves(m) => {}
                     Role::Leave(m) => {
                         st.bump_generation()?;
-                        let g = board.geometry();
-                        apply_updates(st, g, board.rules(), shard, &[(self.player, None)], None)?;
+                        let g = board.inner.geometry();
+                        apply_updates(
+                            st,
+                            g,
+                            board.inner.rules(),
+                            shard,
+                            &[(self.player, None)],
+                            None,
+                        )?;
                         left.push(m.clone());
                     }
                 }
@@ -467,7 +475,7 @@ pub(super) fn member(span: Span, filter: Option<(&str, &str)>) -> Member {
 
 /// The player's filter values as stored (entry data of the players board).
 pub(super) fn stored_values(players: &Ranking, player: &str) -> Result<Option<Vec<u8>>> {
-    players.read(|st, _| read_values(st, player))
+    players.inner.read(|st, _| read_values(st, player))
 }
 
 pub(super) fn read_values(st: &dyn Storage, player: &str) -> Result<Option<Vec<u8>>> {

@@ -9,6 +9,7 @@ use super::worker_handle::FamilyWorkerHandle;
 use crate::compactor::Offload;
 use crate::error::Result;
 use crate::job::Live;
+use crate::ranking::queue;
 use crate::ranking::queue::{InTask, QueueState};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ impl FamilyWorker {
     /// The queue state a task waits on, made on the store's threads (the
     /// first call may create the queue's tables).
     pub(crate) fn task_state(&self) -> Result<Arc<QueueState>> {
-        self.family().inner.players.queue_state()
+        queue::queue_state(&self.family().inner.players)
     }
 
     /// Starts the worker as a task on the current tokio runtime, its

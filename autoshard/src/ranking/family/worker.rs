@@ -17,6 +17,7 @@ use super::Family;
 use crate::counters;
 use crate::error::{Error, Result};
 use crate::job::{JobThread, Live};
+use crate::ranking::queue;
 use crate::ranking::queue::{Env, OnThread, QueueState};
 use crate::trace;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,7 +127,7 @@ impl FamilyWorker {
     /// [`Error::Conflict`] if a batch's members kept changing under it.
     /// Batches committed before stay applied.
     pub fn drain(self) -> Result<FamilyWorkerStats> {
-        let state = self.family.inner.players.queue_state()?;
+        let state = queue::queue_state(&self.family.inner.players)?;
         let (stop, live) = (
             AtomicBool::new(false),
             Live::new(FamilyWorkerStats::default()),
@@ -141,7 +142,7 @@ impl FamilyWorker {
     ///
     /// A store error creating the queue tables on first use.
     pub fn spawn(self) -> Result<FamilyWorkerHandle> {
-        let state = self.family.inner.players.queue_state()?;
+        let state = queue::queue_state(&self.family.inner.players)?;
         let stop = Arc::new(AtomicBool::new(false));
         let live = Live::new(FamilyWorkerStats::default());
         let thread = JobThread::spawn(
@@ -172,7 +173,7 @@ impl FamilyWorker {
         exit_when_idle: bool,
     ) -> Result<FamilyWorkerStats> {
         let worked = async {
-            let queues = self.family.inner.players.queues().max(1);
+            let queues = self.family.inner.players.inner.queues().max(1);
             let mut stats = FamilyWorkerStats::default();
             let (mut first, mut sweep) = (0, true);
             while !stop.load(Ordering::Acquire) {

@@ -8,6 +8,7 @@ use crate::ranking::apply::{apply_updates_from, store_entry_data, Refused};
 use crate::ranking::cache::{CachedTx, NodeCache};
 use crate::ranking::handle::check_player;
 use crate::ranking::policy::Rules;
+use crate::ranking::shape;
 use crate::ranking::tree::Geometry;
 use crate::ranking::Ranking;
 use crate::seam::{QueuedRow, Storage, NOTHING_APPLIED};
@@ -61,97 +62,99 @@ fn row_bytes(row: &QueuedRow) -> usize {
         + OVERLAY
 }
 
-impl Ranking {
-    /// One worker batch: its board transaction ([`drain_in_from`]), then the
-    /// queue's delete of what it applied; with `dead_letter` false, a row
-    /// that cannot be applied fails it instead of being set aside. With
-    /// `sweep`, the delete also covers claimed shards the batch took nothing
-    /// from: rows a worker that crashed before its delete left behind.
-    pub(in crate::ranking) fn drain_batch(
-        &self,
-        (max, first, dead_letter, sweep): (Bound, u32, bool, bool),
-        cache: Option<&mut NodeCache>,
-    ) -> Result<Drained> {
-        let span = trace::span!(
-            DEBUG,
-            "autoshard.worker_batch",
-            board = self.name(),
-            taken = tracing::field::Empty,
-            applied = tracing::field::Empty,
-            dead_letters = tracing::field::Empty,
-            error = tracing::field::Empty
-        );
-        let drained = self.drain_batch_in(max, first, dead_letter, sweep, cache);
-        match &drained {
-            Ok(drained) => {
-                if drained.applied > 0 {
-                    counters::WORKER_BATCHES.add(1);
-                }
-                counters::UPDATES_APPLIED.add(drained.applied as u64);
-                counters::DEAD_LETTERED.add(drained.dead_letters as u64);
-                span.record("taken", drained.taken);
-                span.record("applied", drained.applied);
-                span.record("dead_letters", drained.dead_letters);
+/// One worker batch: its board transaction ([`drain_in_from`]), then the
+/// queue's delete of what it applied; with `dead_letter` false, a row
+/// that cannot be applied fails it instead of being set aside. With
+/// `sweep`, the delete also covers claimed shards the batch took nothing
+/// from: rows a worker that crashed before its delete left behind.
+pub(in crate::ranking) fn drain_batch(
+    ranking: &Ranking,
+    (max, first, dead_letter, sweep): (Bound, u32, bool, bool),
+    cache: Option<&mut NodeCache>,
+) -> Result<Drained> {
+    let span = trace::span!(
+        DEBUG,
+        "autoshard.worker_batch",
+        board = ranking.name(),
+        taken = tracing::field::Empty,
+        applied = tracing::field::Empty,
+        dead_letters = tracing::field::Empty,
+        error = tracing::field::Empty
+    );
+    let drained = drain_batch_in(ranking, max, first, dead_letter, sweep, cache);
+    match &drained {
+        Ok(drained) => {
+            if drained.applied > 0 {
+                counters::WORKER_BATCHES.add(1);
             }
-            Err(e) => span.record("error", trace::display(e)),
+            counters::UPDATES_APPLIED.add(drained.applied as u64);
+            counters::DEAD_LETTERED.add(drained.dead_letters as u64);
+            span.record("taken", drained.taken);
+            span.record("applied", drained.applied);
+            span.record("dead_letters", drained.dead_letters);
         }
-        drained
+        Err(e) => span.record("error", trace::display(e)),
     }
+    drained
+}
 
-    fn drain_batch_in(
-        &self,
-        max: Bound,
-        first: u32,
-        dead_letter: bool,
-        sweep: bool,
-        cache: Option<&mut NodeCache>,
-    ) -> Result<Drained> {
-        let (queues, rules) = (self.queues().max(1), self.rules());
-        let with_data = (rules, self.config().entry_data());
-        let mut staged = None;
-        let floor = &|n| self.arrival_floor(n);
-        let outcome = self.write_generation(|st: &dyn Storage, before| {
-            let g = self.geometry();
-            let cached = cache
-                .as_deref()
-                .and_then(|c| CachedTx::begin(st, c, before));
-            let Some(cached) = cached else {
-                return drain_in_from(st, g, with_data, queues, max, first, dead_letter, floor);
-            };
-            let drained = drain_in_from(
-                &cached,
-                g,
-                with_data,
-                queues,
-                max,
-                first,
-                dead_letter,
-                floor,
-            )?;
-            staged = Some(cached.finish());
-            Ok(drained)
-        });
-        if let Some(cache) = cache {
-            match (&outcome, staged) {
-                (Ok(_), Some(staged)) => cache.commit(staged),
-                // Failed, or in doubt: the next batch reads afresh.
-                _ => cache.clear(),
-            }
-        }
-        let drained = outcome?;
-        let through = deletable(&drained.marks, sweep);
-        if !through.is_empty() {
-            hooks::before_delete();
-            match self.inner.boards.delete_queued(self.inner.id, &through) {
-                // The batch is applied and marked: rows left queued below
-                // the marks are never taken again, and the next delete of
-                // their shard removes them.
-                Err(e) if e.is_retryable() => {}
-                other => other?,
-            }
-        }
+fn drain_batch_in(
+    ranking: &Ranking,
+    max: Bound,
+    first: u32,
+    dead_letter: bool,
+    sweep: bool,
+    cache: Option<&mut NodeCache>,
+) -> Result<Drained> {
+    let (queues, rules) = (ranking.inner.queues().max(1), ranking.inner.rules());
+    let with_data = (rules, ranking.config().entry_data());
+    let mut staged = None;
+    let floor = &|n| shape::arrival_floor(ranking, n);
+    let outcome = ranking.inner.write_generation(|st: &dyn Storage, before| {
+        let g = ranking.inner.geometry();
+        let cached = cache
+            .as_deref()
+            .and_then(|c| CachedTx::begin(st, c, before));
+        let Some(cached) = cached else {
+            return drain_in_from(st, g, with_data, queues, max, first, dead_letter, floor);
+        };
+        let drained = drain_in_from(
+            &cached,
+            g,
+            with_data,
+            queues,
+            max,
+            first,
+            dead_letter,
+            floor,
+        )?;
+        staged = Some(cached.finish());
         Ok(drained)
+    });
+    if let Some(cache) = cache {
+        match (&outcome, staged) {
+            (Ok(_), Some(staged)) => cache.commit(staged),
+            // Failed, or in doubt: the next batch reads afresh.
+            _ => cache.clear(),
+        }
     }
+    let drained = outcome?;
+    let through = deletable(&drained.marks, sweep);
+    if !through.is_empty() {
+        hooks::before_delete();
+        match ranking
+            .inner
+            .boards
+            .delete_queued(ranking.inner.id, &through)
+        {
+            // The batch is applied and marked: rows left queued below
+            // the marks are never taken again, and the next delete of
+            // their shard removes them.
+            Err(e) if e.is_retryable() => {}
+            other => other?,
+        }
+    }
+    Ok(drained)
 }
 
 /// [`drain_in_from`] handing out the arrival numbers of a board of one

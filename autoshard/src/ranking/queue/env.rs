@@ -64,7 +64,7 @@ impl Env for OnThread {
         args: (Bound, u32, bool, bool),
         cache: &mut Option<NodeCache>,
     ) -> Result<Drained> {
-        ranking.drain_batch(args, cache.as_mut())
+        super::drain::drain_batch(ranking, args, cache.as_mut())
     }
 
     async fn keep_top(&self, ranking: &Ranking, n: u64) -> Result<u64> {

@@ -192,7 +192,10 @@ impl QueueState {
             batch = items.len(),
             error = tracing::field::Empty
         );
-        let outcome = ranking.inner.boards.append_queue(ranking.board(), &items);
+        let outcome = ranking
+            .inner
+            .boards
+            .append_queue(ranking.inner.board(), &items);
         match &outcome {
             Ok(()) => {
                 counters::GROUP_COMMITS.add(1);

@@ -23,7 +23,7 @@
 //!   name), and a shard's sequence numbers never go back, so draining each
 //!   shard oldest-first applies a player's updates in acknowledgement order.
 
-mod drain;
+pub(in crate::ranking) mod drain;
 mod env;
 mod group;
 #[cfg(feature = "tokio")]
@@ -44,6 +44,8 @@ pub(in crate::ranking) use self::task::InTask;
 use super::{Ranking, Update};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
+use crate::ranking::shape;
+use crate::ranking::write;
 use crate::seam::{DeadLetter, QueuedUpdate};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -113,314 +115,221 @@ pub(crate) mod hooks {
     }
 }
 
-impl Ranking {
-    /// Queues a score for `player` for a [`BoardWorker`] to apply under the
-    /// board's [`Policy`](super::Policy) (a new score, or on an `Increment`
-    /// board a delta, added exactly once), and returns once the update is
-    /// durably stored in the queue: committed with
-    /// the store's durability settings (on SQLite its `synchronous`; under
-    /// the default [`Synchronous::Full`](crate::Synchronous::Full) it
-    /// survives power loss; on PostgreSQL the server's `synchronous_commit`).
-    /// The queue has storage of its own, so this never waits for a worker's
-    /// apply: on SQLite the file `<database>-queue` next to the database
-    /// (back it up with it), on PostgreSQL its own tables.
-    ///
-    /// The input is checked as [`set_score`](Ranking::set_score) checks it;
-    /// a refused update is not queued. An increment's sum depends on what is
-    /// applied before it, so any `i64` delta is queued; one whose sum would
-    /// leave the range is moved to the [dead
-    /// letters](Ranking::dead_letters) by the worker, and the player's later
-    /// updates are applied without it. Concurrent calls in this process are
-    /// committed together in one transaction (group commit), so a durable
-    /// enqueue does not cost one fsync per call. A player's queued updates
-    /// are applied in the order they were committed (calls that overlap in
-    /// time, in the order they reached the queue); how they interleave with
-    /// direct `set_score` calls for the same player depends on when the
-    /// worker gets to them.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] and [`Error::ScoreOutOfRange`] (not for
-    /// increments) before anything is queued; [`Error::RankingNotFound`]
-    /// once the board is deleted (a stale handle), decided in the append's
-    /// own transaction or script, so an acknowledged update is applied or
-    /// dead-lettered, never left for a board that is gone (an update
-    /// committed before a delete is deleted with the board); a store error if the commit
-    /// failed, in which case
-    /// the update is not queued (every caller of that group commit gets the
-    /// error; see [`Error::GroupCommit`]).
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// use autoshard::Sqlite;
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = Sqlite::open(dir.path().join("game.db"))?;
-    /// let board = Ranking::create(&db, "season-1", RankingConfig::new(0..10_000))?;
-    /// let worker = board.worker().spawn()?;
-    /// board.enqueue("dave", 77)?;
-    /// board.flush()?; // everything enqueued so far is applied
-    /// assert_eq!(board.score("dave")?, Some(77));
-    /// worker.stop()?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn enqueue(&self, player: &str, score: i64) -> Result<()> {
-        self.enqueue_update(Update::score(player, score))
-    }
+/// [`Ranking::enqueue`].
+pub(in crate::ranking) fn enqueue(ranking: &Ranking, player: &str, score: i64) -> Result<()> {
+    ranking.enqueue_update(Update::score(player, score))
+}
 
-    /// Queues the removal of `player`, in order with its queued scores.
-    ///
-    /// # Errors
-    ///
-    /// As [`enqueue`](Ranking::enqueue).
-    pub fn enqueue_remove(&self, player: &str) -> Result<()> {
-        self.enqueue_item(player, None, None)
-    }
+/// [`Ranking::enqueue_remove`].
+pub(in crate::ranking) fn enqueue_remove(ranking: &Ranking, player: &str) -> Result<()> {
+    enqueue_item(ranking, player, None, None)
+}
 
-    /// The queue row of one update of this board: its shard is the
-    /// player's (what [`enqueue`](Ranking::enqueue) appends; a family
-    /// appends several boards' rows in one transaction).
-    pub(in crate::ranking) fn queued_update(
-        &self,
-        player: &str,
-        score: Option<i64>,
-    ) -> QueuedUpdate {
-        QueuedUpdate {
-            queue: queue_of(player, self.queues()),
-            player: player.to_owned(),
-            score,
-            data: None,
+/// The queue row of one update of this board: its shard is the
+/// player's (what [`enqueue`](Ranking::enqueue) appends; a family
+/// appends several boards' rows in one transaction).
+pub(in crate::ranking) fn queued_update(
+    ranking: &Ranking,
+    player: &str,
+    score: Option<i64>,
+) -> QueuedUpdate {
+    QueuedUpdate {
+        queue: queue_of(player, ranking.inner.queues()),
+        player: player.to_owned(),
+        score,
+        data: None,
+    }
+}
+
+pub(in crate::ranking) fn enqueue_item(
+    ranking: &Ranking,
+    player: &str,
+    score: Option<i64>,
+    data: Option<Vec<u8>>,
+) -> Result<()> {
+    write::check_update(ranking, player, score)?;
+    shape::of(ranking)
+        .writes()
+        .enqueue(ranking, player, score, data)
+}
+
+/// [`enqueue`](Ranking::enqueue) on a board of one tree, checked.
+pub(in crate::ranking) fn one_tree_enqueue(
+    ranking: &Ranking,
+    player: &str,
+    score: Option<i64>,
+    data: Option<Vec<u8>>,
+) -> Result<()> {
+    let item = QueuedUpdate {
+        queue: queue_of(player, ranking.inner.queues()),
+        player: player.to_owned(),
+        score,
+        data,
+    };
+    queue_state(ranking)?.commit(ranking, item)
+}
+
+/// [`Ranking::queued`].
+pub(in crate::ranking) fn queued(ranking: &Ranking) -> Result<u64> {
+    shape::of(ranking).writes().queued(ranking)
+}
+
+pub(in crate::ranking) fn one_tree_queued(ranking: &Ranking) -> Result<u64> {
+    queue_state(ranking)?;
+    ranking.inner.boards.queued(ranking.inner.id)
+}
+
+/// [`Ranking::backlog`].
+pub(in crate::ranking) fn backlog(ranking: &Ranking) -> Result<u64> {
+    shape::of(ranking).writes().backlog(ranking)
+}
+
+pub(in crate::ranking) fn one_tree_backlog(ranking: &Ranking) -> Result<u64> {
+    queue_state(ranking)?;
+    if !ranking.inner.boards.backlog_from_marks() {
+        return ranking.inner.boards.queued(ranking.inner.id);
+    }
+    let heads = ranking.inner.boards.queue_marks(ranking.inner.id)?;
+    // A mark may have passed the head read before it (enqueued and
+    // applied since): that shard has nothing older waiting.
+    ranking.inner.read(|st, _| {
+        let mut behind = 0u64;
+        for &(queue, next) in &heads {
+            let applied = st.applied_through(queue)?;
+            behind += u64::try_from(next - 1 - applied).unwrap_or(0);
         }
-    }
+        Ok(behind)
+    })
+}
 
-    pub(in crate::ranking) fn enqueue_item(
-        &self,
-        player: &str,
-        score: Option<i64>,
-        data: Option<Vec<u8>>,
-    ) -> Result<()> {
-        self.check_update(player, score)?;
-        self.shape().writes().enqueue(self, player, score, data)
-    }
+/// [`Ranking::worker`].
+pub(in crate::ranking) fn worker(ranking: &Ranking) -> BoardWorker {
+    BoardWorker::new(ranking.clone())
+}
 
-    /// [`enqueue`](Ranking::enqueue) on a board of one tree, checked.
-    pub(in crate::ranking) fn one_tree_enqueue(
-        &self,
-        player: &str,
-        score: Option<i64>,
-        data: Option<Vec<u8>>,
-    ) -> Result<()> {
-        let item = QueuedUpdate {
-            queue: queue_of(player, self.queues()),
-            player: player.to_owned(),
-            score,
-            data,
-        };
-        self.queue_state()?.commit(self, item)
-    }
+/// [`Ranking::flush`].
+pub(in crate::ranking) fn flush(ranking: &Ranking) -> Result<()> {
+    ranking.flush_within(DEFAULT_FLUSH_TIMEOUT)
+}
 
-    /// Updates queued and not yet applied, in all queue shards.
-    ///
-    /// # Errors
-    ///
-    /// A store error (creating the queue tables on first use, or the count).
-    pub fn queued(&self) -> Result<u64> {
-        self.shape().writes().queued(self)
-    }
+/// [`Ranking::flush_within`].
+pub(in crate::ranking) fn flush_within(ranking: &Ranking, timeout: Duration) -> Result<()> {
+    shape::of(ranking).writes().flush_within(ranking, timeout)
+}
 
-    pub(in crate::ranking) fn one_tree_queued(&self) -> Result<u64> {
-        self.queue_state()?;
-        self.inner.boards.queued(self.inner.id)
-    }
-
-    /// Updates acknowledged and not applied yet, from each queue shard's
-    /// head (the next sequence number) and applied-through mark alone: two
-    /// statements of one row per queue shard, however long the queue. Equal
-    /// to [`queued`](Ranking::queued) while nothing writes the queue tables
-    /// behind the library's back (a row deleted by hand still counts here).
-    /// The heads are read before the marks: an update enqueued after the
-    /// heads is not counted, nor one enqueued and applied between the reads.
-    pub(crate) fn backlog(&self) -> Result<u64> {
-        self.shape().writes().backlog(self)
-    }
-
-    pub(in crate::ranking) fn one_tree_backlog(&self) -> Result<u64> {
-        self.queue_state()?;
-        if !self.inner.boards.backlog_from_marks() {
-            return self.inner.boards.queued(self.inner.id);
+pub(in crate::ranking) fn one_tree_flush_within(
+    ranking: &Ranking,
+    timeout: Duration,
+) -> Result<()> {
+    let started = Instant::now();
+    let flush = ranking.flush_start()?;
+    loop {
+        let seen = flush.state.applied_batches();
+        if ranking.flush_behind(&flush, false)? == 0 {
+            return Ok(());
         }
-        let heads = self.inner.boards.queue_marks(self.inner.id)?;
-        // A mark may have passed the head read before it (enqueued and
-        // applied since): that shard has nothing older waiting.
-        self.read(|st, _| {
-            let mut behind = 0u64;
-            for &(queue, next) in &heads {
-                let applied = st.applied_through(queue)?;
-                behind += u64::try_from(next - 1 - applied).unwrap_or(0);
-            }
-            Ok(behind)
-        })
-    }
-
-    /// A [`BoardWorker`] for this board, with default options.
-    pub fn worker(&self) -> BoardWorker {
-        BoardWorker::new(self.clone())
-    }
-
-    /// Waits until every update enqueued before this call (by any handle or
-    /// process) is applied, for at most [`DEFAULT_FLUSH_TIMEOUT`].
-    ///
-    /// A worker must be running somewhere; without one the queue never
-    /// drains and this returns [`Error::FlushTimeout`]. Updates enqueued
-    /// after the call started are not waited for.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::FlushTimeout`] after [`DEFAULT_FLUSH_TIMEOUT`], or a store
-    /// error.
-    pub fn flush(&self) -> Result<()> {
-        self.flush_within(DEFAULT_FLUSH_TIMEOUT)
-    }
-
-    /// [`flush`](Ranking::flush) with its own time limit (`Duration::MAX`
-    /// waits as long as it takes).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::FlushTimeout`] after `timeout`, with how many updates are
-    /// still queued; or a store error.
-    pub fn flush_within(&self, timeout: Duration) -> Result<()> {
-        self.shape().writes().flush_within(self, timeout)
-    }
-
-    pub(in crate::ranking) fn one_tree_flush_within(&self, timeout: Duration) -> Result<()> {
-        let started = Instant::now();
-        let flush = self.flush_start()?;
-        loop {
-            let seen = flush.state.applied_batches();
-            if self.flush_behind(&flush, false)? == 0 {
-                return Ok(());
-            }
-            let waited = started.elapsed();
-            if waited >= timeout {
-                let remaining = self.flush_behind(&flush, true)?;
-                return Err(Error::FlushTimeout { remaining, waited });
-            }
-            flush
-                .state
-                .wait_applied(seen, FLUSH_POLL.min(timeout - waited));
+        let waited = started.elapsed();
+        if waited >= timeout {
+            let remaining = ranking.flush_behind(&flush, true)?;
+            return Err(Error::FlushTimeout { remaining, waited });
         }
+        flush
+            .state
+            .wait_applied(seen, FLUSH_POLL.min(timeout - waited));
     }
+}
 
-    /// The first step of a flush of this queue board (one of
-    /// [`queue_boards`](Ranking::queue_boards)): checks that the board
-    /// still exists, notes what is queued now, and marks a flush in
-    /// progress (so workers of this process do not linger) until the
-    /// returned value is dropped. The sync flush then waits between
-    /// [`flush_behind`](Ranking::flush_behind) checks on the queue's
-    /// condition variable, the async one on its `Notify`.
-    pub(crate) fn flush_start(&self) -> Result<Flush> {
-        // A deleted board's handle fails here.
-        self.read(|_, _| Ok(()))?;
-        let state = self.queue_state()?;
-        let marks = self.inner.boards.queue_marks(self.inner.id)?;
-        let urgent = state.urgent();
-        Ok(Flush {
-            state,
-            marks,
-            _urgent: urgent,
-        })
-    }
+/// [`Ranking::flush_start`].
+pub(in crate::ranking) fn flush_start(ranking: &Ranking) -> Result<Flush> {
+    // A deleted board's handle fails here.
+    ranking.inner.read(|_, _| Ok(()))?;
+    let state = queue_state(ranking)?;
+    let marks = ranking.inner.boards.queue_marks(ranking.inner.id)?;
+    let urgent = state.urgent();
+    Ok(Flush {
+        state,
+        marks,
+        _urgent: urgent,
+    })
+}
 
-    /// Updates of `flush`'s marks not applied yet: with `count` false,
-    /// only whether there is any (0 or 1).
-    pub(crate) fn flush_behind(&self, flush: &Flush, count: bool) -> Result<u64> {
-        self.inner
-            .boards
-            .queued_below(self.inner.id, &flush.marks, count)
-    }
+/// [`Ranking::flush_behind`].
+pub(in crate::ranking) fn flush_behind(
+    ranking: &Ranking,
+    flush: &Flush,
+    count: bool,
+) -> Result<u64> {
+    ranking
+        .inner
+        .boards
+        .queued_below(ranking.inner.id, &flush.marks, count)
+}
 
-    /// The boards whose queues hold this board's queued updates: itself,
-    /// or each of its trees.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn queue_boards(&self) -> Vec<Ranking> {
-        self.shape().writes().queue_boards(self)
-    }
+/// [`Ranking::queue_boards`].
+#[cfg(feature = "tokio")]
+pub(in crate::ranking) fn queue_boards(ranking: &Ranking) -> Vec<Ranking> {
+    shape::of(ranking).writes().queue_boards(ranking)
+}
 
-    /// This process's queue coordination for the board, creating the queue
-    /// tables on first use. Every public queue call goes through here
-    /// before it touches the queue tables.
-    pub(in crate::ranking) fn queue_state(&self) -> Result<Arc<QueueState>> {
-        if let Some(state) = self.inner.queue.get() {
-            return Ok(state.clone());
-        }
-        let database = self.inner.boards.prepare_queue()?;
-        let state = match database {
-            Some(database) => shared_state(database, self.inner.id),
-            None => Arc::new(QueueState::new()),
-        };
-        // A racing first call may have set it: use whichever won.
-        Ok(self.inner.queue.get_or_init(|| state).clone())
+/// This process's queue coordination for the board, creating the queue
+/// tables on first use. Every public queue call goes through here
+/// before it touches the queue tables.
+pub(in crate::ranking) fn queue_state(ranking: &Ranking) -> Result<Arc<QueueState>> {
+    if let Some(state) = ranking.inner.queue.get() {
+        return Ok(state.clone());
     }
+    let database = ranking.inner.boards.prepare_queue()?;
+    let state = match database {
+        Some(database) => shared_state(database, ranking.inner.id),
+        None => Arc::new(QueueState::new()),
+    };
+    // A racing first call may have set it: use whichever won.
+    Ok(ranking.inner.queue.get_or_init(|| state).clone())
+}
 
-    /// The queued updates that could not be applied and were moved aside,
-    /// oldest first: increments whose sum would have left the board's range,
-    /// and rows written behind the library's back (a hand edit, or damage to
-    /// the database) with a player name or a score the board refuses, or
-    /// that the store could not read. A worker moves each such
-    /// row here, in the transaction that drains its neighbours, so the rest
-    /// of its queue shard keeps draining ([`BoardWorkerStats::dead_letters`]
-    /// counts them). To apply one after all, [`enqueue`](Ranking::enqueue)
-    /// it corrected; then [`delete_dead_letter`](Ranking::delete_dead_letter)
-    /// it. Reads one row per dead letter.
-    ///
-    /// # Errors
-    ///
-    /// A store error (also when a stored dead letter cannot be read).
-    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        self.shape().writes().dead_letters(self)
-    }
+/// [`Ranking::dead_letters`].
+pub(in crate::ranking) fn dead_letters(ranking: &Ranking) -> Result<Vec<DeadLetter>> {
+    shape::of(ranking).writes().dead_letters(ranking)
+}
 
-    pub(in crate::ranking) fn one_tree_dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        self.queue_state()?;
-        self.inner.boards.dead_letters(self.inner.id)
-    }
+pub(in crate::ranking) fn one_tree_dead_letters(ranking: &Ranking) -> Result<Vec<DeadLetter>> {
+    queue_state(ranking)?;
+    ranking.inner.boards.dead_letters(ranking.inner.id)
+}
 
-    /// How many dead letters the board keeps, by one count statement (or
-    /// `HLEN`), not a read of each ([`StoreMetrics`](crate::StoreMetrics)).
-    pub(crate) fn dead_letter_count(&self) -> Result<u64> {
-        self.shape().writes().dead_letter_count(self)
-    }
+/// [`Ranking::dead_letter_count`].
+pub(in crate::ranking) fn dead_letter_count(ranking: &Ranking) -> Result<u64> {
+    shape::of(ranking).writes().dead_letter_count(ranking)
+}
 
-    pub(in crate::ranking) fn one_tree_dead_letter_count(&self) -> Result<u64> {
-        self.queue_state()?;
-        self.inner.boards.dead_letter_count(self.inner.id)
-    }
+pub(in crate::ranking) fn one_tree_dead_letter_count(ranking: &Ranking) -> Result<u64> {
+    queue_state(ranking)?;
+    ranking.inner.boards.dead_letter_count(ranking.inner.id)
+}
 
-    /// How long the oldest update not applied yet has been queued, by the
-    /// store's clock; `None` when nothing (with an enqueue time) is queued.
-    /// One index seek per queue shard ([`StoreMetrics`](crate::StoreMetrics)).
-    pub(crate) fn oldest_queued_age(&self) -> Result<Option<Duration>> {
-        self.shape().writes().oldest_queued_age(self)
-    }
+/// [`Ranking::oldest_queued_age`].
+pub(in crate::ranking) fn oldest_queued_age(ranking: &Ranking) -> Result<Option<Duration>> {
+    shape::of(ranking).writes().oldest_queued_age(ranking)
+}
 
-    pub(in crate::ranking) fn one_tree_oldest_queued_age(&self) -> Result<Option<Duration>> {
-        self.queue_state()?;
-        self.inner.boards.oldest_queued_age(self.inner.id)
-    }
+pub(in crate::ranking) fn one_tree_oldest_queued_age(
+    ranking: &Ranking,
+) -> Result<Option<Duration>> {
+    queue_state(ranking)?;
+    ranking.inner.boards.oldest_queued_age(ranking.inner.id)
+}
 
-    /// Deletes dead letter `id` ([`DeadLetter::id`]); whether there was one.
-    ///
-    /// # Errors
-    ///
-    /// A store error; nothing is deleted then.
-    pub fn delete_dead_letter(&self, id: i64) -> Result<bool> {
-        self.shape().writes().delete_dead_letter(self, id)
-    }
+/// [`Ranking::delete_dead_letter`].
+pub(in crate::ranking) fn delete_dead_letter(ranking: &Ranking, id: i64) -> Result<bool> {
+    shape::of(ranking).writes().delete_dead_letter(ranking, id)
+}
 
-    pub(in crate::ranking) fn one_tree_delete_dead_letter(&self, id: i64) -> Result<bool> {
-        self.queue_state()?;
-        self.inner.boards.delete_dead_letter(self.inner.id, id)
-    }
+pub(in crate::ranking) fn one_tree_delete_dead_letter(ranking: &Ranking, id: i64) -> Result<bool> {
+    queue_state(ranking)?;
+    ranking
+        .inner
+        .boards
+        .delete_dead_letter(ranking.inner.id, id)
 }
 
 /// The queue state of board `board` in `database`, shared by every handle of
@@ -451,22 +360,18 @@ fn queue_of(player: &str, queues: u32) -> u32 {
     (fnv(FNV_OFFSET, player.as_bytes()) % u64::from(queues.max(1))) as u32
 }
 
-impl Ranking {
-    /// Group-commit transactions this handle's queue state ran, for the
-    /// test that shows calls are grouped.
-    #[cfg(test)]
-    pub(crate) fn group_commits(&self) -> Result<u64> {
-        Ok(self
-            .queue_state()?
-            .commits
-            .load(std::sync::atomic::Ordering::Relaxed))
-    }
+/// [`Ranking::group_commits`].
+#[cfg(test)]
+pub(in crate::ranking) fn group_commits(ranking: &Ranking) -> Result<u64> {
+    Ok(queue_state(ranking)?
+        .commits
+        .load(std::sync::atomic::Ordering::Relaxed))
+}
 
-    /// Whether two handles share their queue state.
-    #[cfg(test)]
-    pub(crate) fn shares_queue_with(&self, other: &Ranking) -> Result<bool> {
-        Ok(Arc::ptr_eq(&self.queue_state()?, &other.queue_state()?))
-    }
+/// [`Ranking::shares_queue_with`].
+#[cfg(test)]
+pub(in crate::ranking) fn shares_queue_with(ranking: &Ranking, other: &Ranking) -> Result<bool> {
+    Ok(Arc::ptr_eq(&queue_state(ranking)?, &queue_state(other)?))
 }
 
 #[cfg(test)]

@@ -33,7 +33,12 @@ impl<O: Offload> Env for InTask<O> {
         let (ranking, mut lent) = (ranking.clone(), cache.take());
         let (drained, back) = self
             .0
-            .offload(move || (ranking.drain_batch(args, lent.as_mut()), lent))
+            .offload(move || {
+                (
+                    super::drain::drain_batch(&ranking, args, lent.as_mut()),
+                    lent,
+                )
+            })
             .await?;
         *cache = back;
         drained
@@ -95,7 +100,7 @@ impl BoardWorker {
     pub(crate) fn task_parts(self) -> Result<Vec<(BoardWorker, Arc<QueueState>)>> {
         self.queue_boards()
             .iter()
-            .map(|board| Ok((self.for_queue(board), board.queue_state()?)))
+            .map(|board| Ok((self.for_queue(board), super::queue_state(board)?)))
             .collect()
     }
 

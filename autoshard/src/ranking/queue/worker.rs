@@ -6,6 +6,7 @@ use super::{Bound, Drained, BUSY_PAUSE};
 use crate::error::Result;
 use crate::job::{JobThread, Live};
 use crate::ranking::cache::NodeCache;
+use crate::ranking::shape;
 use crate::ranking::Ranking;
 use crate::trace;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,7 +237,9 @@ impl BoardWorker {
     /// its own: the board, or each of a split board's trees (the board's
     /// shape says which).
     pub(super) fn queue_boards(&self) -> Vec<Ranking> {
-        self.ranking.shape().writes().queue_boards(&self.ranking)
+        shape::of(&self.ranking)
+            .writes()
+            .queue_boards(&self.ranking)
     }
 
     /// This worker for one of its [`queue_boards`](BoardWorker::queue_boards).
@@ -249,7 +252,7 @@ impl BoardWorker {
 
     /// [`spawn`](BoardWorker::spawn) on a board with one queue.
     fn spawn_one(self) -> Result<BoardWorkerHandle> {
-        let state = self.ranking.queue_state()?;
+        let state = super::queue_state(&self.ranking)?;
         let stop = Arc::new(AtomicBool::new(false));
         let live = Live::new(BoardWorkerStats::default());
         let thread = JobThread::spawn(
@@ -282,7 +285,7 @@ impl BoardWorker {
     pub fn drain(self) -> Result<BoardWorkerStats> {
         let mut total = BoardWorkerStats::default();
         for board in self.queue_boards() {
-            let state = board.queue_state()?;
+            let state = super::queue_state(&board)?;
             let live = Live::new(BoardWorkerStats::default());
             let one = self.for_queue(&board).exit_when_idle(true);
             total.add(one.run(&state, &AtomicBool::new(false), &live)?);
@@ -316,7 +319,7 @@ impl BoardWorker {
                 .map(|_| BoardWorkerStats::default());
         }
         let mut stats = BoardWorkerStats::default();
-        let queues = self.ranking.queues().max(1);
+        let queues = self.ranking.inner.queues().max(1);
         let mut first = 0;
         // The first batch also deletes what a crashed worker applied but
         // left queued.

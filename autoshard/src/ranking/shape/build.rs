@@ -17,6 +17,12 @@ use std::sync::Arc;
 pub(in crate::ranking) use crate::ranking::approx::check_config as check_approx_config;
 pub(in crate::ranking) use crate::ranking::trees::{check_trees, store_trees, stored_trees};
 
+/// The first of `n` arrival numbers a write takes (board-wide on a split
+/// board's tree, `trees/arrival.rs`), and the refusal of the calls an
+/// approximate board cannot serve, for the engine's writes.
+pub(in crate::ranking) use crate::ranking::approx::exact_only;
+pub(in crate::ranking) use crate::ranking::trees::arrival_floor;
+
 /// An approximate board's apply, its score index instead of a count tree,
 /// for `apply/` (which picks it by the board's rules inside the write's
 /// transaction, as it picks the store's native board).
@@ -57,20 +63,20 @@ pub(in crate::ranking) fn delete(
     Ok(deleted)
 }
 
-impl Ranking {
-    /// Adds what the board's configuration asks beside its row, made
-    /// (`created`) or opened: a split board's trees.
-    pub(in crate::ranking) fn with_shape(mut self, created: bool) -> Result<Self> {
-        if self.config().trees() > 1 {
-            let (boards, name, config) = (&self.inner.boards, self.name(), self.config());
-            let made = match created {
-                true => trees::create(boards, name, config)?,
-                false => trees::open(boards, name, config)?,
-            };
-            Arc::get_mut(&mut self.inner).expect("not shared yet").trees = made;
-        }
-        Ok(self)
+/// Adds what the board's configuration asks beside its row, made
+/// (`created`) or opened: a split board's trees.
+pub(in crate::ranking) fn with_shape(mut ranking: Ranking, created: bool) -> Result<Ranking> {
+    if ranking.config().trees() > 1 {
+        let (boards, name, config) = (&ranking.inner.boards, ranking.name(), ranking.config());
+        let made = match created {
+            true => trees::create(boards, name, config)?,
+            false => trees::open(boards, name, config)?,
+        };
+        Arc::get_mut(&mut ranking.inner)
+            .expect("not shared yet")
+            .trees = made;
     }
+    Ok(ranking)
 }
 
 #[cfg(test)]
@@ -80,11 +86,20 @@ mod tests {
     const EXTENSIONS: [&str; 3] = ["trees", "approx", "family"];
 
     /// The engine's files: `ranking/` but its `mod.rs` (which declares the
-    /// extensions), the extensions' folders, `shape/` (which names them)
-    /// and the oracle (`memory/`).
+    /// extensions), `facade.rs` (the API of the engine and its extensions
+    /// together, which calls both), the extensions' folders, `shape/`
+    /// (which names them) and the oracle (`memory/`).
     fn engine_files() -> Vec<PathBuf> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ranking");
-        let skip = ["mod.rs", "trees", "approx", "family", "shape", "memory"];
+        let skip = [
+            "mod.rs",
+            "facade.rs",
+            "trees",
+            "approx",
+            "family",
+            "shape",
+            "memory",
+        ];
         let mut files = Vec::new();
         let mut dirs = vec![root.clone()];
         while let Some(dir) = dirs.pop() {

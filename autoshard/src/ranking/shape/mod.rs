@@ -23,8 +23,8 @@ pub(super) mod ranges;
 mod writes;
 
 pub(in crate::ranking) use self::build::{
-    approx_apply, check_approx_config, check_name_free, check_trees, delete, is_user_board,
-    store_trees, stored_trees, ApproxCache,
+    approx_apply, arrival_floor, check_approx_config, check_name_free, check_trees, delete,
+    exact_only, is_user_board, store_trees, stored_trees, with_shape, ApproxCache,
 };
 pub(super) use self::one::ONE_TREE;
 #[cfg(test)]
@@ -131,29 +131,27 @@ pub(in crate::ranking) trait View {
     }
 }
 
-impl Ranking {
-    /// The board's shape: the one dispatch point of the reads and writes.
-    pub(super) fn shape(&self) -> &'static dyn Shape {
-        if self.rules().approx {
-            super::approx::SHAPE
-        } else if self.inner.trees.is_empty() {
-            ONE_TREE
-        } else {
-            super::trees::SHAPE
-        }
+/// The board's shape: the one dispatch point of the reads and writes.
+pub(in crate::ranking) fn of(ranking: &Ranking) -> &'static dyn Shape {
+    if ranking.inner.rules().approx {
+        super::approx::SHAPE
+    } else if ranking.inner.trees.is_empty() {
+        ONE_TREE
+    } else {
+        super::trees::SHAPE
     }
+}
 
-    /// Entries as a query found them, finished:
-    /// [`finish`] with this board's rules and entry data.
-    pub(in crate::ranking) fn entries(
-        &self,
-        st: &dyn Storage,
-        g: &Geometry,
-        found: Vec<Entry>,
-    ) -> Result<Vec<Entry>> {
-        let data = self.inner.config.entry_data() > 0;
-        finish(st, g, self.rules(), data, found)
-    }
+/// Entries as a query found them, finished:
+/// [`finish`] with this board's rules and entry data.
+pub(in crate::ranking) fn entries(
+    ranking: &Ranking,
+    st: &dyn Storage,
+    g: &Geometry,
+    found: Vec<Entry>,
+) -> Result<Vec<Entry>> {
+    let data = ranking.inner.config.entry_data() > 0;
+    finish(st, g, ranking.inner.rules(), data, found)
 }
 
 /// Entries as a query found them, with their scores back from tree

@@ -26,19 +26,19 @@ impl Shape for OneTree {
     }
 
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64> {
-        let tree = b.rules().tree_score(b.geometry(), score)?;
-        b.geometry().checked_offset(tree)?;
-        let plan = b.plan(None, Some(tree), false);
-        b.read_planned(&plan, |st, g| Ok(view(b, st, g).above(tree)? + 1))
+        let tree = b.inner.rules().tree_score(b.inner.geometry(), score)?;
+        b.inner.geometry().checked_offset(tree)?;
+        let plan = plan(b, None, Some(tree), false);
+        read_planned(b, &plan, |st, g| Ok(view(b, st, g).above(tree)? + 1))
     }
 
     fn rank(&self, b: &Ranking, player: &str, tie: Tie) -> Result<Option<u64>> {
         let plan = ReadPlan {
             counters: tie == Tie::Ordinal,
             distinct: tie == Tie::Dense,
-            ..b.plan(Some(player), None, tie == Tie::Ordinal)
+            ..plan(b, Some(player), None, tie == Tie::Ordinal)
         };
-        b.read_planned(&plan, |st, g| {
+        read_planned(b, &plan, |st, g| {
             if let Some(native) = st.native() {
                 return native::rank(native, player, tie);
             }
@@ -47,29 +47,29 @@ impl Shape for OneTree {
     }
 
     fn score(&self, b: &Ranking, player: &str) -> Result<Option<i64>> {
-        let rules = b.rules();
+        let rules = b.inner.rules();
         let plan = ReadPlan {
             depth: 0,
-            ..b.plan(Some(player), None, false)
+            ..plan(b, Some(player), None, false)
         };
-        b.read_planned(&plan, |st, g| match st.player(player)? {
+        read_planned(b, &plan, |st, g| match st.player(player)? {
             Some((tree, _)) => Ok(Some(rules.checked_score(st, g, tree)?)),
             None => Ok(None),
         })
     }
 
     fn score_at_rank(&self, b: &Ranking, rank: u64) -> Result<Option<i64>> {
-        b.read(|st, g| view(b, st, g).score_at(rank))
+        b.inner.read(|st, g| view(b, st, g).score_at(rank))
     }
 
     fn page(&self, b: &Ranking, from: u64, to: u64) -> Result<Vec<Entry>> {
-        b.read(|st, g| view(b, st, g).page(from, to))
+        b.inner.read(|st, g| view(b, st, g).page(from, to))
     }
 
     fn around(&self, b: &Ranking, player: &str, k: u64) -> Result<Vec<Entry>> {
-        b.read(|st, g| {
+        b.inner.read(|st, g| {
             if let Some(native) = st.native() {
-                return b.entries(st, g, native::entries(native.around(player, k)?));
+                return super::entries(b, st, g, native::entries(native.around(player, k)?));
             }
             let Some((score, arrival)) = st.player(player)? else {
                 return Ok(Vec::new());
@@ -85,59 +85,63 @@ impl Shape for OneTree {
                 position.saturating_sub(k).max(1),
                 position.saturating_add(k),
             );
-            b.entries(st, g, query::page(st, g, from, to)?)
+            super::entries(b, st, g, query::page(st, g, from, to)?)
         })
     }
 
     fn among(&self, b: &Ranking, names: &[&str]) -> Result<Vec<Entry>> {
-        b.read(|st, g| {
+        b.inner.read(|st, g| {
             let mut found = among::found_in(st, g, 0, names)?;
             let ranked = among::rank_set(&mut found);
-            b.entries(st, g, ranked.into_iter().map(|(e, _)| e).collect())
+            super::entries(b, st, g, ranked.into_iter().map(|(e, _)| e).collect())
         })
     }
 
     fn len(&self, b: &Ranking) -> Result<u64> {
-        b.read(|st, g| view(b, st, g).len())
+        b.inner.read(|st, g| view(b, st, g).len())
     }
 
     fn check_integrity(&self, b: &Ranking) -> Result<()> {
         let shards = b.inner.config.node_shards();
-        b.read(|st, g| match st.native() {
+        b.inner.read(|st, g| match st.native() {
             Some(native) => native.check(),
             None => integrity::check(st, g, shards),
         })
     }
 
     fn entry(&self, b: &Ranking, player: &str) -> Result<Option<Entry>> {
-        b.read(|st, g| view(b, st, g).entry(player))
+        b.inner.read(|st, g| view(b, st, g).entry(player))
     }
 
     fn count_between(&self, b: &Ranking, span: Option<Span>) -> Result<u64> {
         let Some(span) = span else { return Ok(0) };
-        b.read(|st, g| ranges::count_between(&*view(b, st, g), g, span))
+        b.inner
+            .read(|st, g| ranges::count_between(&*view(b, st, g), g, span))
     }
 
     fn between(&self, b: &Ranking, span: Option<Span>, limit: u64) -> Result<Vec<Entry>> {
         let Some(span) = span else {
             return Ok(Vec::new());
         };
-        b.read(|st, g| ranges::between(&*view(b, st, g), g, span, limit))
+        b.inner
+            .read(|st, g| ranges::between(&*view(b, st, g), g, span, limit))
     }
 
     fn percentile(&self, b: &Ranking, player: &str) -> Result<Option<f64>> {
-        b.read(|st, g| ranges::percentile(&*view(b, st, g), player))
+        b.inner
+            .read(|st, g| ranges::percentile(&*view(b, st, g), player))
     }
 
     fn score_at_percentile(&self, b: &Ranking, p: f64) -> Result<Option<i64>> {
-        b.read(|st, g| ranges::score_at_percentile(&*view(b, st, g), p))
+        b.inner
+            .read(|st, g| ranges::score_at_percentile(&*view(b, st, g), p))
     }
 }
 
 /// The view of one tree's transaction: the store's native board if it
 /// keeps one, else the count tree.
 fn view<'a>(b: &Ranking, st: &'a dyn Storage, g: &'a Geometry) -> Box<dyn View + 'a> {
-    let (rules, data) = (b.rules(), b.inner.config.entry_data() > 0);
+    let (rules, data) = (b.inner.rules(), b.inner.config.entry_data() > 0);
     match st.native() {
         Some(native) => Box::new(Native {
             native,
@@ -251,49 +255,48 @@ impl View for Native<'_> {
     }
 }
 
-impl Ranking {
-    /// A [`ReadPlan`] of this board's geometry: `player`'s row or `score`'s
-    /// path, with the player's arrival path if `arrivals`.
-    fn plan<'a>(
-        &self,
-        player: Option<&'a str>,
-        score: Option<i64>,
-        arrivals: bool,
-    ) -> ReadPlan<'a> {
-        let g = self.geometry();
-        ReadPlan {
-            player,
-            score,
-            arrivals,
-            counters: false,
-            distinct: false,
-            min: g.min(),
-            branching: g.branching(),
-            depth: g.depth(),
-        }
+/// A [`ReadPlan`] of this board's geometry: `player`'s row or `score`'s
+/// path, with the player's arrival path if `arrivals`.
+fn plan<'a>(
+    ranking: &Ranking,
+    player: Option<&'a str>,
+    score: Option<i64>,
+    arrivals: bool,
+) -> ReadPlan<'a> {
+    let g = ranking.inner.geometry();
+    ReadPlan {
+        player,
+        score,
+        arrivals,
+        counters: false,
+        distinct: false,
+        min: g.min(),
+        branching: g.branching(),
+        depth: g.depth(),
     }
+}
 
-    /// [`read`](Ranking::read) of a read that descends one path, which a
-    /// store may answer in one statement
-    /// ([`BoardStore::read_board_planned`](crate::seam::BoardStore::read_board_planned)).
-    fn read_planned<R>(
-        &self,
-        plan: &ReadPlan<'_>,
-        f: impl Fn(&dyn Storage, &Geometry) -> Result<R>,
-    ) -> Result<R> {
-        if !self.inner.trees.is_empty() {
-            // Refused there, loudly.
-            return self.read(f);
-        }
-        let mut out = None;
-        self.inner
-            .boards
-            .read_board_planned(self.board(), plan, &mut |st| {
-                out = Some(f(st, self.geometry())?);
-                Ok(())
-            })?;
-        Ok(out.expect("set by a successful read"))
+/// [`read`](Ranking::read) of a read that descends one path, which a
+/// store may answer in one statement
+/// ([`BoardStore::read_board_planned`](crate::seam::BoardStore::read_board_planned)).
+fn read_planned<R>(
+    ranking: &Ranking,
+    plan: &ReadPlan<'_>,
+    f: impl Fn(&dyn Storage, &Geometry) -> Result<R>,
+) -> Result<R> {
+    if !ranking.inner.trees.is_empty() {
+        // Refused there, loudly.
+        return ranking.inner.read(f);
     }
+    let mut out = None;
+    ranking
+        .inner
+        .boards
+        .read_board_planned(ranking.inner.board(), plan, &mut |st| {
+            out = Some(f(st, ranking.inner.geometry())?);
+            Ok(())
+        })?;
+    Ok(out.expect("set by a successful read"))
 }
 
 /// `player`'s rank under `tie` by the count tree's descents (the memory

@@ -5,21 +5,26 @@
 use super::one::OneTree;
 use super::writes::Writes;
 use crate::error::Result;
+use crate::ranking::lifecycle;
+use crate::ranking::policy;
+use crate::ranking::queue;
+use crate::ranking::trim;
+use crate::ranking::write;
 use crate::ranking::{Ranking, Submission};
 use crate::seam::DeadLetter;
 use std::time::Duration;
 
 impl Writes for OneTree {
     fn set_score(&self, b: &Ranking, player: &str, score: i64) -> Result<()> {
-        b.one_tree_set_score(player, score)
+        write::one_tree_set_score(b, player, score)
     }
 
     fn set_scores(&self, b: &Ranking, scores: &[(&str, i64)]) -> Result<()> {
-        b.one_tree_set_scores(scores)
+        write::one_tree_set_scores(b, scores)
     }
 
     fn remove(&self, b: &Ranking, player: &str) -> Result<bool> {
-        b.one_tree_remove(player)
+        write::one_tree_remove(b, player)
     }
 
     fn submission(
@@ -29,7 +34,7 @@ impl Writes for OneTree {
         score: i64,
         data: Option<&[u8]>,
     ) -> Result<Submission> {
-        b.one_tree_submission(player, score, data)
+        policy::one_tree_submission(b, player, score, data)
     }
 
     fn enqueue(
@@ -39,51 +44,51 @@ impl Writes for OneTree {
         score: Option<i64>,
         data: Option<Vec<u8>>,
     ) -> Result<()> {
-        b.one_tree_enqueue(player, score, data)
+        queue::one_tree_enqueue(b, player, score, data)
     }
 
     fn queued(&self, b: &Ranking) -> Result<u64> {
-        b.one_tree_queued()
+        queue::one_tree_queued(b)
     }
 
     fn backlog(&self, b: &Ranking) -> Result<u64> {
-        b.one_tree_backlog()
+        queue::one_tree_backlog(b)
     }
 
     fn flush_within(&self, b: &Ranking, timeout: Duration) -> Result<()> {
-        b.one_tree_flush_within(timeout)
+        queue::one_tree_flush_within(b, timeout)
     }
 
     fn dead_letters(&self, b: &Ranking) -> Result<Vec<DeadLetter>> {
-        b.one_tree_dead_letters()
+        queue::one_tree_dead_letters(b)
     }
 
     fn dead_letter_count(&self, b: &Ranking) -> Result<u64> {
-        b.one_tree_dead_letter_count()
+        queue::one_tree_dead_letter_count(b)
     }
 
     fn oldest_queued_age(&self, b: &Ranking) -> Result<Option<Duration>> {
-        b.one_tree_oldest_queued_age()
+        queue::one_tree_oldest_queued_age(b)
     }
 
     fn delete_dead_letter(&self, b: &Ranking, id: i64) -> Result<bool> {
-        b.one_tree_delete_dead_letter(id)
+        queue::one_tree_delete_dead_letter(b, id)
     }
 
     fn reset(&self, b: &Ranking) -> Result<()> {
-        b.one_tree_reset()
+        lifecycle::one_tree_reset(b)
     }
 
     fn remove_data(&self, b: &Ranking, player: &str) -> Result<bool> {
-        b.one_tree_remove_data(player)
+        trim::one_tree_remove_data(b, player)
     }
 
     fn remove_between(&self, b: &Ranking, lo: i64, hi: i64) -> Result<u64> {
-        b.one_tree_remove_between(lo, hi)
+        trim::one_tree_remove_between(b, lo, hi)
     }
 
     fn keep_top(&self, b: &Ranking, n: u64) -> Result<u64> {
-        b.one_tree_keep_top(n)
+        trim::one_tree_keep_top(b, n)
     }
 
     fn queue_boards(&self, b: &Ranking) -> Vec<Ranking> {

@@ -64,7 +64,7 @@ pub(super) fn read_all<R>(
         Ok(())
     };
     if trees.iter().all(|t| Arc::ptr_eq(&t.inner.boards, store)) {
-        let boards: Vec<Board<'_>> = trees.iter().map(Ranking::board).collect();
+        let boards: Vec<Board<'_>> = trees.iter().map(|t| t.inner.board()).collect();
         store.read_boards(&boards, &mut run)?;
     } else {
         nest(trees, &[], &mut run)?;
@@ -80,11 +80,14 @@ fn nest(
     let Some((first, rest)) = trees.split_first() else {
         return f(held);
     };
-    first.inner.boards.read_board(first.board(), &mut |st| {
-        let mut more: Vec<&dyn Storage> = held.to_vec();
-        more.push(st);
-        nest(rest, &more, f)
-    })
+    first
+        .inner
+        .boards
+        .read_board(first.inner.board(), &mut |st| {
+            let mut more: Vec<&dyn Storage> = held.to_vec();
+            more.push(st);
+            nest(rest, &more, f)
+        })
 }
 
 /// Where a held (tree) score sits: its offset, or corruption.

@@ -33,6 +33,10 @@ pub(super) use self::queries::SHAPE;
 use super::{BoardConfig, Ranking, RankingConfig, Submission, MAX_TREES};
 use crate::error::{Error, Result};
 use crate::hash::{fnv, FNV_OFFSET};
+use crate::ranking::handle;
+use crate::ranking::policy;
+use crate::ranking::queue;
+use crate::ranking::write;
 use crate::seam::{BoardStore, DeadLetter, Placement, PART_SEPARATOR};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,7 +124,7 @@ pub(super) fn create(
             let store = tree_store(boards, t)?;
             store.delete_board(&tree_name(name, t))?;
             let placement = Placement::Tree { board: name, t, k };
-            Ranking::create_tree(store, &tree_name(name, t), one.clone(), placement)
+            handle::create_tree(store, &tree_name(name, t), one.clone(), placement)
         })
         .collect()
 }
@@ -143,11 +147,11 @@ pub(super) fn open(
         .map(|t| {
             let store = tree_store(boards, t)?;
             let tree = tree_name(name, t);
-            match Ranking::open_tree(store.clone(), &tree) {
+            match handle::open_tree(store.clone(), &tree) {
                 Err(Error::RankingNotFound { .. }) => {
                     let placement = Placement::Tree { board: name, t, k };
-                    match Ranking::create_tree(store.clone(), &tree, one.clone(), placement) {
-                        Err(Error::RankingExists { .. }) => Ranking::open_tree(store, &tree),
+                    match handle::create_tree(store.clone(), &tree, one.clone(), placement) {
+                        Err(Error::RankingExists { .. }) => handle::open_tree(store, &tree),
                         created => created,
                     }
                 }
@@ -201,7 +205,7 @@ impl Split<'_> {
     /// in it, so ties across trees are ordered as in a board of one tree.
     pub(super) fn set_scores(&self, scores: &[(&str, i64)]) -> Result<()> {
         for &(player, score) in scores {
-            self.board.check_input(player, Some(score))?;
+            policy::check_input(self.board, player, Some(score))?;
         }
         let mut per_tree = vec![(Vec::new(), Vec::new()); self.trees.len()];
         for (i, &(player, score)) in scores.iter().enumerate() {
@@ -212,7 +216,7 @@ impl Split<'_> {
         let base = reserve_arrivals(scores.len());
         for (tree, (updates, index)) in self.trees.iter().zip(per_tree) {
             if !updates.is_empty() {
-                tree.write_scores_at(&updates, (base, &index))?;
+                write::write_scores_at(tree, &updates, (base, &index))?;
             }
         }
         Ok(())
@@ -228,7 +232,7 @@ impl Split<'_> {
         data: Option<&[u8]>,
     ) -> Result<Submission> {
         let t = tree_of(player, self.trees.len());
-        let mut done = self.trees[t].submission(player, score, data)?;
+        let mut done = policy::submission(&self.trees[t], player, score, data)?;
         let others = |score: i64| -> Result<u64> {
             let mut above = 0;
             for (j, tree) in self.trees.iter().enumerate() {
@@ -251,10 +255,10 @@ impl Split<'_> {
         score: Option<i64>,
         data: Option<Vec<u8>>,
     ) -> Result<()> {
-        self.board.check_update(player, score)?;
+        write::check_update(self.board, player, score)?;
         // A deleted board's tree refuses the append: the error names the
         // board the caller named, not the tree's hidden name.
-        match self.tree(player).enqueue_item(player, score, data) {
+        match queue::enqueue_item(self.tree(player), player, score, data) {
             Err(Error::RankingNotFound { .. }) => Err(Error::RankingNotFound {
                 name: self.board.name().into(),
             }),
@@ -327,73 +331,35 @@ impl Split<'_> {
     }
 }
 
-impl Ranking {
-    /// The board's trees, if it is split.
-    pub(super) fn split(&self) -> Option<Split<'_>> {
-        (!self.inner.trees.is_empty()).then(|| Split {
-            board: self,
-            trees: &self.inner.trees,
-        })
-    }
+/// The board's trees, if it is split.
+pub(in crate::ranking) fn split(ranking: &Ranking) -> Option<Split<'_>> {
+    (!ranking.inner.trees.is_empty()).then(|| Split {
+        board: ranking,
+        trees: &ranking.inner.trees,
+    })
+}
 
-    /// The lowest arrival number a write transaction of this board may hand
-    /// out for `n` updates: board-wide numbers for a tree of a split board,
-    /// 0 (the score's counter alone decides) for any other board.
-    pub(super) fn arrival_floor(&self, n: usize) -> u64 {
-        let local = hooks::local_arrivals();
-        if self.inner.tree_member && !local {
-            reserve_arrivals(n)
-        } else {
-            0
-        }
+/// The lowest arrival number a write transaction of this board may hand
+/// out for `n` updates: board-wide numbers for a tree of a split board,
+/// 0 (the score's counter alone decides) for any other board.
+pub(in crate::ranking) fn arrival_floor(ranking: &Ranking, n: usize) -> u64 {
+    let local = hooks::local_arrivals();
+    if ranking.inner.tree_member && !local {
+        reserve_arrivals(n)
+    } else {
+        0
     }
+}
 
-    /// A [`BoardWorker`](super::BoardWorker) for tree `tree` of a split board only
-    /// (for one of the board's trees: `0..tree_count`); on a board of one
-    /// tree, `tree` 0 is the board's own worker. Running one worker per tree
-    /// in separate processes spreads the apply over them.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "split", RankingConfig::new(0..100).trees(2))?;
-    /// board.enqueue("ann", 5)?;
-    /// board.enqueue("bo", 6)?;
-    /// for t in 0..2 {
-    ///     board.tree_worker(t)?.drain()?;
-    /// }
-    /// assert_eq!(board.len()?, 2);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidRanking`] for a tree the board does not have.
-    pub fn tree_worker(&self, tree: u32) -> Result<super::BoardWorker> {
-        let k = self.inner.config.trees();
-        match self.split() {
-            _ if tree >= k => Err(Error::InvalidRanking {
-                reason: format!("tree {tree} of a board of {k} trees"),
-            }),
-            Some(split) => Ok(split.trees[tree as usize].worker()),
-            None => Ok(self.worker()),
-        }
-    }
-
-    /// The tree `player` lives in, `0..tree_count` (always 0 on a board of
-    /// one tree): a stable hash of the name, the same in every process.
-    ///
-    /// ```
-    /// use autoshard::ranking::{Ranking, RankingConfig};
-    /// # fn main() -> autoshard::Result<()> {
-    /// let db = autoshard::Sqlite::memory()?;
-    /// let board = Ranking::create(&db, "split", RankingConfig::new(0..100).trees(4))?;
-    /// assert!(board.tree_of("ann") < 4);
-    /// # Ok(()) }
-    /// ```
-    pub fn tree_of(&self, player: &str) -> u32 {
-        tree_of(player, self.inner.config.trees().max(1) as usize) as u32
+/// [`Ranking::tree_worker`].
+pub(in crate::ranking) fn tree_worker(ranking: &Ranking, tree: u32) -> Result<super::BoardWorker> {
+    let k = ranking.inner.config.trees();
+    match split(ranking) {
+        _ if tree >= k => Err(Error::InvalidRanking {
+            reason: format!("tree {tree} of a board of {k} trees"),
+        }),
+        Some(split) => Ok(split.trees[tree as usize].worker()),
+        None => Ok(ranking.worker()),
     }
 }
 

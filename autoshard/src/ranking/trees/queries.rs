@@ -7,6 +7,7 @@ use super::merge::read_all;
 use super::snapshot::{self, held, Asked, Looked, Placing, Snapshot};
 use super::{tree_of, Split};
 use crate::error::Result;
+use crate::ranking::shape;
 use crate::ranking::shape::{ranges, Shape, Span, View, Writes};
 use crate::ranking::storage::Storage;
 use crate::ranking::tree::Geometry;
@@ -27,7 +28,7 @@ pub(in crate::ranking) struct Trees;
 pub(in crate::ranking) static SHAPE: &Trees = &Trees;
 
 pub(super) fn split(b: &Ranking) -> Split<'_> {
-    b.split().expect("the shape of a split board")
+    super::split(b).expect("the shape of a split board")
 }
 
 impl Shape for Trees {
@@ -36,8 +37,8 @@ impl Shape for Trees {
     }
 
     fn rank_of_score(&self, b: &Ranking, score: i64) -> Result<u64> {
-        let tree = b.rules().tree_score(b.geometry(), score)?;
-        let offset = b.geometry().checked_offset(tree)?;
+        let tree = b.inner.rules().tree_score(b.inner.geometry(), score)?;
+        let offset = b.inner.geometry().checked_offset(tree)?;
         split(b).rank_of_offset(offset)
     }
 
@@ -79,7 +80,7 @@ impl Shape for Trees {
 
     fn count_between(&self, b: &Ranking, span: Option<Span>) -> Result<u64> {
         let Some(span) = span else { return Ok(0) };
-        let g = b.geometry();
+        let g = b.inner.geometry();
         split(b).merged(&mut |v| ranges::count_between(v, g, span))
     }
 
@@ -87,7 +88,7 @@ impl Shape for Trees {
         let Some(span) = span else {
             return Ok(Vec::new());
         };
-        let g = b.geometry();
+        let g = b.inner.geometry();
         split(b).merged(&mut |v| ranges::between(v, g, span, limit))
     }
 
@@ -161,7 +162,7 @@ impl View for Merged<'_> {
 impl Merged<'_> {
     /// A tree score found, as the caller's score.
     fn caller_score(&self, found: Option<i64>) -> Result<Option<i64>> {
-        let rules = self.split.board.rules();
+        let rules = self.split.board.inner.rules();
         match found {
             Some(score) => Ok(Some(rules.checked_score(self.sts[0], self.g, score)?)),
             None => Ok(None),
@@ -173,7 +174,7 @@ impl Split<'_> {
     /// 1 + players better than the tree score at `offset`: each tree's
     /// count, in one snapshot of every tree.
     pub(in crate::ranking) fn rank_of_offset(&self, offset: u64) -> Result<u64> {
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         let score = g.score(offset);
         read_all(self.trees, &mut |sts| {
             Ok(snapshot::of(sts, g)?.above(score)? + 1)
@@ -186,7 +187,7 @@ impl Split<'_> {
     /// reads each tree once).
     pub(in crate::ranking) fn rank(&self, player: &str, tie: Tie) -> Result<Option<u64>> {
         let t = tree_of(player, self.trees.len());
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         let asked = Asked {
             position: tie == Tie::Ordinal,
             dense: tie == Tie::Dense,
@@ -207,7 +208,7 @@ impl Split<'_> {
     /// reads them.
     pub(in crate::ranking) fn entry(&self, player: &str) -> Result<Option<Entry>> {
         let t = tree_of(player, self.trees.len());
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         let found = self.place(&mut |sts| {
             let asked = Asked {
                 position: true,
@@ -235,7 +236,7 @@ impl Split<'_> {
     /// the board's size, read as `rank` reads them.
     pub(in crate::ranking) fn percentile(&self, player: &str) -> Result<Option<f64>> {
         let t = tree_of(player, self.trees.len());
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         let asked = Asked {
             position: false,
             dense: false,
@@ -265,7 +266,7 @@ impl Split<'_> {
     }
 
     pub(in crate::ranking) fn score_at_rank(&self, rank: u64) -> Result<Option<i64>> {
-        let (g, rules) = (self.board.geometry(), self.board.rules());
+        let (g, rules) = (self.board.inner.geometry(), self.board.inner.rules());
         read_all(
             self.trees,
             &mut |sts| match snapshot::of(sts, g)?.score_at(rank)? {
@@ -276,7 +277,7 @@ impl Split<'_> {
     }
 
     pub(in crate::ranking) fn page(&self, from: u64, to: u64) -> Result<Vec<Entry>> {
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         read_all(self.trees, &mut |sts| {
             let found = snapshot::of(sts, g)?.page(from, to)?;
             self.entries(sts, found)
@@ -313,7 +314,7 @@ impl Split<'_> {
         for &name in names {
             per_tree[tree_of(name, k)].push(name);
         }
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         read_all(self.trees, &mut |sts| {
             let mut found = Vec::with_capacity(names.len());
             for (t, names) in per_tree.iter().enumerate() {
@@ -328,7 +329,7 @@ impl Split<'_> {
 
     /// Runs `f` over one snapshot of every tree ([`read_all`]).
     fn merged<R>(&self, f: &mut dyn FnMut(&dyn View) -> Result<R>) -> Result<R> {
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         read_all(self.trees, &mut |sts| {
             f(&Merged {
                 split: self,
@@ -342,7 +343,7 @@ impl Split<'_> {
     /// Entries as the merge found them, finished by each one's tree (its
     /// score back from the tree score, its entry data), in order.
     fn entries(&self, sts: &[&dyn Storage], found: Vec<(Entry, usize)>) -> Result<Vec<Entry>> {
-        let g = self.board.geometry();
+        let g = self.board.inner.geometry();
         let mut per_tree = vec![Vec::new(); self.trees.len()];
         let order: Vec<usize> = found.iter().map(|&(_, t)| t).collect();
         for (entry, t) in found {
@@ -352,7 +353,7 @@ impl Split<'_> {
         for (t, entries) in per_tree.into_iter().enumerate() {
             let done = match entries.is_empty() {
                 true => entries,
-                false => self.trees[t].entries(sts[t], g, entries)?,
+                false => shape::entries(&self.trees[t], sts[t], g, entries)?,
             };
             finished.push(done.into_iter());
         }

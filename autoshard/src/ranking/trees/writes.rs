@@ -5,6 +5,7 @@ use super::queries::{split, Trees};
 use super::tree_of;
 use crate::error::Result;
 use crate::ranking::shape::Writes;
+use crate::ranking::trim;
 use crate::ranking::trim::batch;
 use crate::ranking::{Ranking, Submission};
 use crate::seam::DeadLetter;
@@ -105,7 +106,7 @@ impl Writes for Trees {
 /// by tree, each only if still at the score it was read at.
 fn keep_top(b: &Ranking, n: u64) -> Result<u64> {
     let split = split(b);
-    let (rules, g) = (b.rules(), b.geometry());
+    let (rules, g) = (b.inner.rules(), b.inner.geometry());
     let mut removed = 0;
     loop {
         let below = b.page(n + 1, n + batch())?;
@@ -117,7 +118,7 @@ fn keep_top(b: &Ranking, n: u64) -> Result<u64> {
         let mut done = 0;
         for (tree, found) in split.trees.iter().zip(&per_tree) {
             if !found.is_empty() {
-                done += tree.remove_if_at(found)?;
+                done += trim::remove_if_at(tree, found)?;
             }
         }
         removed += done;
