@@ -153,20 +153,25 @@ fn open_refuses_a_corrupt_configuration() {
     let db = file_db();
     Ranking::create(&db.store, "cfg", RankingConfig::new(0..100)).unwrap();
     Ranking::open(&db.store, "cfg").unwrap(); // the control
-    raw(&db.path)
-        .execute("UPDATE autoshard_rank_boards SET branching = 1", [])
-        .unwrap();
-    let err = Ranking::open(&db.store, "cfg").unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Corrupt {
-                kind: "ranking",
-                ..
-            }
-        ),
-        "{err}"
-    );
+                                              // In the board's catalog record, and in the columns of a board stored
+                                              // before the record.
+    for edit in [
+        "UPDATE autoshard_rank_boards SET record = replace(record, ' branching=100 ', ' branching=1 ')",
+        "UPDATE autoshard_rank_boards SET record = NULL, policy = 'replace', branching = 1",
+    ] {
+        assert_eq!(raw(&db.path).execute(edit, []).unwrap(), 1, "{edit}");
+        let err = Ranking::open(&db.store, "cfg").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    kind: "ranking",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
 }
 
 // ------------------------------------------------------ bit-flip fuzz

@@ -22,8 +22,8 @@
 //!
 //! Control, reverted: with `RankingConfig::from_spec` dropping the stored
 //! dimensions (every board opening as one score over the encoded range),
-//! `dimensions_are_stored_and_checked_on_open` and
-//! `boards_stored_before_dimensions_open_as_one_score` failed on SQLite,
+//! `dimensions_are_stored_and_checked_on_open` (and the dimensions test
+//! then kept for tables before the `dims` column) failed on SQLite,
 //! the opened config showing `dims: None`.
 
 use autoshard::ranking::Update;
@@ -45,7 +45,7 @@ store_tests!(
     a_queued_composite_submission_goes_through_a_worker,
     bad_tuples_and_shapes_are_refused_and_write_nothing,
     dimensions_are_stored_and_checked_on_open,
-    boards_stored_before_dimensions_open_as_one_score,
+    boards_stored_before_the_catalog_record_open_as_created,
     entry_data_is_the_best_tuples,
 );
 // Composite scores live above the seam (a Redis board stores the
@@ -426,33 +426,73 @@ fn dimensions_are_stored_and_checked_on_open<S: Boards>() {
     );
 }
 
-/// A database whose board table predates composite scores (no `dims`
-/// column) opens its boards as single-score ones; creating the first
-/// composite board adds the column, the old boards staying single-score.
-fn boards_stored_before_dimensions_open_as_one_score<S: Boards>() {
+/// Boards stored before the catalog record (issue 18) kept their
+/// configuration in the board table's columns: a composite board's
+/// dimensions in `dims`, a split board's tree count on its policy
+/// (`best+trees=2`). They open as they were created and keep working; a
+/// record of a later version is refused, not misread.
+///
+/// Controls, reverted: with `BoardSpec::from_columns` ignoring the
+/// `+trees=` suffix, the split board opened as one tree (its config
+/// differing, on SQLite and PostgreSQL); with the version check allowing
+/// one version more, "a later record opened: Ok(Ranking { .. })".
+fn boards_stored_before_the_catalog_record_open_as_created<S: Boards>() {
     let store = S::fresh();
-    let old = Ranking::create(store.db(), "old", RankingConfig::new(0..100)).unwrap();
-    old.set_score("ann", 5).unwrap();
-    // The first composite board added the column; drop it again to get the
-    // table as it was before.
-    Ranking::create(store.db(), "levels", seed_001_config()).unwrap();
-    store.execute("DELETE FROM autoshard_rank_boards WHERE name = 'levels'");
-    store.execute("ALTER TABLE autoshard_rank_boards DROP COLUMN dims");
-    let reopened = Ranking::open(store.db(), "old").unwrap();
-    assert_eq!(reopened.config(), &RankingConfig::new(0..100));
-    assert!(reopened.config().dimensions().is_empty());
-    assert_eq!(reopened.dims("ann").unwrap(), Some(vec![5]));
-
-    let levels = Ranking::create(store.db(), "levels2", seed_001_config()).unwrap();
+    let split = RankingConfig::new(0..100).policy(Policy::Best).trees(2);
+    let levels = Ranking::create(store.db(), "levels", seed_001_config()).unwrap();
     levels.write(Update::dims("bo", &[1, 1, 1])).unwrap();
-    assert_eq!(
-        Ranking::open(store.db(), "levels2").unwrap().config(),
-        &seed_001_config()
+    let teams = Ranking::create(store.db(), "teams", split.clone()).unwrap();
+    teams.set_scores(&[("ann", 5), ("bo", 9)]).unwrap();
+    // Rewrite the rows as a version before the record wrote them: every
+    // other column already holds the board's values.
+    let dims_of_record = match S::NAME {
+        "sqlite" => "substr(record, instr(record, 'dims=') + 5)",
+        _ => "split_part(record, 'dims=', 2)",
+    };
+    store.execute("ALTER TABLE autoshard_rank_boards ADD COLUMN dims TEXT NOT NULL DEFAULT ''");
+    store.execute(&format!(
+        "UPDATE autoshard_rank_boards SET policy = 'replace', dims = {dims_of_record}, \
+         record = NULL WHERE name = 'levels'"
+    ));
+    store.execute(
+        "UPDATE autoshard_rank_boards SET policy = 'best+trees=2', record = NULL \
+         WHERE name = 'teams'",
     );
-    let old = Ranking::open(store.db(), "old").unwrap();
-    assert_eq!(old.config(), &RankingConfig::new(0..100));
-    old.set_score("ann", 6).unwrap();
-    assert_eq!(old.score("ann").unwrap(), Some(6));
+    let trees = store.execute(
+        "UPDATE autoshard_rank_boards SET policy = 'best', record = NULL \
+         WHERE name LIKE 'teams_%'",
+    );
+    // SQLite keeps a split board's trees in files of their own, whose rows
+    // keep their records (boards of one tree, read either way).
+    let expected = if S::NAME == "sqlite" { 0 } else { 2 };
+    assert_eq!(trees, expected, "the split board's trees");
+    let levels = Ranking::open(store.db(), "levels").unwrap();
+    assert_eq!(levels.config(), &seed_001_config());
+    assert_eq!(levels.dims("bo").unwrap(), Some(vec![1, 1, 1]));
+    let teams = Ranking::open(store.db(), "teams").unwrap();
+    assert_eq!(teams.config(), &split);
+    teams.set_score("ann", 3).unwrap();
+    assert_eq!(teams.score("ann").unwrap(), Some(5), "still Best");
+    assert_eq!(teams.rank("ann", Tie::Ordinal).unwrap(), Some(2));
+    let kept = teams.top(2).unwrap();
+    assert_eq!(
+        (kept[0].player.as_str(), kept[1].player.as_str()),
+        ("bo", "ann")
+    );
+
+    // A board a later version stored: refused with the reason, not read
+    // as this version's fields.
+    Ranking::create(store.db(), "later", RankingConfig::new(0..10)).unwrap();
+    store.execute(
+        "UPDATE autoshard_rank_boards SET record = 'v2' || substr(record, 3) \
+         WHERE name = 'later'",
+    );
+    match Ranking::open(store.db(), "later") {
+        Err(Error::Corrupt { reason, .. }) => {
+            assert!(reason.contains("version 2"), "{reason}")
+        }
+        other => panic!("a later record opened: {other:?}"),
+    }
 }
 
 /// Entry data with a tuple on a `Best` board: the run that set the record

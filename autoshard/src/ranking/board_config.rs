@@ -121,18 +121,17 @@ impl BoardConfig {
     }
 
     pub(super) fn spec(&self) -> BoardSpec {
-        let mut policy: String = self.policy.stored().into();
-        super::shape::store_trees(&mut policy, self.trees);
         BoardSpec {
             min: self.min,
             max: self.max,
             branching: self.branching,
             shards: self.shards,
             queues: self.queues,
-            policy,
+            policy: self.policy.stored().into(),
             order: self.order.stored().into(),
             entry_data: self.entry_data,
-            dims: composite::stored(self.dimensions()),
+            dims: composite::specs(self.dimensions()),
+            trees: self.trees,
             buckets: self.buckets.unwrap_or(0),
             exact_top: self.exact_top,
         }
@@ -141,13 +140,12 @@ impl BoardConfig {
     /// The configuration a board was stored with, or why its policy or
     /// order is not one this version knows (the shape is checked by
     /// [`geometry`](BoardConfig::geometry)).
-    pub(crate) fn from_spec(mut spec: BoardSpec) -> Result<Self, String> {
-        let trees = super::shape::stored_trees(&mut spec.policy)?;
+    pub(crate) fn from_spec(spec: BoardSpec) -> Result<Self, String> {
         let policy = Policy::from_stored(&spec.policy)
             .ok_or_else(|| format!("unknown update policy {:?}", spec.policy))?;
         let order = ScoreOrder::from_stored(&spec.order)
             .ok_or_else(|| format!("unknown score order {:?}", spec.order))?;
-        let dims = composite::from_stored(&spec.dims)?;
+        let dims = composite::from_specs(&spec.dims)?;
         let dims = (!dims.is_empty()).then_some(dims);
         Ok(BoardConfig {
             dims,
@@ -161,7 +159,7 @@ impl BoardConfig {
             entry_data: spec.entry_data,
             buckets: (spec.buckets > 0).then_some(spec.buckets),
             exact_top: spec.exact_top,
-            trees,
+            trees: spec.trees,
         })
     }
 

@@ -7,46 +7,8 @@
 //! implementation a store's storage is checked against.
 
 use super::storage::{ReadPlan, Storage};
+use super::BoardSpec;
 use crate::error::{Error, Result};
-
-/// A board's shape as stored: the public `RankingConfig` without its
-/// validation, which the ranking layer does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BoardSpec {
-    pub min: i64,
-    pub max: i64,
-    pub branching: u32,
-    pub shards: u32,
-    pub queues: u32,
-    /// The update policy's stored name (`replace`, `best`, `worst`,
-    /// `increment`); a board stored before policies existed is `replace`.
-    pub policy: String,
-    /// The score order's stored name (`higher_is_better`,
-    /// `lower_is_better`); a board stored before orders existed is
-    /// `higher_is_better`.
-    pub order: String,
-    /// Most bytes of entry data per player; 0 (every board stored before
-    /// entry data existed) keeps none, and such a board never reads or
-    /// writes the players' `data` column, which its table may lack.
-    pub entry_data: u32,
-    /// A composite board's dimensions (`ranking/composite/codec.rs` reads and
-    /// writes the text); empty for a single-dimension board, which every
-    /// board stored before composite scores existed is.
-    pub dims: String,
-    /// Buckets of an approximate board (`ranking/approx/`); 0 for an exact
-    /// board (every board stored before approximate boards existed). A
-    /// store keeps it out of the board table, with the board's snapshot
-    /// pointer ([`ApproxStore`](super::ApproxStore)).
-    pub buckets: u32,
-    /// Players an approximate board ranks exactly at the top of each
-    /// snapshot (0: none); kept with `buckets`.
-    pub exact_top: u32,
-}
-
-/// The stored names of a board made before policies and orders existed.
-pub(crate) const DEFAULT_POLICY: &str = "replace";
-/// See [`DEFAULT_POLICY`].
-pub(crate) const DEFAULT_ORDER: &str = "higher_is_better";
 
 /// A board as a transaction names it: its row id and, for error messages,
 /// its name.

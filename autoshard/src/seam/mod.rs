@@ -19,6 +19,7 @@
 
 mod approx;
 mod boards;
+mod catalog;
 pub(crate) mod compaction;
 mod entities;
 mod native;
@@ -34,8 +35,12 @@ pub use self::boards::DeadLetter;
 #[cfg(feature = "redis")]
 pub(crate) use self::boards::{not_found, NativeUpdate};
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardSpec, BoardStore, NativeTrim, Placement, QueuedRow, QueuedUpdate,
-    DEFAULT_ORDER, DEFAULT_POLICY, NOTHING_APPLIED, PART_SEPARATOR,
+    queue_shards, Board, BoardStore, NativeTrim, Placement, QueuedRow, QueuedUpdate,
+    NOTHING_APPLIED, PART_SEPARATOR,
+};
+pub(crate) use self::catalog::{
+    dims_from_text, dims_text, unreadable_catalog, BoardSpec, Columns, DimSpec, DEFAULT_ORDER,
+    DEFAULT_POLICY, RECORD_POLICY,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::ranking::policy::{Policy, ScoreOrder};
+use crate::seam::{dims_from_text, dims_text, DimSpec};
 use std::ops::Range;
 
 /// Most dimensions of a composite score.
@@ -90,14 +91,6 @@ impl Dim {
         };
         // offset < width <= 2^64 - 1, and min + offset < max: no wrap.
         self.min.wrapping_add(offset as u64 as i64)
-    }
-
-    fn stored(&self) -> String {
-        let order = match self.order {
-            ScoreOrder::HigherIsBetter => 'h',
-            ScoreOrder::LowerIsBetter => 'l',
-        };
-        format!("{order}:{}:{}", self.min, self.max)
     }
 }
 
@@ -200,32 +193,37 @@ fn product_text(dims: &[Dim]) -> String {
     widths.join(" × ")
 }
 
-/// The dimensions as the board table stores them: `h:min:max` or
-/// `l:min:max`, comma-separated; empty for a single-dimension board.
-pub(crate) fn stored(dims: &[Dim]) -> String {
-    let parts: Vec<String> = dims.iter().map(Dim::stored).collect();
-    parts.join(",")
+/// The dimensions as the catalog record holds them.
+pub(crate) fn specs(dims: &[Dim]) -> Vec<DimSpec> {
+    dims.iter()
+        .map(|d| DimSpec {
+            min: d.min,
+            max: d.max,
+            order: d.order.stored().into(),
+        })
+        .collect()
 }
 
-/// The dimensions of a stored text, or why it is not one.
-pub(crate) fn from_stored(text: &str) -> std::result::Result<Vec<Dim>, String> {
-    if text.is_empty() {
-        return Ok(Vec::new());
-    }
-    let dim = |part: &str| -> Option<Dim> {
-        let mut fields = part.splitn(3, ':');
-        let order = match fields.next()? {
-            "h" => ScoreOrder::HigherIsBetter,
-            "l" => ScoreOrder::LowerIsBetter,
-            _ => return None,
-        };
-        let min = fields.next()?.parse().ok()?;
-        let max = fields.next()?.parse().ok()?;
-        Some(Dim::new(min..max, order))
-    };
-    text.split(',')
-        .map(|part| dim(part).ok_or_else(|| format!("unreadable dimensions {text:?}")))
+/// The dimensions a catalog record holds, or why they are none this
+/// version knows.
+pub(crate) fn from_specs(specs: &[DimSpec]) -> std::result::Result<Vec<Dim>, String> {
+    specs
+        .iter()
+        .map(|d| match ScoreOrder::from_stored(&d.order) {
+            Some(order) => Ok(Dim::new(d.min..d.max, order)),
+            None => Err(format!("unknown dimension order {:?}", d.order)),
+        })
         .collect()
+}
+
+/// The dimensions as text (a family's stored configuration).
+pub(crate) fn stored(dims: &[Dim]) -> String {
+    dims_text(&specs(dims))
+}
+
+/// The dimensions of a text [`stored`] wrote, or why it is none.
+pub(crate) fn from_stored(text: &str) -> std::result::Result<Vec<Dim>, String> {
+    from_specs(&dims_from_text(text)?)
 }
 
 /// Why a composite configuration is not a board, if it is not: checked by

@@ -20,7 +20,7 @@
 
 mod codec;
 
-pub(crate) use self::codec::{check_config, from_stored, stored, Codec};
+pub(crate) use self::codec::{check_config, from_specs, from_stored, specs, stored, Codec};
 pub use self::codec::{Dim, MAX_DIMENSIONS};
 
 use super::Ranking;

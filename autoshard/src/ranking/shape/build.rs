@@ -11,11 +11,9 @@ use crate::ranking::{approx, family, trees, Ranking};
 use crate::seam::BoardStore;
 use std::sync::Arc;
 
-/// The catalog's encoding of a split board (the `+trees=` suffix of the
-/// stored policy) and the extensions' configuration checks, for
-/// `config.rs`.
+/// The extensions' configuration checks, for `config.rs`.
 pub(in crate::ranking) use crate::ranking::approx::check_config as check_approx_config;
-pub(in crate::ranking) use crate::ranking::trees::{check_trees, store_trees, stored_trees};
+pub(in crate::ranking) use crate::ranking::trees::check_trees;
 
 /// The first of `n` arrival numbers a write takes (board-wide on a split
 /// board's tree, `trees/arrival.rs`), and the refusal of the calls an

@@ -24,7 +24,7 @@ mod writes;
 
 pub(in crate::ranking) use self::build::{
     approx_apply, arrival_floor, check_approx_config, check_name_free, check_trees, delete,
-    exact_only, is_user_board, store_trees, stored_trees, with_shape, ApproxCache,
+    exact_only, is_user_board, with_shape, ApproxCache,
 };
 pub(super) use self::one::ONE_TREE;
 #[cfg(test)]

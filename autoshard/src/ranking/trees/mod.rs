@@ -41,31 +41,6 @@ use crate::seam::{BoardStore, DeadLetter, Placement, PART_SEPARATOR};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The suffix of a split board's stored policy: `replace+trees=4`. Kept in
-/// the policy's column so no store's schema changes, and so a version that
-/// knows nothing of trees refuses to open a split board (an unknown policy
-/// is [`Error::Corrupt`]) instead of writing to its empty board row.
-const TREES_TAG: &str = "+trees=";
-
-/// Appends the tree count to a stored policy (nothing for one tree).
-pub(super) fn store_trees(policy: &mut String, trees: u32) {
-    if trees != 1 {
-        policy.push_str(&format!("{TREES_TAG}{trees}"));
-    }
-}
-
-/// Takes the tree count off a stored policy: 1 if there is none.
-pub(super) fn stored_trees(policy: &mut String) -> Result<u32, String> {
-    let Some(at) = policy.find(TREES_TAG) else {
-        return Ok(1);
-    };
-    let trees = policy[at + TREES_TAG.len()..]
-        .parse()
-        .map_err(|_| format!("unknown update policy {policy:?}"))?;
-    policy.truncate(at);
-    Ok(trees)
-}
-
 pub(super) fn check_trees(trees: u32) -> Result<()> {
     if (1..=MAX_TREES).contains(&trees) {
         Ok(())
@@ -366,22 +341,6 @@ pub(in crate::ranking) fn tree_worker(ranking: &Ranking, tree: u32) -> Result<su
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_tree_count_rides_on_the_stored_policy() {
-        let mut policy = String::from("best");
-        store_trees(&mut policy, 1);
-        assert_eq!(policy, "best", "a board of one tree is stored as before");
-        store_trees(&mut policy, 4);
-        assert_eq!(policy, "best+trees=4");
-        assert_eq!(stored_trees(&mut policy), Ok(4));
-        assert_eq!(policy, "best");
-        assert_eq!(stored_trees(&mut policy), Ok(1));
-        let mut bad = String::from("best+trees=many");
-        assert!(stored_trees(&mut bad)
-            .unwrap_err()
-            .contains("unknown update policy"));
-    }
 
     #[test]
     fn players_spread_over_every_tree_and_every_queue_shard() {

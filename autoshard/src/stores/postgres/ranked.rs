@@ -16,7 +16,7 @@ struct PgBoards<'t, 'c> {
 
 impl BoardTx for PgBoards<'_, '_> {
     fn open(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        self.db.open_flat_in(&mut self.tx.borrow_mut(), name)
+        self.db.open_in(&mut self.tx.borrow_mut(), name)
     }
 
     fn with_board(

@@ -3,7 +3,7 @@
 //! the registry record of a board's configuration.
 
 use crate::error::{Error, Result};
-use crate::seam::{BoardSpec, DeadLetter, Part, QueuedRow, DEFAULT_ORDER, DEFAULT_POLICY};
+use crate::seam::{BoardSpec, Columns, DeadLetter, Part, QueuedRow};
 use redis::Value;
 
 /// Positions are below 2^63 (the seam's `Storage` says so), so they print
@@ -153,113 +153,104 @@ pub(crate) fn queued_row(entry: Value) -> std::result::Result<QueuedRow, String>
 /// the count tree's layout and are served by it, as before.
 const NATIVE: &str = "~native";
 
-/// A board's registry record: its id and configuration, `|`-separated,
-/// and [`NATIVE`] last for a natively stored board.
+/// A board's registry record: its id and catalog record
+/// ([`BoardSpec::record`], which holds no `|`), `|`-separated, and
+/// [`NATIVE`] last for a natively stored board.
 pub(super) fn record(id: i64, spec: &BoardSpec, native: bool) -> String {
-    let record = format!(
-        "{id}|{}|{}|{}|{}|{}|{}|{}|{}",
-        spec.min,
-        spec.max,
-        spec.branching,
-        spec.shards,
-        spec.queues,
-        spec.policy,
-        spec.order,
-        spec.entry_data
-    );
-    // A composite board's dimensions are a tenth field (they hold no `|`),
-    // so every other board's record stays as it was.
-    let record = match spec.dims.as_str() {
-        "" => record,
-        dims => format!("{record}|{dims}"),
-    };
-    // An approximate board's bucket count and exact top are one more
-    // field, marked, so every other board's record stays as it was.
-    let record = match spec.buckets {
-        0 => record,
-        buckets => format!("{record}|{APPROX}{buckets}:{}", spec.exact_top),
-    };
     match native {
-        true => format!("{record}|{NATIVE}"),
-        false => record,
+        true => format!("{id}|{}|{NATIVE}", spec.record()),
+        false => format!("{id}|{}", spec.record()),
     }
 }
 
-/// The start of the field of an approximate board's record:
-/// `~approx=<buckets>:<exact top>`.
+/// The start of the field of an approximate board's record before the
+/// catalog record: `~approx=<buckets>:<exact top>`.
 const APPROX: &str = "~approx=";
 
 /// A registry record's id, configuration and whether the board is stored
 /// natively.
 pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, bool)> {
-    let corrupt = || Error::Corrupt {
+    let corrupt = |reason: String| Error::Corrupt {
         kind: "ranking",
         id: name.to_owned(),
         field: "configuration".into(),
-        reason: format!("unreadable registry record {stored:?}"),
+        reason,
     };
+    let unreadable = || corrupt(format!("unreadable registry record {stored:?}"));
     let mut fields: Vec<&str> = stored.split('|').collect();
     let native = fields.last() == Some(&NATIVE);
     if native {
         fields.pop();
     }
+    let id = fields[0].parse().map_err(|_| unreadable())?;
+    // A catalog record starts with its version (`v1`); the fields of a
+    // board recorded before it start with its minimum, a number.
+    if let [_, catalog] = fields[..]
+        && catalog.starts_with('v')
+    {
+        return Ok((
+            id,
+            BoardSpec::from_record(catalog).map_err(corrupt)?,
+            native,
+        ));
+    }
     let approx = match fields.last().and_then(|f| f.strip_prefix(APPROX)) {
         Some(mode) => {
-            let (buckets, top) = mode.split_once(':').ok_or_else(corrupt)?;
+            let (buckets, top) = mode.split_once(':').ok_or_else(unreadable)?;
             let mode = buckets.parse().ok().zip(top.parse().ok());
             fields.pop();
-            mode.ok_or_else(corrupt)?
+            mode.ok_or_else(unreadable)?
         }
         None => (0, 0),
     };
     let dims = match fields.len() {
-        10 => fields.pop().filter(|d| !d.is_empty()).ok_or_else(corrupt)?,
+        10 => fields
+            .pop()
+            .filter(|d| !d.is_empty())
+            .ok_or_else(unreadable)?,
         _ => "",
     };
     // A record written before policies, orders and entry data existed has
     // six fields; it is a `Replace`, higher-is-better board without data.
-    let (id, min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
-        [id, min, max, branching, shards, queues] => (
-            id,
+    let (min, max, branching, shards, queues, policy, order, entry_data) = match fields[..] {
+        [_, min, max, branching, shards, queues] => {
+            (min, max, branching, shards, queues, None, None, "0")
+        }
+        [_, min, max, branching, shards, queues, policy, order, entry_data] => (
             min,
             max,
             branching,
             shards,
             queues,
-            DEFAULT_POLICY,
-            DEFAULT_ORDER,
-            "0",
+            Some(policy),
+            Some(order),
+            entry_data,
         ),
-        [id, min, max, branching, shards, queues, policy, order, entry_data] => (
-            id, min, max, branching, shards, queues, policy, order, entry_data,
-        ),
-        _ => return Err(corrupt()),
+        _ => return Err(unreadable()),
     };
-    let spec = || -> Option<(i64, BoardSpec, bool)> {
-        Some((
-            id.parse().ok()?,
-            BoardSpec {
-                min: min.parse().ok()?,
-                max: max.parse().ok()?,
-                branching: branching.parse().ok()?,
-                shards: shards.parse().ok()?,
-                queues: queues.parse().ok()?,
-                policy: policy.to_owned(),
-                order: order.to_owned(),
-                entry_data: entry_data.parse().ok()?,
-                dims: dims.to_owned(),
-                buckets: approx.0,
-                exact_top: approx.1,
-            },
-            native,
-        ))
+    let columns = || -> Option<Columns<'_>> {
+        Some(Columns {
+            min: min.parse().ok()?,
+            max: max.parse().ok()?,
+            branching: branching.parse().ok()?,
+            shards: shards.parse().ok()?,
+            queues: queues.parse().ok()?,
+            policy,
+            order,
+            entry_data: entry_data.parse().ok()?,
+            dims,
+            buckets: approx.0,
+            exact_top: approx.1,
+        })
     };
-    spec().ok_or_else(corrupt)
+    let spec = BoardSpec::from_columns(columns().ok_or_else(unreadable)?).map_err(corrupt)?;
+    Ok((id, spec, native))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seam::{dims_from_text, DEFAULT_ORDER, DEFAULT_POLICY};
 
     #[test]
     fn order_members_sort_in_ranking_order() {
@@ -302,39 +293,54 @@ mod tests {
             policy: "best".into(),
             order: "lower_is_better".into(),
             entry_data: 0,
-            dims: String::new(),
+            dims: Vec::new(),
+            trees: 1,
             buckets: 0,
             exact_top: 0,
         };
-        assert_eq!(
-            parse_record("b", &record(42, &spec, false)).unwrap(),
-            (42, spec.clone(), false)
-        );
-        assert_eq!(
-            parse_record("b", &record(42, &spec, true)).unwrap(),
-            (42, spec.clone(), true)
-        );
+        for native in [false, true] {
+            assert_eq!(
+                parse_record("b", &record(42, &spec, native)).unwrap(),
+                (42, spec.clone(), native)
+            );
+        }
         let composite = BoardSpec {
-            dims: "h:0:10,l:-5:5".into(),
+            dims: dims_from_text("h:0:10,l:-5:5").unwrap(),
+            trees: 4,
             ..spec.clone()
         };
         assert_eq!(
             parse_record("b", &record(7, &composite, true)).unwrap(),
-            (7, composite, true)
+            (7, composite.clone(), true)
         );
+        let later = record(7, &composite, true).replacen("|v1 ", "|v2 ", 1);
+        assert!(
+            matches!(parse_record("b", &later), Err(Error::Corrupt { reason, .. })
+            if reason.contains("later autoshard"))
+        );
+
+        // Records written before the catalog record: their fields, the
+        // tree count on the policy, the dimensions and the approximate
+        // mode as fields of their own.
+        let old = "42|-9223372036854775808|9223372036854775807|7|3|2";
+        let old_composite = format!("{old}|best+trees=4|lower_is_better|0|h:0:10,l:-5:5|~native");
+        assert_eq!(
+            parse_record("b", &old_composite).unwrap(),
+            (42, composite, true)
+        );
+        let old_approx = format!("{old}|best|lower_is_better|0|~approx=64:10");
         let approximate = BoardSpec {
             buckets: 64,
             exact_top: 10,
             ..spec.clone()
         };
         assert_eq!(
-            parse_record("b", &record(9, &approximate, false)).unwrap(),
-            (9, approximate, false)
+            parse_record("b", &old_approx).unwrap(),
+            (42, approximate, false)
         );
         // A record from before policies and orders reads as the defaults.
-        let old = parse_record("b", "42|-9223372036854775808|9223372036854775807|7|3|2").unwrap();
         assert_eq!(
-            old.1,
+            parse_record("b", old).unwrap().1,
             BoardSpec {
                 policy: DEFAULT_POLICY.into(),
                 order: DEFAULT_ORDER.into(),
@@ -347,6 +353,8 @@ mod tests {
             "x|0|1|2|1|1",
             "1|0|1|2|1|1|9",
             "1|0|1|2|1|1|~approx=x:1",
+            "1|v1 min=0",
+            "1|0|1|2|1|1|best+trees=x|higher_is_better|0",
         ] {
             assert!(
                 matches!(parse_record("b", bad), Err(Error::Corrupt { .. })),

@@ -61,7 +61,7 @@ const TX_ATTEMPTS: u32 = 1_000;
 
 /// Whether a new board is stored natively (`board_tx/native.rs`): every
 /// board of one tree, the trees of a split board included (a split board's
-/// own row, whose policy has a `+trees=` suffix, holds no players). A tree
+/// own row, whose record has `trees` > 1, holds no players). A tree
 /// made before split boards were native keeps its count tree: its record
 /// says which it is.
 fn stored_natively(spec: &BoardSpec) -> bool {
@@ -69,7 +69,7 @@ fn stored_natively(spec: &BoardSpec) -> bool {
     if COUNT_TREE.get() {
         return false;
     }
-    !spec.policy.contains('+') && spec.buckets == 0
+    spec.trees == 1 && spec.buckets == 0
 }
 
 #[cfg(test)]

@@ -152,7 +152,8 @@ mod tests {
             policy: policy.into(),
             order: "higher_is_better".into(),
             entry_data: 0,
-            dims: String::new(),
+            dims: Vec::new(),
+            trees: 1,
             buckets: 0,
             exact_top: 0,
         }

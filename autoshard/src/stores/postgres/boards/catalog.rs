@@ -1,16 +1,17 @@
 //! The board table on PostgreSQL: creating a board and opening one.
 //!
-//! The board table's `policy`, `score_order` and `entry_data` came later: a
-//! table made before them gets them (with the defaults every board then
-//! had) when the next board is created, and `open` reads a table without
-//! them as holding the defaults. The players' `data` is added when the first
-//! board that keeps entry data is created; boards that keep none never name
-//! it. The board table's `dims` (a composite board's dimensions, `''` for
-//! one score) is added when the first composite board is created.
+//! A board's configuration is its catalog record (`seam/catalog.rs`), in
+//! the board table's `record`. The columns boards were stored in before it
+//! (`policy`, `score_order`, `entry_data` and `dims` came one by one) are
+//! read for a board without a record, whichever of them the table has; a
+//! table made before the record gets its column (and the policy's, if it
+//! lacks them) when the next board is created. The players' `data` is
+//! added when the first board that keeps entry data is created; boards that
+//! keep none never name it.
 
 use super::small;
 use crate::error::{Error, Result};
-use crate::seam::BoardSpec;
+use crate::seam::{unreadable_catalog, BoardSpec, Columns, RECORD_POLICY};
 use crate::stores::postgres::{approx, Postgres, Tx};
 
 /// Creates board `name` shaped `spec`, with the tables, or the columns
@@ -20,17 +21,21 @@ pub(super) fn create(db: &Postgres, name: &str, spec: &BoardSpec) -> Result<i64>
     let (id, _) = db.write_read_committed(|tx| {
         if !db.tables_exist(tx)? {
             tx.batch(&format!("{}; {}", db.ddl_lock(), sql.create))?;
-        } else if !db.has_policy(tx)? {
+        } else if !db.has_column(tx, &sql.has_record)? {
             // Looked up first: `ALTER TABLE` locks the table even when
             // it has nothing to do.
-            tx.batch(&format!("{}; {}", db.ddl_lock(), sql.add_policy))?;
+            tx.batch(&format!(
+                "{}; {}; {}",
+                db.ddl_lock(),
+                sql.add_policy,
+                sql.add_record
+            ))?;
         }
         if spec.entry_data > 0 && !db.has_column(tx, &sql.has_data)? {
             tx.batch(&format!("{}; {}", db.ddl_lock(), sql.add_data))?;
         }
-        if !spec.dims.is_empty() && !db.has_column(tx, &sql.has_dims)? {
-            tx.batch(&format!("{}; {}", db.ddl_lock(), sql.add_dims))?;
-        }
+        // The older columns hold what they can (they are `NOT NULL`); the
+        // policy's is one no version before the record knows.
         let row = tx.query_opt(
             &sql.insert_board,
             &[
@@ -40,18 +45,16 @@ pub(super) fn create(db: &Postgres, name: &str, spec: &BoardSpec) -> Result<i64>
                 &small(spec.branching),
                 &small(spec.shards),
                 &small(spec.queues),
-                &spec.policy,
+                &RECORD_POLICY,
                 &spec.order,
                 &small(spec.entry_data),
+                &spec.record(),
             ],
         )?;
         let id = match row {
             Some(row) => row.try_get::<_, i64>(0)?,
             None => return Err(Error::RankingExists { name: name.into() }),
         };
-        if !spec.dims.is_empty() {
-            tx.execute(&sql.set_dims, &[&id, &spec.dims])?;
-        }
         if spec.buckets > 0 {
             approx::init(db, tx, id, spec)?;
         }
@@ -62,27 +65,10 @@ pub(super) fn create(db: &Postgres, name: &str, spec: &BoardSpec) -> Result<i64>
 
 impl Postgres {
     /// Board `name`'s id and stored shape, read in `tx` (a read or a write
-    /// transaction: an entity save opens its boards in its own).
-    pub(super) fn open_in(&self, tx: &mut Tx<'_>, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        let Some((id, spec)) = self.open_flat_in(tx, name)? else {
-            return Ok(None);
-        };
-        let sql = self.boards_sql();
-        if !self.has_column(tx, &sql.has_dims)? {
-            return Ok(Some((id, spec)));
-        }
-        let dims = match tx.query_opt(&sql.select_dims, &[&id])? {
-            Some(row) => row.try_get(0)?,
-            None => String::new(),
-        };
-        Ok(Some((id, BoardSpec { dims, ..spec })))
-    }
-
-    /// [`open_in`](Self::open_in) without a composite board's dimensions,
-    /// as an entity save reads its boards on every write: its boards are
-    /// `Increment` boards, which cannot be composite, so the column check
-    /// (a round trip) is skipped.
-    pub(in crate::stores::postgres) fn open_flat_in(
+    /// transaction: an entity save opens its boards in its own). One
+    /// statement reads the record, or the columns a board stored before it
+    /// has, whichever the table holds (`select_board`).
+    pub(in crate::stores::postgres) fn open_in(
         &self,
         tx: &mut Tx<'_>,
         name: &str,
@@ -91,44 +77,41 @@ impl Postgres {
         if !self.tables_exist(tx)? {
             return Ok(None);
         }
-        let select = match self.has_policy(tx)? {
-            true => &sql.select_board,
-            false => &sql.select_old_board,
-        };
-        let Some(row) = tx.query_opt(select, &[&name])? else {
+        let Some(row) = tx.query_opt(&sql.select_board, &[&name])? else {
             return Ok(None);
         };
-        // Out-of-range values become ones the ranking layer refuses, so
-        // `open` reports them as corruption.
-        let count =
-            |i| -> Result<u32> { Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX)) };
-        let spec = BoardSpec {
-            min: row.try_get(1)?,
-            max: row.try_get(2)?,
-            branching: count(3)?,
-            shards: count(4)?,
-            queues: count(5)?,
-            policy: row.try_get(6)?,
-            order: row.try_get(7)?,
-            entry_data: count(8)?,
-            dims: String::new(),
-            buckets: 0,
-            exact_top: 0,
-        };
         let id: i64 = row.try_get(0)?;
-        let (buckets, exact_top) = approx::mode(self, tx, id)?;
-        Ok(Some((
-            id,
-            BoardSpec {
-                buckets,
-                exact_top,
-                ..spec
-            },
-        )))
-    }
-
-    fn has_policy(&self, tx: &mut Tx<'_>) -> Result<bool> {
-        self.has_column(tx, &self.boards_sql().has_policy)
+        let spec = match row.try_get::<_, Option<String>>(9)? {
+            Some(record) => BoardSpec::from_record(&record),
+            None => {
+                // Out-of-range values become ones the ranking layer
+                // refuses, so `open` reports them as corruption.
+                let count = |i| -> Result<u32> {
+                    Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(u32::MAX))
+                };
+                let entry_data: Option<String> = row.try_get(8)?;
+                let entry_data = entry_data.map_or(Ok(0), |v| v.parse::<u32>());
+                let (buckets, exact_top) = approx::mode(self, tx, id)?;
+                let policy: Option<String> = row.try_get(6)?;
+                let order: Option<String> = row.try_get(7)?;
+                let dims: Option<String> = row.try_get(10)?;
+                BoardSpec::from_columns(Columns {
+                    min: row.try_get(1)?,
+                    max: row.try_get(2)?,
+                    branching: count(3)?,
+                    shards: count(4)?,
+                    queues: count(5)?,
+                    policy: policy.as_deref(),
+                    order: order.as_deref(),
+                    entry_data: entry_data.unwrap_or(u32::MAX),
+                    dims: dims.as_deref().unwrap_or_default(),
+                    buckets,
+                    exact_top,
+                })
+            }
+        };
+        let spec = spec.map_err(|reason| unreadable_catalog(name, reason))?;
+        Ok(Some((id, spec)))
     }
 
     /// Runs one of the `has_…` queries.

@@ -15,23 +15,20 @@ pub(in crate::stores::postgres) struct Sql {
     /// Text for `to_regclass`: the table created last.
     pub(super) probe: String,
     pub(super) create: String,
-    /// Whether the board table has the policy and order columns.
-    pub(super) has_policy: String,
+    /// Whether the board table has the catalog record's column; adding it,
+    /// and the policy and order columns a table from before them lacks.
+    pub(super) has_record: String,
+    pub(super) add_record: String,
     pub(super) add_policy: String,
     /// Whether the players table has the entry data column.
     pub(super) has_data: String,
     pub(super) add_data: String,
     pub(super) put_player_data: String,
     pub(super) players_data: String,
-    /// Whether the board table has the dimensions column; adding it, and
-    /// reading and writing it.
-    pub(super) has_dims: String,
-    pub(super) add_dims: String,
-    pub(super) set_dims: String,
-    pub(super) select_dims: String,
     pub(super) insert_board: String,
+    /// A board's row: its record, or whichever older columns the table has
+    /// (through `to_jsonb`, `NULL` where a column is missing).
     pub(super) select_board: String,
-    pub(super) select_old_board: String,
     pub(super) path: String,
     pub(super) node_shard: String,
     pub(super) upsert_node: String,
@@ -99,7 +96,8 @@ impl Sql {
                      queues integer NOT NULL,
                      policy text NOT NULL DEFAULT 'replace',
                      score_order text NOT NULL DEFAULT 'higher_is_better',
-                     entry_data integer NOT NULL DEFAULT 0
+                     entry_data integer NOT NULL DEFAULT 0,
+                     record text
                  );
                  CREATE TABLE IF NOT EXISTS {nodes} (
                      board bigint NOT NULL,
@@ -129,11 +127,12 @@ impl Sql {
                  CREATE INDEX IF NOT EXISTS autoshard_rank_players_order
                      ON {players} (board, score DESC, arrival) INCLUDE (player);"
             ),
-            has_policy: format!(
+            has_record: format!(
                 "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
-                 AND attname = 'policy' AND NOT attisdropped)",
+                 AND attname = 'record' AND NOT attisdropped)",
                 boards.replace('\'', "''")
             ),
+            add_record: format!("ALTER TABLE {boards} ADD COLUMN IF NOT EXISTS record text"),
             add_policy: format!(
                 "ALTER TABLE {boards} \
                  ADD COLUMN IF NOT EXISTS policy text NOT NULL DEFAULT '{DEFAULT_POLICY}', \
@@ -153,30 +152,17 @@ impl Sql {
                 "SELECT player, data FROM {players} \
                  WHERE board = $1 AND player = ANY($2::text[]) AND data IS NOT NULL"
             ),
-            has_dims: format!(
-                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{}') \
-                 AND attname = 'dims' AND NOT attisdropped)",
-                boards.replace('\'', "''")
-            ),
-            add_dims: format!(
-                "ALTER TABLE {boards} ADD COLUMN IF NOT EXISTS dims text NOT NULL DEFAULT ''"
-            ),
-            set_dims: format!("UPDATE {boards} SET dims = $2 WHERE id = $1"),
-            select_dims: format!("SELECT dims FROM {boards} WHERE id = $1"),
             insert_board: format!(
                 "INSERT INTO {boards} \
-                 (name, min, max, branching, shards, queues, policy, score_order, entry_data) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 (name, min, max, branching, shards, queues, policy, score_order, entry_data, \
+                 record) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
                  ON CONFLICT (name) DO NOTHING RETURNING id"
             ),
             select_board: format!(
-                "SELECT id, min, max, branching, shards, queues, policy, score_order, \
-                 entry_data FROM {boards} WHERE name = $1"
-            ),
-            select_old_board: format!(
                 "SELECT id, min, max, branching, shards, queues, \
-                 '{DEFAULT_POLICY}'::text, '{DEFAULT_ORDER}'::text, 0 \
-                 FROM {boards} WHERE name = $1"
+                 j->>'policy', j->>'score_order', j->>'entry_data', j->>'record', j->>'dims' \
+                 FROM {boards} b, to_jsonb(b) j WHERE name = $1"
             ),
             // One primary-key seek per path node, in one statement.
             path: format!(

@@ -16,7 +16,8 @@ fn spec() -> BoardSpec {
         policy: "replace".into(),
         order: "higher_is_better".into(),
         entry_data: 8,
-        dims: String::new(),
+        dims: Vec::new(),
+        trees: 1,
         buckets: 0,
         exact_top: 0,
     }
