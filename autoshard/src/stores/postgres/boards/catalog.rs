@@ -13,6 +13,8 @@ use super::small;
 use crate::error::{Error, Result};
 use crate::seam::{unreadable_catalog, BoardSpec, Columns, RECORD_POLICY};
 use crate::stores::postgres::{approx, Postgres, Tx};
+use postgres::error::SqlState;
+use postgres::Row;
 
 /// Creates board `name` shaped `spec`, with the tables, or the columns
 /// its shape needs, that are not there yet.
@@ -80,6 +82,13 @@ impl Postgres {
         let Some(row) = tx.query_opt(&sql.select_board, &[&name])? else {
             return Ok(None);
         };
+        self.spec_of(tx, name, &row).map(Some)
+    }
+
+    /// The id and configuration of a board row `select_board` read: its
+    /// record, or (a board stored before it) its columns and approximate
+    /// mode, read in `tx`.
+    fn spec_of(&self, tx: &mut Tx<'_>, name: &str, row: &Row) -> Result<(i64, BoardSpec)> {
         let id: i64 = row.try_get(0)?;
         let spec = match row.try_get::<_, Option<String>>(9)? {
             Some(record) => BoardSpec::from_record(&record),
@@ -111,7 +120,22 @@ impl Postgres {
             }
         };
         let spec = spec.map_err(|reason| unreadable_catalog(name, reason))?;
-        Ok(Some((id, spec)))
+        Ok((id, spec))
+    }
+
+    /// [`open_in`](Self::open_in) outside a transaction: the row in one
+    /// statement, one round trip where a read transaction took four (its
+    /// begin, the table check, the row, its commit). A board's row changes
+    /// only when it is created or deleted, so one statement's snapshot is
+    /// all a reader needs; a table that is not there yet is no board.
+    pub(super) fn open_alone(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
+        let sql = self.boards_sql();
+        self.read(|tx| match tx.query_opt(&sql.select_board, &[&name]) {
+            Ok(Some(row)) => self.spec_of(tx, name, &row).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+            Err(e) => Err(e.into()),
+        })
     }
 
     /// Runs one of the `has_…` queries.

@@ -101,7 +101,7 @@ impl BoardStore for Postgres {
     }
 
     fn open_board(&self, name: &str) -> Result<Option<(i64, BoardSpec)>> {
-        self.read_snapshot(|tx| self.open_in(tx, name))
+        self.open_alone(name)
     }
 
     fn read_board(
