@@ -349,3 +349,51 @@ fn tree_workers_do_not_starve_readers_or_producers() {
     assert_eq!(stats.updates, enqueued);
     board.check_integrity().unwrap();
 }
+
+/// A family without filters has no boards for a player to leave, so its
+/// submission does not look at the player's stored values first (a read
+/// transaction of its own), and its write checks that its 4 boards still
+/// exist in one statement, not one each. Controls: with the look back a
+/// submission counted 35; with one check per board, 34 (38 with both,
+/// before 2026-11-29, eighth session).
+#[test]
+fn a_family_without_filters_submits_without_a_look() {
+    use autoshard::ranking::{Family, FamilyConfig, Period, Window};
+    const AT: i64 = 1_795_516_200;
+    let schema = pg::new_schema();
+    let _drop = pg::DropSchema(schema.clone());
+    let db = open(&schema, 4);
+    let mut config = FamilyConfig::new(RankingConfig::new(0..1_000_000));
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        config = config.window(w);
+    }
+    let family = Family::create(&db, "plain", config).unwrap();
+    for p in 0..20 {
+        family
+            .submission(&name(p), p as i64)
+            .at(AT)
+            .submit()
+            .unwrap();
+    }
+    let counts: Vec<u64> = (0..3)
+        .map(|round| {
+            trips(|| {
+                family
+                    .submission(&name(7), 100 + round)
+                    .at(AT)
+                    .submit()
+                    .unwrap()
+            })
+            .1
+        })
+        .collect();
+    assert!(
+        counts.iter().all(|&n| n <= 31),
+        "round trips per submission: {counts:?}"
+    );
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        let board = family.board(w, Period::At(AT), None).unwrap().unwrap();
+        assert_eq!(board.score(&name(7)).unwrap(), Some(102), "{w:?}");
+        board.check_integrity().unwrap();
+    }
+}

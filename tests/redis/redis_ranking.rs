@@ -301,6 +301,52 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
     }
 }
 
+/// A family without filters has no boards for a player to leave, so its
+/// submission does not look at the player's stored values first: its
+/// reads ahead and its commit only. Control: with the look back (before
+/// 2026-11-29, eighth session) it counted 5 (4 without).
+#[test]
+fn a_family_without_filters_submits_without_a_look() {
+    use autoshard::__private::redis_hooks::round_trips;
+    use autoshard::ranking::{Family, FamilyConfig, Window};
+    const AT: i64 = 1_795_516_200;
+    let store = RedisCluster::fresh();
+    let mut config = FamilyConfig::new(RankingConfig::new(0..1_000_000));
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        config = config.window(w);
+    }
+    let family = Family::create(&*store, "plainfam", config).unwrap();
+    for p in 0..20 {
+        family
+            .submission(&format!("p{p}"), p)
+            .at(AT)
+            .submit()
+            .unwrap();
+    }
+    let mut counts = Vec::new();
+    for round in 0..3 {
+        let before = round_trips();
+        family
+            .submission("p7", 100 + round)
+            .at(AT)
+            .submit()
+            .unwrap();
+        counts.push(round_trips() - before);
+    }
+    assert!(
+        counts.iter().all(|&n| n <= 4),
+        "round trips per submission: {counts:?}"
+    );
+    for w in [Window::AllTime, Window::Month, Window::Day] {
+        let board = family
+            .board(w, autoshard::ranking::Period::At(AT), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(board.score("p7").unwrap(), Some(102), "{w:?}");
+        board.check_integrity().unwrap();
+    }
+}
+
 /// A family submission writes its boards in one commit and reads them
 /// ahead: each read the first member makes is sent for every member of
 /// its kind in the same round trip (`board_tx::Ahead`): 5 round trips

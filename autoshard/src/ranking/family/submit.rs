@@ -306,7 +306,12 @@ impl<'a> FamilyUpdate<'a> {
         let f = self.family;
         let config = f.config();
         let players = &f.inner.players;
-        let guess = decode_values(config, stored_values(players, self.player)?.as_deref());
+        // The look guesses which filtered boards the player leaves: a
+        // family without filters has none to leave, and skips the read.
+        let guess = match config.filters().is_empty() {
+            true => Vec::new(),
+            false => decode_values(config, stored_values(players, self.player)?.as_deref()),
+        };
         let mut targets: Vec<(Ranking, Role)> = vec![(players.clone(), Role::Players)];
         let mut opened = false;
         for window in config.windows() {

@@ -108,9 +108,21 @@ pub(super) fn lock_boards(tx: &RefCell<&mut Tx<'_>>, boards: &[PgTx<'_, '_>]) ->
             &[&keys],
         )?;
     }
+    // Every board's delete that committed while this waited shows now
+    // (`READ COMMITTED`): checked for all of them in one statement.
+    let seam: Vec<Board<'_>> = boards
+        .iter()
+        .map(|t| Board {
+            id: t.board,
+            name: t.name,
+        })
+        .collect();
+    let sql = boards.first().map(|t| t.sql);
+    if let Some(sql) = sql {
+        super::check_all_alive(&mut tx.borrow_mut(), sql, &seam)?;
+    }
     for t in boards {
         t.board_lock.set(BoardLock::Shared);
-        t.check_alive()?;
     }
     Ok(())
 }

@@ -136,17 +136,8 @@ impl BoardStore for Postgres {
         f: &mut dyn FnMut(&[&dyn Storage]) -> Result<()>,
     ) -> Result<()> {
         let sql = self.boards_sql();
-        let ids: Vec<i64> = boards.iter().map(|b| b.id).collect();
         self.read_snapshot(|tx| {
-            let mut names = Vec::with_capacity(boards.len());
-            for row in tx.query(&sql.names_of, &[&ids])? {
-                names.push((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?));
-            }
-            for b in boards {
-                if !names.iter().any(|(id, name)| *id == b.id && name == b.name) {
-                    return Err(b.not_found());
-                }
-            }
+            check_all_alive(tx, sql, boards)?;
             let cell = RefCell::new(tx);
             let txs: Vec<PgTx<'_, '_>> = boards.iter().map(|&b| self.board_tx(&cell, b)).collect();
             let storages: Vec<&dyn Storage> = txs.iter().map(|t| t as &dyn Storage).collect();
@@ -244,6 +235,24 @@ impl BoardStore for Postgres {
 }
 
 /// [`Storage`] over one PostgreSQL transaction.
+/// [`Error::RankingNotFound`](crate::Error::RankingNotFound) for the
+/// first of `boards` whose id no longer names it, in one statement for all
+/// of them.
+pub(super) fn check_all_alive(tx: &mut Tx<'_>, sql: &Sql, boards: &[Board<'_>]) -> Result<()> {
+    let ids: Vec<i64> = boards.iter().map(|b| b.id).collect();
+    let mut names = Vec::with_capacity(boards.len());
+    for row in tx.query(&sql.names_of, &[&ids])? {
+        names.push((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?));
+    }
+    match boards
+        .iter()
+        .find(|b| !names.iter().any(|(id, name)| *id == b.id && name == b.name))
+    {
+        Some(gone) => Err(gone.not_found()),
+        None => Ok(()),
+    }
+}
+
 pub(crate) struct PgTx<'t, 'c> {
     /// Shared by the boards of one multi-board write.
     tx: &'t RefCell<&'t mut Tx<'c>>,
