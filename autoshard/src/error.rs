@@ -70,6 +70,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// A board's stored configuration was written by a later version of
+    /// autoshard, in a catalog record version this one does not read
+    /// (`docs/design/catalog.md`). Nothing was read or written: upgrade
+    /// autoshard to open it.
+    #[error(
+        "{kind} {id} was stored by a later autoshard (catalog record version {version}); \
+         this one reads versions up to {supported}: upgrade autoshard to open it"
+    )]
+    UpgradeRequired {
+        /// What was opened (`"ranking"`).
+        kind: &'static str,
+        /// Its name.
+        id: String,
+        /// The record's version.
+        version: u32,
+        /// The newest version this library reads.
+        supported: u32,
+    },
+
     /// A value cannot be stored faithfully (a NaN or infinite float; a
     /// string holding NUL in an unsharded field, which PostgreSQL's JSON
     /// cannot read back, so every store refuses it), could

@@ -97,14 +97,34 @@ pub(crate) struct Columns<'a> {
     pub exact_top: u32,
 }
 
-/// The error of a board whose configuration a store read but
-/// [`BoardSpec::from_record`] or [`BoardSpec::from_columns`] could not.
-pub(crate) fn unreadable_catalog(name: &str, reason: String) -> Error {
-    Error::Corrupt {
-        kind: "ranking",
-        id: name.into(),
-        field: "configuration".into(),
-        reason,
+/// Why a record describes no board this version can open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RecordError {
+    /// A later version wrote it (its version).
+    Later(u32),
+    /// It is damaged, or not a record.
+    Unreadable(String),
+}
+
+impl RecordError {
+    /// The error a store returns for board `name`, whose configuration it
+    /// read but [`BoardSpec::from_record`] or [`BoardSpec::from_columns`]
+    /// could not.
+    pub(crate) fn for_board(self, name: &str) -> Error {
+        match self {
+            RecordError::Later(version) => Error::UpgradeRequired {
+                kind: "ranking",
+                id: name.into(),
+                version,
+                supported: CATALOG_VERSION,
+            },
+            RecordError::Unreadable(reason) => Error::Corrupt {
+                kind: "ranking",
+                id: name.into(),
+                field: "configuration".into(),
+                reason,
+            },
+        }
     }
 }
 
@@ -135,8 +155,9 @@ impl BoardSpec {
 
     /// The board a record describes, or why it describes none: a version
     /// newer than this library's, or a record it cannot read.
-    pub(crate) fn from_record(record: &str) -> Result<Self, String> {
-        let unreadable = || format!("unreadable catalog record {record:?}");
+    pub(crate) fn from_record(record: &str) -> Result<Self, RecordError> {
+        let unreadable =
+            || RecordError::Unreadable(format!("unreadable catalog record {record:?}"));
         let mut fields = record.split(' ');
         let version: u32 = fields
             .next()
@@ -144,10 +165,7 @@ impl BoardSpec {
             .and_then(|v| v.parse().ok())
             .ok_or_else(unreadable)?;
         if version > CATALOG_VERSION {
-            return Err(format!(
-                "the board's catalog record is version {version}, written by a later \
-                 autoshard; this one reads versions up to {CATALOG_VERSION}"
-            ));
+            return Err(RecordError::Later(version));
         }
         let mut spec = BoardSpec {
             min: 0,
@@ -186,7 +204,7 @@ impl BoardSpec {
                 return Err(unreadable());
             }
             seen |= 1 << bit;
-            let number = || -> Result<i64, String> { value.parse().map_err(|_| unreadable()) };
+            let number = || -> Result<i64, RecordError> { value.parse().map_err(|_| unreadable()) };
             let count = || u32::try_from(number()?).map_err(|_| unreadable());
             match key {
                 "min" => spec.min = number()?,
@@ -200,7 +218,7 @@ impl BoardSpec {
                 "trees" => spec.trees = count()?,
                 "buckets" => spec.buckets = count()?,
                 "exact_top" => spec.exact_top = count()?,
-                _ => spec.dims = dims_from_text(value)?,
+                _ => spec.dims = dims_from_text(value).map_err(RecordError::Unreadable)?,
             }
         }
         // Every field but the dimensions is always written.
@@ -212,14 +230,14 @@ impl BoardSpec {
     }
 
     /// The board an older version stored in columns, or why they make none.
-    pub(crate) fn from_columns(columns: Columns<'_>) -> Result<Self, String> {
+    pub(crate) fn from_columns(columns: Columns<'_>) -> Result<Self, RecordError> {
         let mut policy = columns.policy.unwrap_or(DEFAULT_POLICY).to_owned();
         let trees = match policy.find(TREES_TAG) {
             None => 1,
             Some(at) => {
-                let trees = policy[at + TREES_TAG.len()..]
-                    .parse()
-                    .map_err(|_| format!("unknown update policy {policy:?}"))?;
+                let trees = policy[at + TREES_TAG.len()..].parse().map_err(|_| {
+                    RecordError::Unreadable(format!("unknown update policy {policy:?}"))
+                })?;
                 policy.truncate(at);
                 trees
             }
@@ -233,7 +251,7 @@ impl BoardSpec {
             policy,
             order: columns.order.unwrap_or(DEFAULT_ORDER).to_owned(),
             entry_data: columns.entry_data,
-            dims: dims_from_text(columns.dims)?,
+            dims: dims_from_text(columns.dims).map_err(RecordError::Unreadable)?,
             trees,
             buckets: columns.buckets,
             exact_top: columns.exact_top,
@@ -333,8 +351,20 @@ mod tests {
     fn a_later_version_is_refused_not_misread() {
         let record = split_composite().record().replacen("v1", "v2", 1);
         let refused = BoardSpec::from_record(&record).unwrap_err();
-        assert!(refused.contains("version 2"), "{refused}");
-        assert!(refused.contains("later autoshard"), "{refused}");
+        assert_eq!(refused, RecordError::Later(2));
+        let error = refused.for_board("b");
+        assert!(
+            matches!(
+                error,
+                Error::UpgradeRequired {
+                    version: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("upgrade autoshard"), "{error}");
     }
 
     #[test]

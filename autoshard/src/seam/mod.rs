@@ -39,8 +39,8 @@ pub(crate) use self::boards::{
     NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::catalog::{
-    dims_from_text, dims_text, unreadable_catalog, BoardSpec, Columns, DimSpec, DEFAULT_ORDER,
-    DEFAULT_POLICY, RECORD_POLICY,
+    dims_from_text, dims_text, BoardSpec, Columns, DimSpec, DEFAULT_ORDER, DEFAULT_POLICY,
+    RECORD_POLICY,
 };
 pub(crate) use self::entities::{
     Census, EntityStore, FieldCensus, FoldFn, Kind, Stored, StoredKey,

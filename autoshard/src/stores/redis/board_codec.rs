@@ -190,7 +190,7 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, 
     {
         return Ok((
             id,
-            BoardSpec::from_record(catalog).map_err(corrupt)?,
+            BoardSpec::from_record(catalog).map_err(|e| e.for_board(name))?,
             native,
         ));
     }
@@ -243,7 +243,8 @@ pub(super) fn parse_record(name: &str, stored: &str) -> Result<(i64, BoardSpec, 
             exact_top: approx.1,
         })
     };
-    let spec = BoardSpec::from_columns(columns().ok_or_else(unreadable)?).map_err(corrupt)?;
+    let columns = columns().ok_or_else(unreadable)?;
+    let spec = BoardSpec::from_columns(columns).map_err(|e| e.for_board(name))?;
     Ok((id, spec, native))
 }
 
@@ -314,10 +315,10 @@ mod tests {
             (7, composite.clone(), true)
         );
         let later = record(7, &composite, true).replacen("|v1 ", "|v2 ", 1);
-        assert!(
-            matches!(parse_record("b", &later), Err(Error::Corrupt { reason, .. })
-            if reason.contains("later autoshard"))
-        );
+        assert!(matches!(
+            parse_record("b", &later),
+            Err(Error::UpgradeRequired { version: 2, .. })
+        ));
 
         // Records written before the catalog record: their fields, the
         // tree count on the policy, the dimensions and the approximate

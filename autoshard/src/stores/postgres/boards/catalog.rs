@@ -11,7 +11,7 @@
 
 use super::small;
 use crate::error::{Error, Result};
-use crate::seam::{unreadable_catalog, BoardSpec, Columns, RECORD_POLICY};
+use crate::seam::{BoardSpec, Columns, RECORD_POLICY};
 use crate::stores::postgres::{approx, Postgres, Tx};
 use postgres::error::SqlState;
 use postgres::Row;
@@ -119,7 +119,7 @@ impl Postgres {
                 })
             }
         };
-        let spec = spec.map_err(|reason| unreadable_catalog(name, reason))?;
+        let spec = spec.map_err(|e| e.for_board(name))?;
         Ok((id, spec))
     }
 

@@ -2,7 +2,7 @@
 //! columns an older table lacks) and reading one's stored shape.
 
 use crate::error::{Error, Result};
-use crate::seam::{unreadable_catalog, BoardSpec, Columns, RECORD_POLICY};
+use crate::seam::{BoardSpec, Columns, RECORD_POLICY};
 use crate::stores::sqlite::{approx, Sqlite};
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -166,7 +166,7 @@ fn open(tx: &Transaction<'_>, name: &str, dims: bool) -> Result<Option<(i64, Boa
             })
         }
     };
-    let spec = spec.map_err(|reason| unreadable_catalog(name, reason))?;
+    let spec = spec.map_err(|e| e.for_board(name))?;
     Ok(Some((row.id, spec)))
 }
 
