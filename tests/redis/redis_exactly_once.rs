@@ -356,3 +356,129 @@ fn control_a_native_remove_without_operation_ids_answers_wrong() {
     assert!(swallowed >= 20, "too few faults: {swallowed}");
     assert!(wrong > 0, "{wrong}");
 }
+
+/// Submits `SUBMITS` scores through the faulting proxies, each report
+/// checked against a model of the board: to a native `Replace` board, or
+/// with `family` to a family of two windows (one script over its boards,
+/// `ranking/family/one_step.rs`), every member's report checked.
+/// `(submissions reported wrong, replies swallowed)`. A submission is one
+/// script whose report (old and new score and rank) a resend must repeat,
+/// though the first send already moved the player.
+const SUBMITS: usize = 80;
+
+fn submit_run(exactly_once: bool, family: bool) -> (usize, u64) {
+    use autoshard::ranking::{Family, FamilyConfig, Period, Ranking, RankingConfig, Window};
+    use std::collections::HashMap;
+    const AT: i64 = 1_795_516_200;
+    let Faulted {
+        faults,
+        db,
+        prefix,
+        _proxies,
+        _cleanup,
+    } = faulted(exactly_once);
+    let config = RankingConfig::new(0..1_000);
+    let windows = [Window::AllTime, Window::Day];
+    let (board, fam) = match family {
+        false => (
+            Some(Ranking::create(&db, "submissions", config).unwrap()),
+            None,
+        ),
+        true => {
+            let config = windows
+                .iter()
+                .fold(FamilyConfig::new(config), |c, &w| c.window(w));
+            (None, Some(Family::create(&db, "fam", config).unwrap()))
+        }
+    };
+    let before = faults.dropped_after();
+    let mut model: HashMap<String, i64> = HashMap::new();
+    let above = |model: &HashMap<String, i64>, score: i64| {
+        1 + model.values().filter(|&&s| s > score).count() as u64
+    };
+    let mut wrong = 0;
+    for i in 0..SUBMITS {
+        let (player, score) = (format!("p{}", i % 12), (i as i64 * 389) % 1_000);
+        let reports = match (&board, &fam) {
+            (Some(board), _) => vec![board.submit(&player, score).unwrap()],
+            (_, Some(fam)) => {
+                let done = fam.submission(&player, score).at(AT).submit().unwrap();
+                done.members.into_iter().map(|(_, s)| s).collect()
+            }
+            _ => unreachable!(),
+        };
+        let old = model.get(&player).copied();
+        let old_rank = old.map(|s| above(&model, s));
+        model.insert(player, score);
+        let want = (old, score, old_rank, above(&model, score));
+        let expected = if family { windows.len() } else { 1 };
+        wrong += usize::from(
+            reports.len() != expected
+                || reports
+                    .iter()
+                    .any(|d| (d.old_score, d.new_score, d.old_rank, d.new_rank) != want),
+        );
+    }
+    let swallowed = faults.dropped_after() - before;
+    let direct = RedisCluster::builder(rc::nodes())
+        .prefix(&prefix)
+        .open()
+        .unwrap();
+    let boards = match family {
+        false => vec![Ranking::open(&direct, "submissions").unwrap()],
+        true => {
+            let fam = Family::open(&direct, "fam").unwrap();
+            let at = |w| fam.board(w, Period::At(AT), None).unwrap().unwrap();
+            windows.iter().map(|&w| at(w)).collect()
+        }
+    };
+    for board in boards {
+        board.check_integrity().unwrap();
+        for (player, score) in &model {
+            assert_eq!(board.score(player).unwrap(), Some(*score), "{player}");
+        }
+    }
+    (wrong, swallowed)
+}
+
+/// A native board's `submit` (one script with its ranks' counts) reports
+/// right through cut connections: a resend of an applied submission
+/// repeats the first send's report, kept in the writer's mark.
+#[test]
+fn a_native_submit_reports_right_through_cut_connections() {
+    let (wrong, swallowed) = submit_run(true, false);
+    eprintln!("native submissions: {swallowed} replies swallowed, {wrong} reported wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert_eq!(wrong, 0);
+}
+
+/// Control: without operation ids the resend of a submission whose reply
+/// was swallowed finds the player already moved and reports the move as
+/// none.
+#[test]
+fn control_a_native_submit_without_operation_ids_reports_wrong() {
+    let (wrong, swallowed) = submit_run(false, false);
+    eprintln!("control: {swallowed} replies swallowed, {wrong} reported wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert!(wrong > 0, "{wrong}");
+}
+
+/// A family submission in one script reports right through cut
+/// connections, every member's ranks as the first send counted them.
+#[test]
+fn a_family_submission_in_one_step_reports_right_through_cut_connections() {
+    let (wrong, swallowed) = submit_run(true, true);
+    eprintln!("family submissions: {swallowed} replies swallowed, {wrong} reported wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert_eq!(wrong, 0);
+}
+
+/// Control: without operation ids a resent family submission reports the
+/// move its first send made as none.
+#[test]
+fn control_a_family_submission_without_operation_ids_reports_wrong() {
+    let (wrong, swallowed) = submit_run(false, true);
+    eprintln!("control: {swallowed} replies swallowed, {wrong} reported wrong");
+    assert!(swallowed >= 20, "too few faults: {swallowed}");
+    assert!(wrong > 0, "{wrong}");
+}

@@ -240,13 +240,15 @@ fn a_trim_beside_a_writer_is_one_script_per_batch() {
 }
 
 /// Every direct write to a native board is one request, one script
-/// (docs/design/store-redis.md, "Boards stored natively"): `set_score`
-/// and `set_scores` under `Replace`, `Best` and `Worst`, and `remove` of a
-/// player who is there or not under every policy (its answer from the
-/// script's count of players found). Control:
-/// the counter sees every request: a `submit` (still a transaction: the
-/// reads, then the commit) counts more than one, and so did `remove`
-/// before it was a script (a read of the player's row, then the commit).
+/// (docs/design/store-redis.md, "Boards stored natively"): `set_score`,
+/// `set_scores` and `submit` (its ranks counted in the script) under
+/// `Replace`, `Best` and `Worst`, and `remove` of a player who is there
+/// or not under every policy (its answer from the script's count of
+/// players found). Control: the counter sees every request: a `submit`
+/// under `Increment` (a transaction: the player's row, both ranks' counts,
+/// the commit) counts 3, and so did every `submit` before it was a script
+/// (before 2026-11-29, ninth session), and `remove` counted 2 before it
+/// was one.
 #[test]
 fn every_direct_write_to_a_native_board_is_one_round_trip() {
     use autoshard::__private::redis_hooks::round_trips;
@@ -291,59 +293,112 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
         assert_eq!(found, Some(false), "{policy:?}");
         assert_eq!(board.score("a").unwrap(), None);
         let submit = trips(&mut || assert!(board.submit("d", 9).unwrap().changed()));
-        assert!(submit > 1, "{policy:?}: a submit counted {submit}");
-        // A player on the board: their row, both ranks' counts in one read
-        // (`ABOVES`; it was two reads, 4 round trips), the commit.
         let next = if policy == Policy::Worst { 8 } else { 11 };
         let again = trips(&mut || assert!(board.submit("d", next).unwrap().changed()));
-        assert_eq!((submit, again), (3, 3), "{policy:?}");
+        // Under `Increment` a player on the board is the transaction's
+        // row, both ranks' counts in one read (`ABOVES`), the commit.
+        let want = if policy == Policy::Increment { 3 } else { 1 };
+        assert_eq!((submit, again), (want, want), "{policy:?}");
         board.check_integrity().unwrap();
     }
 }
 
-/// A family without filters has no boards for a player to leave, so its
-/// submission does not look at the player's stored values first: its
-/// reads ahead and its commit only. Control: with the look back (before
-/// 2026-11-29, eighth session) it counted 5 (4 without).
+/// A family submission whose filter values are the player's stored ones
+/// (or a new player's) is one request, one script over the family's
+/// boards, which share a slot (`ranking/family/one_step.rs`), with filters
+/// or without; its ranks are the boards'. A player whose values change may
+/// leave boards and takes the transaction. Control: the counter sees every
+/// request: the transaction counts 4 without filters (5 with a look at the
+/// stored values, before 2026-11-29, eighth session), and so does a
+/// family of `Increment` boards.
 #[test]
-fn a_family_without_filters_submits_without_a_look() {
+fn a_family_submission_is_one_round_trip() {
     use autoshard::__private::redis_hooks::round_trips;
-    use autoshard::ranking::{Family, FamilyConfig, Window};
+    use autoshard::ranking::{Family, FamilyConfig, Period, Policy, Tie, Window};
     const AT: i64 = 1_795_516_200;
     let store = RedisCluster::fresh();
-    let mut config = FamilyConfig::new(RankingConfig::new(0..1_000_000));
-    for w in [Window::AllTime, Window::Month, Window::Day] {
-        config = config.window(w);
-    }
-    let family = Family::create(&*store, "plainfam", config).unwrap();
-    for p in 0..20 {
-        family
-            .submission(&format!("p{p}"), p)
-            .at(AT)
-            .submit()
-            .unwrap();
-    }
-    let mut counts = Vec::new();
-    for round in 0..3 {
+    let windows = [Window::AllTime, Window::Month, Window::Day];
+    let trips = |f: &mut dyn FnMut()| {
         let before = round_trips();
-        family
-            .submission("p7", 100 + round)
-            .at(AT)
-            .submit()
-            .unwrap();
-        counts.push(round_trips() - before);
-    }
-    assert!(
-        counts.iter().all(|&n| n <= 4),
-        "round trips per submission: {counts:?}"
-    );
-    for w in [Window::AllTime, Window::Month, Window::Day] {
-        let board = family
-            .board(w, autoshard::ranking::Period::At(AT), None)
-            .unwrap()
-            .unwrap();
-        assert_eq!(board.score("p7").unwrap(), Some(102), "{w:?}");
-        board.check_integrity().unwrap();
+        f();
+        round_trips() - before
+    };
+    for (name, filtered, policy) in [
+        ("plainfam", false, Policy::Replace),
+        ("agefam", true, Policy::Best),
+        ("sumfam", false, Policy::Increment),
+    ] {
+        let mut config = FamilyConfig::new(RankingConfig::new(0..1_000_000).policy(policy));
+        if filtered {
+            config = config.filter("age", ["young", "old"]);
+        }
+        for w in windows {
+            config = config.window(w);
+        }
+        let family = Family::create(&*store, name, config).unwrap();
+        let submit = |player: &str, score: i64, age: &str| {
+            let mut s = family.submission(player, score).at(AT);
+            if filtered {
+                s = s.filter("age", age);
+            }
+            s.submit().unwrap()
+        };
+        for p in 0..20 {
+            submit(&format!("p{p}"), p * 10, "young");
+        }
+        let mut counts = Vec::new();
+        for round in 0..3 {
+            let mut done = None;
+            counts.push(trips(&mut || {
+                done = Some(submit("p7", 100 + round, "young"))
+            }));
+            let done = done.unwrap();
+            let board = family
+                .board(Window::Day, Period::At(AT), None)
+                .unwrap()
+                .unwrap();
+            let day = done.get(Window::Day, None).unwrap();
+            assert_eq!(
+                Some(day.new_rank),
+                board.rank("p7", Tie::Standard).unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                done.members.len(),
+                3 * (1 + usize::from(filtered)),
+                "{name}"
+            );
+        }
+        // A new player, in one step too.
+        counts.push(trips(&mut || drop(submit("newcomer", 5, "young"))));
+        match policy {
+            // The transaction: 4 for a player on the boards, 5 for a new one.
+            Policy::Increment => assert!(counts.iter().all(|&n| n >= 4), "{name}: {counts:?}"),
+            _ => assert!(counts.iter().all(|&n| n == 1), "{name}: {counts:?}"),
+        }
+        if filtered {
+            // Values that change: the transaction, which leaves the boards
+            // of the value the player had.
+            let moved = trips(&mut || assert_eq!(submit("p7", 500, "old").left.len(), 3));
+            assert!(moved > 1, "{name}: {moved}");
+            let young = Some(("age", "young"));
+            let board = family
+                .board(Window::Day, Period::At(AT), young)
+                .unwrap()
+                .unwrap();
+            assert_eq!(board.score("p7").unwrap(), None);
+            board.check_integrity().unwrap();
+        }
+        let score = match policy {
+            Policy::Increment => 70 + 100 + 101 + 102,
+            _ if filtered => 500,
+            _ => 102,
+        };
+        for w in windows {
+            let board = family.board(w, Period::At(AT), None).unwrap().unwrap();
+            assert_eq!(board.score("p7").unwrap(), Some(score), "{name} {w:?}");
+            board.check_integrity().unwrap();
+        }
     }
 }
 

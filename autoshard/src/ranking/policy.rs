@@ -17,6 +17,7 @@ use super::storage::Storage;
 use super::tree::Geometry;
 use super::{Ranking, Update};
 use crate::error::{Error, Result};
+use crate::seam::NativeSubmitted;
 
 /// What a submitted score does to the player's stored one, set per board
 /// with [`RankingConfig::policy`](super::RankingConfig::policy) and fixed
@@ -140,11 +141,17 @@ impl Rules {
     /// [`score`](Rules::score), reporting a tree score outside the range as
     /// corruption of the row that held it.
     pub fn checked_score(self, st: &dyn Storage, g: &Geometry, tree: i64) -> Result<i64> {
-        self.score(g, tree).ok_or_else(|| {
-            st.corrupt(
-                format!("player score {tree}"),
-                "outside the board's range".into(),
-            )
+        self.score_on(st.board_name(), g, tree)
+    }
+
+    /// [`checked_score`](Rules::checked_score) of a tree score board
+    /// `board` holds, read outside a transaction.
+    pub fn score_on(self, board: &str, g: &Geometry, tree: i64) -> Result<i64> {
+        self.score(g, tree).ok_or_else(|| Error::Corrupt {
+            kind: "ranking",
+            id: board.to_owned(),
+            field: format!("player score {tree}"),
+            reason: "outside the board's range".into(),
         })
     }
 
@@ -247,6 +254,9 @@ pub(in crate::ranking) fn one_tree_submission(
     score: i64,
     data: Option<&[u8]>,
 ) -> Result<Submission> {
+    if let Some(done) = super::write::submit_native(ranking, player, score, data)? {
+        return native_reported(ranking, done);
+    }
     let shard = ranking.inner.random_shard();
     ranking
         .inner
@@ -284,38 +294,63 @@ pub(in crate::ranking) fn submit_in(
     score: i64,
     data: Option<&[u8]>,
 ) -> Result<Submission> {
-    let rules = ranking.inner.rules();
-    {
-        let g = ranking.inner.geometry();
-        let step = write_in(ranking, st, shard, player, score, data)?;
-        let new = step.after.expect("a score, not a removal");
-        let above = |tree: i64| -> Result<u64> {
-            let offset = g.offset(tree).expect("checked by the update");
-            Ok(query::place_of(st, g, offset, Want::default())?.above)
-        };
-        let (old_rank, new_rank) = match st.native() {
-            Some(native) => super::native::submission_ranks(native, step.before, new)?,
-            // Counted after the update: the player is above their old
-            // score now exactly when they moved up, and was not before.
-            None => (
-                match step.before {
-                    Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
-                    None => None,
-                },
-                above(new)? + 1,
-            ),
-        };
-        Ok(Submission {
-            old_score: match step.before {
-                Some(old) => Some(rules.checked_score(st, g, old)?),
+    let g = ranking.inner.geometry();
+    let step = write_in(ranking, st, shard, player, score, data)?;
+    let new = step.after.expect("a score, not a removal");
+    let above = |tree: i64| -> Result<u64> {
+        let offset = g.offset(tree).expect("checked by the update");
+        Ok(query::place_of(st, g, offset, Want::default())?.above)
+    };
+    let (old_rank, new_rank) = match st.native() {
+        Some(native) => super::native::submission_ranks(native, step.before, new)?,
+        // Counted after the update: the player is above their old
+        // score now exactly when they moved up, and was not before.
+        None => (
+            match step.before {
+                Some(old) => Some(above(old)? + 1 - u64::from(new > old)),
                 None => None,
             },
-            new_score: rules.checked_score(st, g, new)?,
-            old_rank,
-            new_rank,
-            new_best: step.before.is_none_or(|old| new > old),
-        })
-    }
+            above(new)? + 1,
+        ),
+    };
+    reported(
+        ranking,
+        st.board_name(),
+        (step.before, new),
+        (old_rank, new_rank),
+    )
+}
+
+/// The submission a store that orders `ranking` natively reported.
+pub(in crate::ranking) fn native_reported(
+    ranking: &Ranking,
+    done: NativeSubmitted,
+) -> Result<Submission> {
+    let ranks = (done.above_before.map(|n| n + 1), done.above_after + 1);
+    reported(ranking, ranking.name(), (done.before, done.after), ranks)
+}
+
+/// The submission that moved a player of board `board` between the tree
+/// scores `moved` (`None`: they were not on it), with the standard ranks
+/// `ranks` before and after.
+fn reported(
+    ranking: &Ranking,
+    board: &str,
+    moved: (Option<i64>, i64),
+    ranks: (Option<u64>, u64),
+) -> Result<Submission> {
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
+    let (before, after) = moved;
+    Ok(Submission {
+        old_score: match before {
+            Some(old) => Some(rules.score_on(board, g, old)?),
+            None => None,
+        },
+        new_score: rules.score_on(board, g, after)?,
+        old_rank: ranks.0,
+        new_rank: ranks.1,
+        new_best: before.is_none_or(|old| after > old),
+    })
 }
 
 /// Checks one update's player name and value under the board's policy.

@@ -9,6 +9,7 @@ use super::policy;
 use super::shape;
 use super::Ranking;
 use crate::error::Result;
+use crate::seam::NativeSubmitted;
 
 /// Applies `updates` (validated) in one write transaction under the
 /// board's policy, inner-node deltas going to one random shard; each
@@ -143,29 +144,71 @@ fn write_native(
     updates: &[(&str, Option<i64>)],
     at: Option<(u64, &[usize])>,
 ) -> Result<Option<u64>> {
-    let rules = ranking.inner.rules();
     // Removals take no policy: a batch of them is one step whatever
     // the board's.
     let removals = updates.iter().all(|&(_, value)| value.is_none());
-    if rules.approx || (rules.policy == super::Policy::Increment && !removals) {
+    let Some(policy) = native_policy(ranking, removals) else {
         return Ok(None);
-    }
+    };
     let floor = floors(ranking, updates.len(), at);
     let mut tree = Vec::with_capacity(updates.len());
     for (i, &(player, value)) in updates.iter().enumerate() {
         let score = value
-            .map(|v| rules.tree_score(ranking.inner.geometry(), v))
+            .map(|v| {
+                ranking
+                    .inner
+                    .rules()
+                    .tree_score(ranking.inner.geometry(), v)
+            })
             .transpose()?;
         tree.push((player, score, None, floor(i)));
     }
-    let policy = match removals {
-        true => super::Policy::Replace.stored(),
-        false => rules.policy.stored(),
-    };
     ranking
         .inner
         .boards
         .write_native(ranking.inner.board(), policy, &tree)
+}
+
+/// [`submit`](Ranking::submit) of a validated score and data in one step
+/// where the store orders this board natively and can apply the board's
+/// policy itself ([`BoardStore::submit_native`](crate::seam::BoardStore)):
+/// the tree scores and counts the submission reports, `None` if it
+/// cannot, and nothing was written.
+pub(in crate::ranking) fn submit_native(
+    ranking: &Ranking,
+    player: &str,
+    score: i64,
+    data: Option<&[u8]>,
+) -> Result<Option<NativeSubmitted>> {
+    let Some(policy) = native_policy(ranking, false) else {
+        return Ok(None);
+    };
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
+    let update = (
+        player,
+        Some(rules.tree_score(g, score)?),
+        data,
+        floors(ranking, 1, None)(0),
+    );
+    ranking
+        .inner
+        .boards
+        .submit_native(ranking.inner.board(), policy, update)
+}
+
+/// The stored name of the policy a store applies in one step
+/// (`BoardStore::write_native`), `None` where the board's writes need
+/// the transaction: an approximate board's, and an increment's (its sum
+/// needs `i64` arithmetic a store's script may not have).
+pub(in crate::ranking) fn native_policy(ranking: &Ranking, removals: bool) -> Option<&'static str> {
+    let rules = ranking.inner.rules();
+    if rules.approx || (rules.policy == super::Policy::Increment && !removals) {
+        return None;
+    }
+    Some(match removals {
+        true => super::Policy::Replace.stored(),
+        false => rules.policy.stored(),
+    })
 }
 
 /// Checks one queued update (player name, value) without writing.

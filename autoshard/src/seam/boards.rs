@@ -117,6 +117,39 @@ pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
 /// board-wide numbers, `ranking/trees/arrival.rs`).
 pub(crate) type NativeUpdate<'a> = (&'a str, Option<i64>, Option<&'a [u8]>, u64);
 
+/// What one submission to a natively ordered board did
+/// ([`BoardStore::submit_native`]), in tree scores (better is higher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NativeSubmitted {
+    /// The player's tree score before, `None` if they were not on the board.
+    pub before: Option<i64>,
+    /// Their tree score after, under the policy.
+    pub after: i64,
+    /// The players strictly better than `before`, counted before the write.
+    pub above_before: Option<u64>,
+    /// The players strictly better than `after`, counted after it.
+    pub above_after: u64,
+}
+
+/// One board's update of [`BoardStore::submit_native_together`]: the board,
+/// the stored name of its policy and the update.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NativeStep<'a> {
+    pub board: Board<'a>,
+    pub policy: &'a str,
+    pub update: NativeUpdate<'a>,
+}
+
+/// What [`BoardStore::submit_native_together`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NativeTogether {
+    /// Every step applied: each one's report, in order.
+    Submitted(Vec<NativeSubmitted>),
+    /// The guard's player has other entry data on its board: nothing was
+    /// written.
+    Guarded,
+}
+
 /// The players one trim batch ([`BoardStore::trim_native`]) removes, in
 /// tree scores (better is higher).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,6 +366,37 @@ pub(crate) trait BoardStore: Send + Sync {
         _policy: &str,
         _updates: &[NativeUpdate<'_>],
     ) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    /// One submission (`update`, a score, not a removal) to a board the
+    /// store orders natively, in one step, as `write_native` applies it,
+    /// with the counts the submission's reported ranks come from, taken in
+    /// the same step. `Ok(None)`: as
+    /// `write_native`'s, and the caller takes a write transaction.
+    fn submit_native(
+        &self,
+        _board: Board<'_>,
+        _policy: &str,
+        _update: NativeUpdate<'_>,
+    ) -> Result<Option<NativeSubmitted>> {
+        Ok(None)
+    }
+
+    /// One update of each of several boards the store orders natively, in
+    /// one step: first `guard`, written only where its player has no entry
+    /// data on its board yet, and which stops the step unwritten
+    /// ([`NativeTogether::Guarded`]) where they have other data than the
+    /// guard's; then each of `steps` (a score, not a removal) as
+    /// `submit_native` applies it, with its report. `Ok(None)`: the store
+    /// does not do this for these boards (not ordered natively, not in one
+    /// place, a policy it does not apply) or one of them was deleted;
+    /// nothing was written, and the caller takes a write transaction.
+    fn submit_native_together(
+        &self,
+        _guard: NativeStep<'_>,
+        _steps: &[NativeStep<'_>],
+    ) -> Result<Option<NativeTogether>> {
         Ok(None)
     }
 

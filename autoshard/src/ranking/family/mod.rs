@@ -5,6 +5,7 @@
 mod batch;
 mod config;
 mod dims;
+mod one_step;
 mod queue;
 mod retention;
 mod submit;

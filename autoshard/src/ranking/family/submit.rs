@@ -1,7 +1,9 @@
 //! One submission to a family: every member of the current periods, the
 //! boards of filter values the player leaves, and the player's stored
-//! filter values, in one write transaction.
+//! filter values, in one write transaction (or in one step where the
+//! store can take it: `one_step.rs`).
 
+use super::one_step::OneStep;
 use super::window::{check_timestamp, now, Span, Window};
 use super::Family;
 use crate::error::{Error, Result};
@@ -213,21 +215,39 @@ impl<'a> FamilyUpdate<'a> {
     /// store error, or [`Error::RankingNotFound`] once the family is
     /// deleted.
     pub fn submit(self) -> Result<FamilySubmission> {
-        let f = self.family;
         let (values, data, ts) = self.checked()?;
+        let mut done = match self.in_one_step(ts, &values, data)? {
+            OneStep::Done(done) => done,
+            OneStep::Declined { opened } => {
+                let mut done = self.in_transaction(ts, &values, data)?;
+                done.dropped = done.dropped.max(usize::from(opened));
+                done
+            }
+        };
+        // Until here `dropped` says whether a new period was opened.
+        let opened = std::mem::take(&mut done.dropped) > 0;
+        if opened && self.family.config().drops_automatically() {
+            match self.family.drop_expired_after(ts) {
+                Ok(n) => done.dropped = n,
+                Err(e) => done.drop_error = Some(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// [`submit`](Self::submit) in one write transaction, looking again
+    /// while the player's values move under it.
+    fn in_transaction(
+        &self,
+        ts: i64,
+        values: &[Option<&str>],
+        data: Option<&[u8]>,
+    ) -> Result<FamilySubmission> {
+        let f = self.family;
         let (mut last, mut tries) = (None, 0u32);
         for _ in 0..TRIES {
-            match self.attempt(ts, &values, data, tries > 0) {
-                Ok(Some(mut done)) => {
-                    if done.dropped > 0 {
-                        done.dropped = 0;
-                        match f.drop_expired_after(ts) {
-                            Ok(n) => done.dropped = n,
-                            Err(e) => done.drop_error = Some(e),
-                        }
-                    }
-                    return Ok(done);
-                }
+            match self.attempt(ts, values, data, tries > 0) {
+                Ok(Some(done)) => return Ok(done),
                 // The player's values moved to a value whose board did not
                 // exist at the look (created since, by the writer that put
                 // the player there): again, looking at every value's board.
@@ -289,6 +309,34 @@ impl<'a> FamilyUpdate<'a> {
         Ok((values, data, ts))
     }
 
+    /// The members the submission writes, each window's current period
+    /// overall and for each filter value it carries, created where absent;
+    /// and whether one was created (a new period opened).
+    pub(super) fn members_written(
+        &self,
+        ts: i64,
+        values: &[Option<&str>],
+    ) -> Result<(Vec<(Ranking, Member)>, bool)> {
+        let (f, mut opened) = (self.family, false);
+        let config = f.config();
+        let mut members = Vec::new();
+        for window in config.windows() {
+            let span = f.span(window, super::Period::At(ts))?;
+            let mut filters: Vec<Option<(&str, &str)>> = vec![None];
+            for (i, (dim, _)) in config.filters().iter().enumerate() {
+                filters.extend(values[i].map(|v| Some((dim.as_str(), v))));
+            }
+            for filter in filters {
+                let (board, created) = f
+                    .member_created(window, span.key, filter, true)?
+                    .expect("created");
+                opened |= created;
+                members.push((board, member(span, filter)));
+            }
+        }
+        Ok((members, opened))
+    }
+
     /// One try: `None` if the values read in the transaction (under the
     /// player's lock) name a board to leave the transaction does not span.
     /// The boards to leave are guessed from the values read before it; with
@@ -313,20 +361,10 @@ impl<'a> FamilyUpdate<'a> {
             false => decode_values(config, stored_values(players, self.player)?.as_deref()),
         };
         let mut targets: Vec<(Ranking, Role)> = vec![(players.clone(), Role::Players)];
-        let mut opened = false;
+        let (written, mut opened) = self.members_written(ts, values)?;
+        targets.extend(written.into_iter().map(|(b, m)| (b, Role::Write(m))));
         for window in config.windows() {
             let span = f.span(window, super::Period::At(ts))?;
-            let mut filters: Vec<Option<(&str, &str)>> = vec![None];
-            for (i, (dim, _)) in config.filters().iter().enumerate() {
-                filters.extend(values[i].map(|v| Some((dim.as_str(), v))));
-            }
-            for filter in filters {
-                let (board, created) = f
-                    .member_created(window, span.key, filter, true)?
-                    .expect("created");
-                opened |= created;
-                targets.push((board, Role::Write(member(span, filter))));
-            }
             for (i, (dim, declared)) in config.filters().iter().enumerate() {
                 let candidates: Vec<&str> = match wide {
                     true => declared.iter().map(String::as_str).collect(),
@@ -423,7 +461,7 @@ impl<'a> FamilyUpdate<'a> {
             out = Some(FamilySubmission {
                 members,
                 left,
-                dropped: usize::from(opened && config.drops_automatically()),
+                dropped: usize::from(opened),
                 drop_error: None,
             });
             Ok(())

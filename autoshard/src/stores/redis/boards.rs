@@ -371,50 +371,24 @@ impl BoardStore for RedisCluster {
         policy: &str,
         updates: &[crate::seam::NativeUpdate<'_>],
     ) -> Result<Option<u64>> {
-        let (_, native) = self.board_spec(board.id)?;
-        if !native || !matches!(policy, "replace" | "best" | "worst") {
-            return Ok(None);
-        }
-        let keys = BoardKeys::new(self.prefix(), board.id);
-        let data = keys.data();
-        let more: Vec<String> = [3, 2, 6, 7, 8, 9]
-            .iter()
-            .map(|&i| data[i].clone())
-            .collect();
-        let mut conn = self.checkout()?;
-        let id = self.next_seq(&mut conn);
-        let mut binary = vec![
-            format!("{}:{}", id.0, id.1).into_bytes(),
-            policy.as_bytes().to_vec(),
-        ];
-        for &(player, score, entry, floor) in updates {
-            binary.push(player.as_bytes().to_vec());
-            binary.push(score.map_or_else(Vec::new, |s| {
-                super::board_codec::descending(s).to_be_bytes().to_vec()
-            }));
-            binary.push(entry.map_or_else(Vec::new, |d| [b"v", d].concat()));
-            binary.push(floor.to_string().into_bytes());
-        }
-        let version = keys.version();
-        let piece = Piece {
-            script: super::native_scripts::native_write(),
-            key: &version,
-            slot: keys.slot,
-            args: Vec::new(),
-            binary,
-            more_keys: &more,
-        };
-        match self.run(&mut conn, &piece, id)? {
-            Reply::Gone => Err(super::lifecycle::not_found(board.name)),
-            Reply::Applied(found) => Ok(Some(found)),
-            // Applied, by a send whose mark kept no reply (a script from
-            // before `mark(reply)`): how many were found is not known.
-            Reply::Dup => Ok(Some(0)),
-            other => Err(Error::SchemaMismatch {
-                kind: "redis script".into(),
-                reason: format!("unexpected reply {other:?} to a native write"),
-            }),
-        }
+        self.write_native_batch(board, policy, updates)
+    }
+
+    fn submit_native(
+        &self,
+        board: Board<'_>,
+        policy: &str,
+        update: crate::seam::NativeUpdate<'_>,
+    ) -> Result<Option<crate::seam::NativeSubmitted>> {
+        self.submit_native_one(board, policy, update)
+    }
+
+    fn submit_native_together(
+        &self,
+        guard: crate::seam::NativeStep<'_>,
+        steps: &[crate::seam::NativeStep<'_>],
+    ) -> Result<Option<crate::seam::NativeTogether>> {
+        self.submit_native_steps(guard, steps)
     }
 
     fn trim_native(

@@ -6,6 +6,7 @@
 use super::error::{classify, Class};
 use super::{backoff, keys, Conn, Durability, RedisCluster};
 use crate::error::{Error, Result};
+use crate::seam::NativeSubmitted;
 use crate::trace;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use std::time::Instant;
@@ -25,7 +26,7 @@ pub(crate) struct Piece<'a> {
 }
 
 /// A script's status word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reply {
     Ok,
     /// An earlier send of this piece was applied.
@@ -40,6 +41,15 @@ pub(crate) enum Reply {
     /// A native write applied, this many of its players found on the board
     /// (`native_scripts::native_write`; also a resend's answer).
     Applied(u64),
+    /// A native submission applied, with what it did
+    /// (`native_scripts::native_write`; also a resend's answer).
+    Submitted(NativeSubmitted),
+    /// A submission to several native boards applied, with each board's
+    /// report but the guard's (`native_scripts::native_together`).
+    Together(Vec<NativeSubmitted>),
+    /// A submission to several native boards found its guard's data
+    /// changed, and wrote nothing.
+    Moved,
 }
 
 impl Reply {
@@ -52,10 +62,19 @@ impl Reply {
             "NOTINT" => Reply::NotInt,
             "OVERFLOW" => Reply::Overflow,
             "CONFLICT" => Reply::Conflict,
+            "MOVED" => Reply::Moved,
             other => {
                 let counted = match other.split_once(' ') {
                     Some(("TRIMMED", n)) => n.parse().ok().map(Reply::Trimmed),
                     Some(("APPLIED", n)) => n.parse().ok().map(Reply::Applied),
+                    Some(("SUBMITTED", fields)) => {
+                        super::native_writes::parse_submitted(fields).map(Reply::Submitted)
+                    }
+                    Some(("TOGETHER", all)) => all
+                        .split(';')
+                        .map(super::native_writes::parse_submitted)
+                        .collect::<Option<Vec<_>>>()
+                        .map(Reply::Together),
                     _ => None,
                 };
                 counted.ok_or_else(|| Error::SchemaMismatch {
@@ -67,10 +86,15 @@ impl Reply {
     }
 
     /// Applied, by this send or an earlier one.
-    pub fn applied(self) -> bool {
+    pub fn applied(&self) -> bool {
         matches!(
             self,
-            Reply::Ok | Reply::Dup | Reply::Trimmed(_) | Reply::Applied(_)
+            Reply::Ok
+                | Reply::Dup
+                | Reply::Trimmed(_)
+                | Reply::Applied(_)
+                | Reply::Submitted(_)
+                | Reply::Together(_)
         )
     }
 }

@@ -31,7 +31,7 @@ pub(crate) mod exec;
 mod keys;
 mod lifecycle;
 mod native_scripts;
-mod native_trim;
+mod native_writes;
 mod placement;
 mod ranked;
 #[cfg(feature = "failpoints")]

@@ -296,13 +296,52 @@ local function apply_moves(k, moves)
 end
 "#;
 
+/// One submission to a native board: a function `submit_one(k, policy,
+/// player, key, d, floor)` of the scripts that submit ([`native_write`],
+/// [`native_together`]), after [`MOVES`]: `k` the board's keys as
+/// `apply_moves` names them, `key` the submitted score's 8-byte key, `d`
+/// the entry data (empty: none, else a `v` and the data) and `floor` the
+/// arrival floor, as one update of [`native_write`]'s batch; it moves the
+/// player as a batch of that one update does and answers the report
+/// `before after above_before above_after`: the player's score keys before
+/// (`-`: not on the board) and after, in hex, and the players better than
+/// each, counted before the move and after it (`-` with no score before).
+pub(super) const SUBMIT_ONE: &str = r#"
+local function less(a, b)
+  for j = 1, 8 do
+    local x, y = string.byte(a, j), string.byte(b, j)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local function above(k, key)
+  return string.format('%.0f', redis.call('ZLEXCOUNT', k.order, '-', '(' .. key))
+end
+local function hex(key)
+  return (string.gsub(key, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+local function submit_one(k, policy, player, key, d, floor)
+  local row = redis.call('HGET', k.players, player) or false
+  local before, after = row and string.sub(row, 1, 8), key
+  if before and ((policy == 'best' and not less(key, before)) or (policy == 'worst' and less(key, before))) then
+    after = before
+  end
+  local was_above = '-'
+  if before then was_above = above(k, before) end
+  if before ~= after then apply_moves(k, {{player, after, row, floor}}) end
+  if d ~= '' and (policy == 'replace' or before ~= after) then redis.call('HSET', k.data, player, string.sub(d, 2)) end
+  return table.concat({before and hex(before) or '-', hex(after), was_above, above(k, after)}, ' ')
+end
+"#;
+
 /// A direct write to a native board (`board_tx/native.rs`), whole in one
 /// script: `KEYS[1]` the board's version, `KEYS[3..8]` its ranking order,
 /// players, entry data, distinct scores, multiplicities and arrival
 /// counter; `ARGV[4]` the new version (the operation id), `ARGV[5]` the
 /// policy (`replace`, `best` or `worst`: an increment needs `i64`
 /// arithmetic, which Lua's doubles cannot do, and takes the transaction),
-/// `ARGV[6..]` (player, score key, data, floor) quadruples: the score's
+/// `ARGV[6]` `1` for a submission's report (below), else empty,
+/// `ARGV[7..]` (player, score key, data, floor) quadruples: the score's
 /// 8-byte key (empty: a removal), data empty for none, else a `v` before
 /// it, and the lowest arrival the player may take if this update is their
 /// last change (`0`: the board's counter decides; a tree of a split board
@@ -313,7 +352,10 @@ end
 /// if that is where they were ([`MOVES`]). Answers `APPLIED n`, `n` the
 /// batch's players that were on the board before it (a resend of an
 /// applied piece answers the same, from the writer's mark); `GONE` if the
-/// board was deleted.
+/// board was deleted. A submission (one update, a score) with its report
+/// answers `SUBMITTED` and [`SUBMIT_ONE`]'s report instead, so that
+/// `submit` and both its ranks are one round trip (the mark keeps this
+/// reply too).
 ///
 /// Every server call counts here (this is `set_score`): no `TYPE` check
 /// of the keys (only a write behind the store's back gives one a wrong
@@ -326,6 +368,7 @@ pub(crate) fn native_write() -> &'static Script {
         &S,
         &[
             MOVES,
+            SUBMIT_ONE,
             r#"
 -- One call both checks for a deleted board and sets the new version;
 -- the tombstone goes back before anything else is written.
@@ -335,15 +378,13 @@ if redis.call('SET', KEYS[1], ARGV[4], 'GET') == 'deleted' then
 end
 local k = {order = KEYS[3], players = KEYS[4], data = KEYS[5], distinct = KEYS[6], counts = KEYS[7], arrivals = KEYS[8]}
 local policy = ARGV[5]
-local function less(a, b)
-  for j = 1, 8 do
-    local x, y = string.byte(a, j), string.byte(b, j)
-    if x ~= y then return x < y end
-  end
-  return false
+if ARGV[6] == '1' then
+  local reply = 'SUBMITTED ' .. submit_one(k, policy, ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10]))
+  mark(reply)
+  return reply
 end
 local stored, cur, last, data, final, floors, n, found = {}, {}, {}, {}, {}, {}, 0, 0
-for i = 6, #ARGV, 4 do
+for i = 7, #ARGV, 4 do
   n = n + 1
   local player, key, d = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if stored[player] == nil then
@@ -384,8 +425,68 @@ for player, d in pairs(data) do
     if d then redis.call('HSET', k.data, player, d) else redis.call('HDEL', k.data, player) end
   end
 end
--- Kept in the mark: a resend after a lost reply answers the same.
 local reply = 'APPLIED ' .. found
+-- Kept in the mark: a resend after a lost reply answers the same.
+mark(reply)
+return reply
+"#,
+        ],
+    )
+}
+
+/// One submission to several native boards of one slot, whole in one
+/// script (a family's: `ranking/family/one_step.rs`): `KEYS[1]` the first
+/// board's version, then from `KEYS[3]` on seven keys a board (its
+/// version and the keys [`native_write`] takes, in that order);
+/// `ARGV[4]` the new version (the operation id), then from `ARGV[5]` on
+/// five arguments a board: policy, player, score key, data, floor, as
+/// [`SUBMIT_ONE`] takes them.
+///
+/// The first board is the guard: where its player has entry data other
+/// than the guard's, the script writes nothing and answers `MOVED` (a
+/// family's player whose filter values changed, whose boards to leave the
+/// caller's transaction finds); where they have none it is written, where
+/// they have the same it is not. Every other board is submitted to, its
+/// version set; the answer is `TOGETHER` and their reports, `;` between
+/// them, kept in the writer's mark. `GONE` if any board was deleted,
+/// nothing written.
+pub(crate) fn native_together() -> &'static Script {
+    static S: OnceLock<Script> = OnceLock::new();
+    script_of(
+        &S,
+        &[
+            MOVES,
+            SUBMIT_ONE,
+            r#"
+local n = (#KEYS - 2) / 7
+local function board(b)
+  local i = 3 + (b - 1) * 7
+  return {version = KEYS[i], order = KEYS[i + 1], players = KEYS[i + 2], data = KEYS[i + 3],
+          distinct = KEYS[i + 4], counts = KEYS[i + 5], arrivals = KEYS[i + 6]}
+end
+local function step(b)
+  local i = 5 + (b - 1) * 5
+  return ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
+end
+-- Nothing is written before every board is known to be there.
+for b = 1, n do
+  if redis.call('GET', board(b).version) == 'deleted' then return 'GONE' end
+end
+local guard = board(1)
+local policy, player, key, d, floor = step(1)
+local have = redis.call('HGET', guard.data, player)
+if have and have ~= string.sub(d, 2) then return 'MOVED' end
+if not have then
+  redis.call('SET', guard.version, ARGV[4])
+  submit_one(guard, policy, player, key, d, floor)
+end
+local reports = {}
+for b = 2, n do
+  local k = board(b)
+  redis.call('SET', k.version, ARGV[4])
+  reports[#reports + 1] = submit_one(k, step(b))
+end
+local reply = 'TOGETHER ' .. table.concat(reports, ';')
 mark(reply)
 return reply
 "#,
