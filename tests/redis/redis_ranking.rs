@@ -241,14 +241,14 @@ fn a_trim_beside_a_writer_is_one_script_per_batch() {
 
 /// Every direct write to a native board is one request, one script
 /// (docs/design/store-redis.md, "Boards stored natively"): `set_score`,
-/// `set_scores` and `submit` (its ranks counted in the script) under
-/// `Replace`, `Best` and `Worst`, and `remove` of a player who is there
-/// or not under every policy (its answer from the script's count of
-/// players found). Control: the counter sees every request: a `submit`
-/// under `Increment` (a transaction: the player's row, both ranks' counts,
-/// the commit) counts 3, and so did every `submit` before it was a script
-/// (before 2026-11-29, ninth session), and `remove` counted 2 before it
-/// was one.
+/// `set_scores` and `submit` (its ranks counted in the script) under every
+/// policy, `Increment` too (its sums in the script, exact, since
+/// 2026-11-30), an increment out of the range refused with nothing
+/// written, and `remove` of a player who is there or not (its answer from
+/// the script's count of players found). Control: the counter sees every
+/// request: a worker batch (a transaction: reads, then the commit) counts
+/// more than one, and so did every `submit` before it was a script (3,
+/// before 2026-11-29, ninth session) and `remove` (2).
 #[test]
 fn every_direct_write_to_a_native_board_is_one_round_trip() {
     use autoshard::__private::redis_hooks::round_trips;
@@ -275,16 +275,29 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
             .submit_update(Update::score("warm", 1).with_data(b"w"))
             .unwrap();
         board.remove("warm").unwrap();
-        if policy != Policy::Increment {
-            assert_eq!(trips(&mut || board.set_score("a", 5).unwrap()), 1);
-            assert_eq!(trips(&mut || board.set_score("a", 7).unwrap()), 1);
-            let batch = [("b", 3), ("c", 4), ("a", 2)];
-            assert_eq!(trips(&mut || board.set_scores(&batch).unwrap()), 1);
-            let want = if policy == Policy::Best { 7 } else { 2 };
-            assert_eq!(board.score("a").unwrap(), Some(want), "{policy:?}");
-            assert_eq!(board.score("c").unwrap(), Some(4));
-        } else {
-            board.set_scores(&[("a", 5), ("b", 3)]).unwrap();
+        assert_eq!(trips(&mut || board.set_score("a", 5).unwrap()), 1);
+        assert_eq!(trips(&mut || board.set_score("a", 7).unwrap()), 1);
+        let batch = [("b", 3), ("c", 4), ("a", 2)];
+        assert_eq!(trips(&mut || board.set_scores(&batch).unwrap()), 1);
+        let want = match policy {
+            Policy::Best => 7,
+            Policy::Increment => 14,
+            _ => 2,
+        };
+        assert_eq!(board.score("a").unwrap(), Some(want), "{policy:?}");
+        assert_eq!(board.score("c").unwrap(), Some(4));
+        if policy == Policy::Increment {
+            let mut refused = None;
+            let batch = [("c", 5), ("a", 990)];
+            assert_eq!(trips(&mut || refused = Some(board.set_scores(&batch))), 1);
+            assert!(
+                matches!(
+                    refused,
+                    Some(Err(autoshard::Error::ScoreOutOfRange { score: 1_004, .. }))
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(board.score("c").unwrap(), Some(4), "nothing written");
         }
         let mut found = None;
         assert_eq!(trips(&mut || found = Some(board.remove("a").unwrap())), 1);
@@ -295,10 +308,10 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
         let submit = trips(&mut || assert!(board.submit("d", 9).unwrap().changed()));
         let next = if policy == Policy::Worst { 8 } else { 11 };
         let again = trips(&mut || assert!(board.submit("d", next).unwrap().changed()));
-        // Under `Increment` a player on the board is the transaction's
-        // row, both ranks' counts in one read (`ABOVES`), the commit.
-        let want = if policy == Policy::Increment { 3 } else { 1 };
-        assert_eq!((submit, again), (want, want), "{policy:?}");
+        assert_eq!((submit, again), (1, 1), "{policy:?}");
+        board.enqueue("e", 3).unwrap();
+        let batch = trips(&mut || assert_eq!(board.worker().drain().unwrap().updates, 1));
+        assert!(batch > 1, "{policy:?}: a worker batch counted {batch}");
         board.check_integrity().unwrap();
     }
 }
@@ -659,4 +672,64 @@ fn measure_board_writes() {
     assert_eq!(stats.updates, n as u64);
     board.check_integrity().unwrap();
     println!("enqueue, 4 threads: {enqueued:.0}/s; one worker (batches of 1,000): {drained:.0} updates/s");
+}
+
+/// A native board's increments are summed in its script on the score's
+/// 8-byte key, in two 32-bit halves (Lua's numbers are doubles, exact to
+/// 2^53 only): sums that carry between the halves, pass 2^53 and reach
+/// both ends of `i64` are exact, under either order, and a sum past the
+/// range is refused. Control: without the carry between the halves, the
+/// first step across score 0 is off by 2^32 (the policy oracle's small
+/// ranges did not catch that).
+#[test]
+fn native_increments_are_exact_across_the_score_keys_halves() {
+    use autoshard::ranking::{Policy, ScoreOrder};
+    let store = RedisCluster::fresh();
+    let steps: [i64; 14] = [
+        5,
+        -10,
+        1 << 32,
+        -(1 << 33),
+        (1 << 53) + 1,
+        -((1 << 53) + 3),
+        4_294_967_295,
+        1,
+        -1,
+        i64::MAX,
+        i64::MAX - 1,
+        i64::MIN,
+        i64::MIN,
+        -7,
+    ];
+    for (i, order) in [ScoreOrder::HigherIsBetter, ScoreOrder::LowerIsBetter]
+        .into_iter()
+        .enumerate()
+    {
+        let config = RankingConfig::new(i64::MIN..i64::MAX)
+            .policy(Policy::Increment)
+            .order(order);
+        let board = Ranking::create(&*store, &format!("exact{i}"), config).unwrap();
+        let mut want: Option<i64> = None;
+        for (n, &step) in steps.iter().enumerate() {
+            let sum = i128::from(want.unwrap_or(0)) + i128::from(step);
+            let result = board.submit("p", step);
+            match i64::try_from(sum).ok().filter(|&s| s < i64::MAX) {
+                Some(sum) => {
+                    let done = result.unwrap_or_else(|e| panic!("{order:?} step {n}: {e:?}"));
+                    assert_eq!(
+                        (done.old_score, done.new_score),
+                        (want, sum),
+                        "{order:?} step {n}"
+                    );
+                    want = Some(sum);
+                }
+                None => assert!(
+                    matches!(result, Err(autoshard::Error::ScoreOutOfRange { .. })),
+                    "{order:?} step {n}: {result:?}"
+                ),
+            }
+            assert_eq!(board.score("p").unwrap(), want, "{order:?} step {n}");
+        }
+        board.check_integrity().unwrap();
+    }
 }

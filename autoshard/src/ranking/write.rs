@@ -8,8 +8,9 @@ use super::handle::check_player;
 use super::policy;
 use super::shape;
 use super::Ranking;
-use crate::error::Result;
-use crate::seam::NativeSubmitted;
+use super::ScoreOrder;
+use crate::error::{Error, Result};
+use crate::seam::{NativeRefused, NativeSubmitted, NativeValue};
 
 /// Applies `updates` (validated) in one write transaction under the
 /// board's policy, inner-node deltas going to one random shard; each
@@ -151,22 +152,20 @@ fn write_native(
         return Ok(None);
     };
     let floor = floors(ranking, updates.len(), at);
-    let mut tree = Vec::with_capacity(updates.len());
+    let mut native = Vec::with_capacity(updates.len());
     for (i, &(player, value)) in updates.iter().enumerate() {
-        let score = value
-            .map(|v| {
-                ranking
-                    .inner
-                    .rules()
-                    .tree_score(ranking.inner.geometry(), v)
-            })
-            .transpose()?;
-        tree.push((player, score, None, floor(i)));
+        let value = match value {
+            Some(v) => native_value(ranking, v)?,
+            None => NativeValue::Remove,
+        };
+        native.push((player, value, None, floor(i)));
     }
-    ranking
+    let done = ranking
         .inner
         .boards
-        .write_native(ranking.inner.board(), policy, &tree)
+        .write_native(ranking.inner.board(), policy, &native)?;
+    done.map(|done| done.map_err(|r| refused(ranking, updates, r)))
+        .transpose()
 }
 
 /// [`submit`](Ranking::submit) of a validated score and data in one step
@@ -183,32 +182,74 @@ pub(in crate::ranking) fn submit_native(
     let Some(policy) = native_policy(ranking, false) else {
         return Ok(None);
     };
-    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
-    let update = (
-        player,
-        Some(rules.tree_score(g, score)?),
-        data,
-        floors(ranking, 1, None)(0),
-    );
-    ranking
+    let floor = floors(ranking, 1, None)(0);
+    let update = (player, native_value(ranking, score)?, data, floor);
+    let done = ranking
         .inner
         .boards
-        .submit_native(ranking.inner.board(), policy, update)
+        .submit_native(ranking.inner.board(), policy, update)?;
+    done.map(|done| done.map_err(|r| refused(ranking, &[(player, Some(score))], r)))
+        .transpose()
 }
 
 /// The stored name of the policy a store applies in one step
 /// (`BoardStore::write_native`), `None` where the board's writes need
-/// the transaction: an approximate board's, and an increment's (its sum
-/// needs `i64` arithmetic a store's script may not have).
+/// the transaction: an approximate board's.
 pub(in crate::ranking) fn native_policy(ranking: &Ranking, removals: bool) -> Option<&'static str> {
     let rules = ranking.inner.rules();
-    if rules.approx || (rules.policy == super::Policy::Increment && !removals) {
+    if rules.approx {
         return None;
     }
     Some(match removals {
         true => super::Policy::Replace.stored(),
         false => rules.policy.stored(),
     })
+}
+
+/// A validated value as a store applies it natively: a tree score, or
+/// under `Increment` the increment in tree scores.
+pub(in crate::ranking) fn native_value(ranking: &Ranking, value: i64) -> Result<NativeValue> {
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
+    if rules.policy != super::Policy::Increment {
+        return Ok(NativeValue::Score(rules.tree_score(g, value)?));
+    }
+    // Where lower is better a tree score is the mirrored score, which an
+    // increment moves the other way.
+    let by = match rules.order {
+        ScoreOrder::HigherIsBetter => i128::from(value),
+        ScoreOrder::LowerIsBetter => -i128::from(value),
+    };
+    Ok(NativeValue::Add {
+        by,
+        // A player not on the board starts from 0.
+        fresh: rules.tree_score(g, value).ok(),
+        lo: g.min(),
+        // `max` is one past the largest score (wrapping at `i64::MAX`).
+        hi: g.max().wrapping_sub(1),
+    })
+}
+
+/// The error an update the store refused meets in the transaction: an
+/// increment whose sum leaves the range, computed as `apply/` does.
+fn refused(ranking: &Ranking, updates: &[(&str, Option<i64>)], r: NativeRefused) -> Error {
+    let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
+    let in_range = r.current.is_none_or(|c| rules.score(g, c).is_some());
+    match updates.get(r.index) {
+        Some(&(_, Some(value))) if in_range => match rules.next(g, r.current, value) {
+            Err(e) => e,
+            Ok(_) => native_refusal(ranking, r, "an update in range"),
+        },
+        _ => native_refusal(ranking, r, "no increment there"),
+    }
+}
+
+fn native_refusal(ranking: &Ranking, r: NativeRefused, what: &str) -> Error {
+    Error::Corrupt {
+        kind: "ranking",
+        id: ranking.name().to_owned(),
+        field: format!("native write, update {} at {:?}", r.index, r.current),
+        reason: format!("the store refused {what}"),
+    }
 }
 
 /// Checks one queued update (player name, value) without writing.

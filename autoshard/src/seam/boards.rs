@@ -110,12 +110,43 @@ pub(crate) fn queue_shards(items: &[QueuedUpdate]) -> Vec<u32> {
     shards
 }
 
-/// An update [`BoardStore::write_native`] applies: the player, the tree
-/// score (`None`: a removal), entry data (`None`: none) and the lowest
-/// arrival the player takes if this is their last change in the batch (0:
-/// the board's own counter decides; a tree of a split board hands out
-/// board-wide numbers, `ranking/trees/arrival.rs`).
-pub(crate) type NativeUpdate<'a> = (&'a str, Option<i64>, Option<&'a [u8]>, u64);
+/// An update [`BoardStore::write_native`] applies: the player, the value,
+/// entry data (`None`: none) and the lowest arrival the player takes if
+/// this is their last change in the batch (0: the board's own counter
+/// decides; a tree of a split board hands out board-wide numbers,
+/// `ranking/trees/arrival.rs`).
+pub(crate) type NativeUpdate<'a> = (&'a str, NativeValue, Option<&'a [u8]>, u64);
+
+/// What one [`NativeUpdate`] does to its player, in tree scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeValue {
+    /// Takes them off the board, with their entry data.
+    Remove,
+    /// Puts them at this tree score, under the board's policy.
+    Score(i64),
+    /// An increment: moves their tree score by `by`, which must stay within
+    /// `lo..=hi` (the board's range, in tree scores); a player not on the
+    /// board starts at `fresh` (`None`: the increment alone is out of the
+    /// range). The ranking layer works out what the increment is in tree
+    /// scores (its sign flips on a board where lower is better).
+    Add {
+        by: i128,
+        fresh: Option<i64>,
+        lo: i64,
+        hi: i64,
+    },
+}
+
+/// An update a store applying a batch natively refused, and nothing of the
+/// batch was written: the increment at `index` takes its player, whose
+/// tree score was `current` at that point (`None`: not on the board), out
+/// of the board's range. The ranking layer reports it as the transaction
+/// would ([`Error::ScoreOutOfRange`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NativeRefused {
+    pub index: usize,
+    pub current: Option<i64>,
+}
 
 /// What one submission to a natively ordered board did
 /// ([`BoardStore::submit_native`]), in tree scores (better is higher).
@@ -356,16 +387,17 @@ pub(crate) trait BoardStore: Send + Sync {
     /// the policy whose stored name is `policy`, by their net effect as
     /// `ranking/apply/` applies a batch, with each update's entry data
     /// (`None`: none) under the same rules as `apply::store_entry_data`;
-    /// `Some(n)`, `n` how many of the batch's players were on the board
-    /// before it (a removal's answer). `Ok(None)`: the store does not do
-    /// this for this board or policy (the default), and the caller takes a
-    /// write transaction instead.
+    /// `Some(Ok(n))`, `n` how many of the batch's players were on the board
+    /// before it (a removal's answer); `Some(Err(_))` for an increment
+    /// whose sum leaves the range, nothing written. `Ok(None)`: the store
+    /// does not do this for this board or policy (the default), and the
+    /// caller takes a write transaction instead.
     fn write_native(
         &self,
         _board: Board<'_>,
         _policy: &str,
         _updates: &[NativeUpdate<'_>],
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<std::result::Result<u64, NativeRefused>>> {
         Ok(None)
     }
 
@@ -379,7 +411,7 @@ pub(crate) trait BoardStore: Send + Sync {
         _board: Board<'_>,
         _policy: &str,
         _update: NativeUpdate<'_>,
-    ) -> Result<Option<NativeSubmitted>> {
+    ) -> Result<Option<std::result::Result<NativeSubmitted, NativeRefused>>> {
         Ok(None)
     }
 

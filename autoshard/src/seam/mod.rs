@@ -35,8 +35,8 @@ pub use self::boards::DeadLetter;
 #[cfg(feature = "redis")]
 pub(crate) use self::boards::{not_found, NativeUpdate};
 pub(crate) use self::boards::{
-    queue_shards, Board, BoardStore, NativeStep, NativeSubmitted, NativeTogether, NativeTrim,
-    Placement, QueuedRow, QueuedUpdate, NOTHING_APPLIED, PART_SEPARATOR,
+    queue_shards, Board, BoardStore, NativeRefused, NativeStep, NativeSubmitted, NativeTogether,
+    NativeTrim, NativeValue, Placement, QueuedRow, QueuedUpdate, NOTHING_APPLIED, PART_SEPARATOR,
 };
 pub(crate) use self::catalog::{
     dims_from_text, dims_text, BoardSpec, Columns, DimSpec, DEFAULT_ORDER, DEFAULT_POLICY,

@@ -78,18 +78,16 @@ fn step<'a>(
     score: i64,
     data: Option<&'a [u8]>,
 ) -> Result<Option<NativeStep<'a>>> {
-    let Some(policy) = write::native_policy(board, false) else {
+    // An increment out of range on one member must leave every member
+    // unwritten: the transaction checks that.
+    let Some(policy) = write::native_policy(board, false).filter(|&p| p != "increment") else {
         return Ok(None);
     };
-    let tree = board
-        .inner
-        .rules()
-        .tree_score(board.inner.geometry(), score)?;
     Ok(Some(NativeStep {
         board: board.inner.board(),
         policy,
         // One tree, so no arrival floor: a split member takes the
         // transaction (the store orders only single trees natively).
-        update: (player, Some(tree), data, 0),
+        update: (player, write::native_value(board, score)?, data, 0),
     }))
 }

@@ -370,7 +370,7 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         policy: &str,
         updates: &[crate::seam::NativeUpdate<'_>],
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<std::result::Result<u64, crate::seam::NativeRefused>>> {
         self.write_native_batch(board, policy, updates)
     }
 
@@ -379,7 +379,8 @@ impl BoardStore for RedisCluster {
         board: Board<'_>,
         policy: &str,
         update: crate::seam::NativeUpdate<'_>,
-    ) -> Result<Option<crate::seam::NativeSubmitted>> {
+    ) -> Result<Option<std::result::Result<crate::seam::NativeSubmitted, crate::seam::NativeRefused>>>
+    {
         self.submit_native_one(board, policy, update)
     }
 

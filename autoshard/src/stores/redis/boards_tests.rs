@@ -205,11 +205,12 @@ fn a_floor_lifts_the_arrival_counter() {
     let write = |updates: &[(&str, u64)]| {
         let updates: Vec<_> = updates
             .iter()
-            .map(|&(p, floor)| (p, Some(5), None, floor))
+            .map(|&(p, floor)| (p, crate::seam::NativeValue::Score(5), None, floor))
             .collect();
         db.write_native(at, "replace", &updates)
             .unwrap()
-            .expect("native");
+            .expect("native")
+            .unwrap();
     };
     write(&[("a", 1_000), ("b", 1_001)]);
     write(&[("c", 0), ("d", 0)]);

@@ -6,7 +6,7 @@
 use super::error::{classify, Class};
 use super::{backoff, keys, Conn, Durability, RedisCluster};
 use crate::error::{Error, Result};
-use crate::seam::NativeSubmitted;
+use crate::seam::{NativeRefused, NativeSubmitted};
 use crate::trace;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use std::time::Instant;
@@ -47,6 +47,9 @@ pub(crate) enum Reply {
     /// A submission to several native boards applied, with each board's
     /// report but the guard's (`native_scripts::native_together`).
     Together(Vec<NativeSubmitted>),
+    /// A native write refused an increment out of range, and wrote
+    /// nothing (`native_scripts::native_write`).
+    Refused(NativeRefused),
     /// A submission to several native boards found its guard's data
     /// changed, and wrote nothing.
     Moved,
@@ -69,6 +72,9 @@ impl Reply {
                     Some(("APPLIED", n)) => n.parse().ok().map(Reply::Applied),
                     Some(("SUBMITTED", fields)) => {
                         super::native_writes::parse_submitted(fields).map(Reply::Submitted)
+                    }
+                    Some(("REFUSED", fields)) => {
+                        super::native_writes::parse_refused(fields).map(Reply::Refused)
                     }
                     Some(("TOGETHER", all)) => all
                         .split(';')

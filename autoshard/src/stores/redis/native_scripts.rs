@@ -320,16 +320,53 @@ end
 local function hex(key)
   return (string.gsub(key, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
+local function be4(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+-- The key the increment `inc` moves `key` to (`false`: a player not on
+-- the board, who starts at the increment's own key), `false` if that
+-- leaves the range. Exact: the key's two 32-bit halves in doubles.
+local function incremented(key, inc)
+  if not key then
+    if #inc < 33 then return false end
+    return string.sub(inc, 26, 33)
+  end
+  local hi, lo = u32(key, 1), u32(key, 5)
+  local dh, dl = u32(inc, 2), u32(inc, 6)
+  if string.sub(inc, 1, 1) == '+' then hi, lo = hi + dh, lo + dl else hi, lo = hi - dh, lo - dl end
+  if lo >= 4294967296 then lo, hi = lo - 4294967296, hi + 1 elseif lo < 0 then lo, hi = lo + 4294967296, hi - 1 end
+  if hi < 0 or hi >= 4294967296 then return false end
+  local out = be4(hi) .. be4(lo)
+  if less(out, string.sub(inc, 10, 17)) or less(string.sub(inc, 18, 25), out) then return false end
+  return out
+end
+-- The score key `policy` takes a player at `before` (`false`: not on the
+-- board) to with `key`; `false` for an increment out of the range.
+local function next_key(policy, before, key)
+  if policy == 'increment' then return incremented(before, key) end
+  if before and ((policy == 'best' and not less(key, before)) or (policy == 'worst' and less(key, before))) then
+    return before
+  end
+  return key
+end
+-- Whether an update's data is stored: always under `replace` and
+-- `increment`, under `best` and `worst` only when the score changed.
+local function takes_data(policy, before, after)
+  return policy == 'replace' or policy == 'increment' or before ~= after
+end
 local function submit_one(k, policy, player, key, d, floor)
   local row = redis.call('HGET', k.players, player) or false
-  local before, after = row and string.sub(row, 1, 8), key
-  if before and ((policy == 'best' and not less(key, before)) or (policy == 'worst' and less(key, before))) then
-    after = before
-  end
+  local before = row and string.sub(row, 1, 8)
+  local after = next_key(policy, before, key)
+  if not after then return false, before end
   local was_above = '-'
   if before then was_above = above(k, before) end
   if before ~= after then apply_moves(k, {{player, after, row, floor}}) end
-  if d ~= '' and (policy == 'replace' or before ~= after) then redis.call('HSET', k.data, player, string.sub(d, 2)) end
+  if d ~= '' and takes_data(policy, before, after) then redis.call('HSET', k.data, player, string.sub(d, 2)) end
   return table.concat({before and hex(before) or '-', hex(after), was_above, above(k, after)}, ' ')
 end
 "#;
@@ -338,11 +375,13 @@ end
 /// script: `KEYS[1]` the board's version, `KEYS[3..8]` its ranking order,
 /// players, entry data, distinct scores, multiplicities and arrival
 /// counter; `ARGV[4]` the new version (the operation id), `ARGV[5]` the
-/// policy (`replace`, `best` or `worst`: an increment needs `i64`
-/// arithmetic, which Lua's doubles cannot do, and takes the transaction),
+/// policy (`replace`, `best`, `worst` or `increment`),
 /// `ARGV[6]` `1` for a submission's report (below), else empty,
-/// `ARGV[7..]` (player, score key, data, floor) quadruples: the score's
-/// 8-byte key (empty: a removal), data empty for none, else a `v` before
+/// `ARGV[7..]` (player, value, data, floor) quadruples: the score's
+/// 8-byte key (empty: a removal; under `increment` the increment as
+/// `native_writes::value_arg` encodes it, added to the key's two 32-bit
+/// halves, exact in Lua's doubles, and checked against the range), data
+/// empty for none, else a `v` before
 /// it, and the lowest arrival the player may take if this update is their
 /// last change (`0`: the board's counter decides; a tree of a split board
 /// passes board-wide numbers, `ranking/trees/arrival.rs`). The
@@ -352,7 +391,10 @@ end
 /// if that is where they were ([`MOVES`]). Answers `APPLIED n`, `n` the
 /// batch's players that were on the board before it (a resend of an
 /// applied piece answers the same, from the writer's mark); `GONE` if the
-/// board was deleted. A submission (one update, a score) with its report
+/// board was deleted; `REFUSED i key` if the `i`-th update (1-based) is an
+/// increment that takes its player out of the range, `key` their score key
+/// then in hex (`-`: not on the board): nothing written, the version put
+/// back. A submission (one update, a score) with its report
 /// answers `SUBMITTED` and [`SUBMIT_ONE`]'s report instead, so that
 /// `submit` and both its ranks are one round trip (the mark keeps this
 /// reply too).
@@ -372,14 +414,22 @@ pub(crate) fn native_write() -> &'static Script {
             r#"
 -- One call both checks for a deleted board and sets the new version;
 -- the tombstone goes back before anything else is written.
-if redis.call('SET', KEYS[1], ARGV[4], 'GET') == 'deleted' then
+local was_version = redis.call('SET', KEYS[1], ARGV[4], 'GET')
+if was_version == 'deleted' then
   redis.call('SET', KEYS[1], 'deleted')
   return 'GONE'
 end
 local k = {order = KEYS[3], players = KEYS[4], data = KEYS[5], distinct = KEYS[6], counts = KEYS[7], arrivals = KEYS[8]}
 local policy = ARGV[5]
+-- An increment out of the range: nothing written, the version put back.
+local function refuse(n, key)
+  if was_version then redis.call('SET', KEYS[1], was_version) else redis.call('DEL', KEYS[1]) end
+  return 'REFUSED ' .. n .. ' ' .. (key and hex(key) or '-')
+end
 if ARGV[6] == '1' then
-  local reply = 'SUBMITTED ' .. submit_one(k, policy, ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10]))
+  local report, was = submit_one(k, policy, ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10]))
+  if not report then return refuse(1, was) end
+  local reply = 'SUBMITTED ' .. report
   mark(reply)
   return reply
 end
@@ -392,18 +442,15 @@ for i = 7, #ARGV, 4 do
     if stored[player] then found = found + 1 end
     cur[player] = stored[player] and string.sub(stored[player], 1, 8) or false
   end
-  local before, after = cur[player], key
-  if key == '' then
-    after = false
-  elseif before and policy == 'best' and not less(key, before) then
-    after = before
-  elseif before and policy == 'worst' and less(key, before) then
-    after = before
+  local before, after = cur[player], false
+  if key ~= '' then
+    after = next_key(policy, before, key)
+    if not after then return refuse(n, before) end
   end
   if before ~= after then cur[player] = after; last[player] = n; floors[player] = tonumber(ARGV[i + 3]) end
   if not after then
     data[player] = false
-  elseif d ~= '' and (policy == 'replace' or before ~= after) then
+  elseif d ~= '' and takes_data(policy, before, after) then
     data[player] = string.sub(d, 2)
   end
   final[player] = key ~= '' and after
@@ -484,7 +531,8 @@ local reports = {}
 for b = 2, n do
   local k = board(b)
   redis.call('SET', k.version, ARGV[4])
-  reports[#reports + 1] = submit_one(k, step(b))
+  -- Only an increment is refused, and increments take the transaction.
+  reports[#reports + 1] = submit_one(k, step(b)) or error('autoshard: an increment in a step together')
 end
 local reply = 'TOGETHER ' .. table.concat(reports, ';')
 mark(reply)

@@ -14,7 +14,10 @@ use super::board_codec::{ascending, descending};
 use super::boards::BoardKeys;
 use super::{native_scripts, Piece, RedisCluster, Reply};
 use crate::error::{Error, Result};
-use crate::seam::{Board, NativeStep, NativeSubmitted, NativeTogether, NativeTrim, NativeUpdate};
+use crate::seam::{
+    Board, NativeRefused, NativeStep, NativeSubmitted, NativeTogether, NativeTrim, NativeUpdate,
+    NativeValue,
+};
 
 // Lua's numbers are doubles: ranks handed to the script stay below 2^53,
 // and no board holds that many players.
@@ -27,13 +30,14 @@ impl RedisCluster {
         board: Board<'_>,
         policy: &str,
         updates: &[NativeUpdate<'_>],
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<std::result::Result<u64, NativeRefused>>> {
         match self.native_write(board, policy, updates, false)? {
             None => Ok(None),
-            Some(Reply::Applied(found)) => Ok(Some(found)),
+            Some(Reply::Applied(found)) => Ok(Some(Ok(found))),
             // Applied, by a send whose mark kept no reply (a script from
             // before `mark(reply)`): how many were found is not known.
-            Some(Reply::Dup) => Ok(Some(0)),
+            Some(Reply::Dup) => Ok(Some(Ok(0))),
+            Some(Reply::Refused(refused)) => Ok(Some(Err(refused))),
             Some(other) => Err(unexpected(other, "a native write")),
         }
     }
@@ -44,10 +48,11 @@ impl RedisCluster {
         board: Board<'_>,
         policy: &str,
         update: NativeUpdate<'_>,
-    ) -> Result<Option<NativeSubmitted>> {
+    ) -> Result<Option<std::result::Result<NativeSubmitted, NativeRefused>>> {
         match self.native_write(board, policy, &[update], true)? {
             None => Ok(None),
-            Some(Reply::Submitted(done)) => Ok(Some(done)),
+            Some(Reply::Submitted(done)) => Ok(Some(Ok(done))),
+            Some(Reply::Refused(refused)) => Ok(Some(Err(refused))),
             // No `Dup`: the script marks with its reply, which a resend
             // answers.
             Some(other) => Err(unexpected(other, "a native submission")),
@@ -85,10 +90,10 @@ impl RedisCluster {
         let id = self.next_seq(&mut conn);
         let mut binary = vec![format!("{}:{}", id.0, id.1).into_bytes()];
         for step in &all {
-            let (player, score, entry, floor) = step.update;
+            let (player, value, entry, floor) = step.update;
             binary.push(step.policy.as_bytes().to_vec());
             binary.push(player.as_bytes().to_vec());
-            binary.push(score.map_or_else(Vec::new, |s| descending(s).to_be_bytes().to_vec()));
+            binary.push(value_arg(value));
             binary.push(entry.map_or_else(Vec::new, |d| [b"v", d].concat()));
             binary.push(floor.to_string().into_bytes());
         }
@@ -122,7 +127,7 @@ impl RedisCluster {
         report: bool,
     ) -> Result<Option<Reply>> {
         let (_, native) = self.board_spec(board.id)?;
-        if !native || !matches!(policy, "replace" | "best" | "worst") {
+        if !native || !matches!(policy, "replace" | "best" | "worst" | "increment") {
             return Ok(None);
         }
         let keys = BoardKeys::new(self.prefix(), board.id);
@@ -134,9 +139,9 @@ impl RedisCluster {
             policy.as_bytes().to_vec(),
             if report { b"1".to_vec() } else { Vec::new() },
         ];
-        for &(player, score, entry, floor) in updates {
+        for &(player, value, entry, floor) in updates {
             binary.push(player.as_bytes().to_vec());
-            binary.push(score.map_or_else(Vec::new, |s| descending(s).to_be_bytes().to_vec()));
+            binary.push(value_arg(value));
             binary.push(entry.map_or_else(Vec::new, |d| [b"v", d].concat()));
             binary.push(floor.to_string().into_bytes());
         }
@@ -221,6 +226,31 @@ impl RedisCluster {
     }
 }
 
+/// An update's value as the scripts take it (`native_scripts::native_write`):
+/// empty for a removal, a score's 8-byte key, or an increment's 25 or 33
+/// bytes: `+` or `-` (what it does to the key, which falls as the score
+/// rises), its size, the keys of the range's best and worst scores, and
+/// the key a player not on the board starts at (absent: out of range).
+fn value_arg(value: NativeValue) -> Vec<u8> {
+    let key = |tree: i64| descending(tree).to_be_bytes();
+    match value {
+        NativeValue::Remove => Vec::new(),
+        NativeValue::Score(tree) => key(tree).to_vec(),
+        NativeValue::Add { by, fresh, lo, hi } => {
+            // `|by|` is at most 2^63: an `i64` increment's.
+            let size = u64::try_from(by.unsigned_abs()).unwrap_or(u64::MAX);
+            let mut arg = vec![if by > 0 { b'-' } else { b'+' }];
+            arg.extend(size.to_be_bytes());
+            arg.extend(key(hi));
+            arg.extend(key(lo));
+            if let Some(fresh) = fresh {
+                arg.extend(key(fresh));
+            }
+            arg
+        }
+    }
+}
+
 /// `KEYS[3..8]` of the native writes: the board's ranking order, players,
 /// entry data, distinct scores, multiplicities and arrival counter.
 fn native_keys(keys: &BoardKeys) -> Vec<String> {
@@ -236,6 +266,20 @@ fn unexpected(reply: Reply, to: &str) -> Error {
         kind: "redis script".into(),
         reason: format!("unexpected reply {reply:?} to {to}"),
     }
+}
+
+/// A `REFUSED` reply's fields (`native_scripts::native_write`): the
+/// 1-based index of the increment refused and the player's score key at
+/// that point in hex (`-`: not on the board).
+pub(super) fn parse_refused(fields: &str) -> Option<NativeRefused> {
+    let (index, current) = fields.split_once(' ')?;
+    let index = index.parse::<usize>().ok()?.checked_sub(1)?;
+    let current = match current {
+        "-" => None,
+        hex if hex.len() == 16 => Some(ascending(u64::from_str_radix(hex, 16).ok()?)),
+        _ => return None,
+    };
+    Some(NativeRefused { index, current })
 }
 
 /// A `SUBMITTED` reply's fields (`native_scripts::native_write`): the
@@ -268,6 +312,33 @@ pub(super) fn parse_submitted(fields: &str) -> Option<NativeSubmitted> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A new player whose increment alone is out of the range has no
+    /// start key: an absent one, not a zeroed one (which the script would
+    /// take for the best score: the first version did, and the policy
+    /// suite's oracle caught it on Redis Cluster).
+    #[test]
+    fn an_increment_carries_its_start_key_only_in_range() {
+        let out = value_arg(NativeValue::Add {
+            by: 5,
+            fresh: None,
+            lo: 0,
+            hi: 9,
+        });
+        assert_eq!((out.len(), out[0]), (25, b'-'));
+        assert_eq!(&out[1..9], &5u64.to_be_bytes());
+        assert_eq!(&out[9..17], &descending(9).to_be_bytes());
+        assert_eq!(&out[17..25], &descending(0).to_be_bytes());
+        let back = value_arg(NativeValue::Add {
+            by: i128::from(i64::MIN),
+            fresh: Some(3),
+            lo: 0,
+            hi: 9,
+        });
+        assert_eq!((back.len(), back[0]), (33, b'+'));
+        assert_eq!(&back[1..9], &(1u64 << 63).to_be_bytes());
+        assert_eq!(&back[25..], &descending(3).to_be_bytes());
+    }
 
     #[test]
     fn a_submitted_report_parses_and_a_damaged_one_does_not() {
