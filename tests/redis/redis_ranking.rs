@@ -319,11 +319,12 @@ fn every_direct_write_to_a_native_board_is_one_round_trip() {
 /// A family submission whose filter values are the player's stored ones
 /// (or a new player's) is one request, one script over the family's
 /// boards, which share a slot (`ranking/family/one_step.rs`), with filters
-/// or without; its ranks are the boards'. A player whose values change may
-/// leave boards and takes the transaction. Control: the counter sees every
-/// request: the transaction counts 4 without filters (5 with a look at the
-/// stored values, before 2026-11-29, eighth session), and so does a
-/// family of `Increment` boards.
+/// or without, under `Increment` too (a sum past the range on a member
+/// refused in that request); its ranks are the boards'. A player whose
+/// values change may leave boards and takes the transaction. Control: the
+/// counter sees every request: that transaction counts more than one (4
+/// without filters before 2026-11-30, 5 with a look at the stored values
+/// before 2026-11-29, eighth session).
 #[test]
 fn a_family_submission_is_one_round_trip() {
     use autoshard::__private::redis_hooks::round_trips;
@@ -349,13 +350,15 @@ fn a_family_submission_is_one_round_trip() {
             config = config.window(w);
         }
         let family = Family::create(&*store, name, config).unwrap();
-        let submit = |player: &str, score: i64, age: &str| {
+        let attempt = |player: &str, score: i64, age: &str| {
             let mut s = family.submission(player, score).at(AT);
             if filtered {
                 s = s.filter("age", age);
             }
-            s.submit().unwrap()
+            s.submit()
         };
+        let submit = |player: &str, score: i64, age: &str| attempt(player, score, age).unwrap();
+        let submit_err = |player: &str, score: i64| attempt(player, score, "young").unwrap_err();
         for p in 0..20 {
             submit(&format!("p{p}"), p * 10, "young");
         }
@@ -384,10 +387,17 @@ fn a_family_submission_is_one_round_trip() {
         }
         // A new player, in one step too.
         counts.push(trips(&mut || drop(submit("newcomer", 5, "young"))));
-        match policy {
-            // The transaction: 4 for a player on the boards, 5 for a new one.
-            Policy::Increment => assert!(counts.iter().all(|&n| n >= 4), "{name}: {counts:?}"),
-            _ => assert!(counts.iter().all(|&n| n == 1), "{name}: {counts:?}"),
+        assert!(counts.iter().all(|&n| n == 1), "{name}: {counts:?}");
+        if policy == Policy::Increment {
+            // Past the range on a member: refused in the same one request,
+            // no member written.
+            let mut refused = None;
+            counts.push(trips(&mut || refused = Some(submit_err("p7", 999_999_000))));
+            assert!(
+                matches!(refused, Some(autoshard::Error::ScoreOutOfRange { .. })),
+                "{refused:?}"
+            );
+            assert_eq!(counts.last(), Some(&1));
         }
         if filtered {
             // Values that change: the transaction, which leaves the boards

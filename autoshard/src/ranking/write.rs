@@ -231,7 +231,11 @@ pub(in crate::ranking) fn native_value(ranking: &Ranking, value: i64) -> Result<
 
 /// The error an update the store refused meets in the transaction: an
 /// increment whose sum leaves the range, computed as `apply/` does.
-fn refused(ranking: &Ranking, updates: &[(&str, Option<i64>)], r: NativeRefused) -> Error {
+pub(in crate::ranking) fn refused(
+    ranking: &Ranking,
+    updates: &[(&str, Option<i64>)],
+    r: NativeRefused,
+) -> Error {
     let (rules, g) = (ranking.inner.rules(), ranking.inner.geometry());
     let in_range = r.current.is_none_or(|c| rules.score(g, c).is_some());
     match updates.get(r.index) {

@@ -179,6 +179,9 @@ pub(crate) enum NativeTogether {
     /// The guard's player has other entry data on its board: nothing was
     /// written.
     Guarded,
+    /// An increment of `steps` takes its player out of its board's range
+    /// (`index` counts the steps): nothing was written.
+    Refused(NativeRefused),
 }
 
 /// The players one trim batch ([`BoardStore::trim_native`]) removes, in
@@ -420,7 +423,8 @@ pub(crate) trait BoardStore: Send + Sync {
     /// data on its board yet, and which stops the step unwritten
     /// ([`NativeTogether::Guarded`]) where they have other data than the
     /// guard's; then each of `steps` (a score, not a removal) as
-    /// `submit_native` applies it, with its report. `Ok(None)`: the store
+    /// `submit_native` applies it, with its report, none of them if an
+    /// increment of one is out of its range. `Ok(None)`: the store
     /// does not do this for these boards (not ordered natively, not in one
     /// place, a policy it does not apply) or one of them was deleted;
     /// nothing was written, and the caller takes a write transaction.

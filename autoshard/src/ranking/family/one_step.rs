@@ -11,7 +11,7 @@
 use super::submit::{encode_values, FamilySubmission, FamilyUpdate};
 use crate::error::{Error, Result};
 use crate::ranking::{policy, write, Ranking};
-use crate::seam::{NativeStep, NativeTogether};
+use crate::seam::{NativeRefused, NativeStep, NativeTogether};
 
 /// What [`FamilyUpdate::in_one_step`] did.
 pub(super) enum OneStep {
@@ -55,6 +55,16 @@ impl FamilyUpdate<'_> {
             Ok(Some(NativeTogether::Guarded) | None) | Err(Error::RankingNotFound { .. }) => {
                 return Ok(declined)
             }
+            // As the transaction refuses it: no member written.
+            Ok(Some(NativeTogether::Refused(r))) => {
+                let (board, update) = match targets.get(r.index) {
+                    Some((board, _)) => (board, vec![(self.player, Some(self.score))]),
+                    // Not a step: reported as the store's fault.
+                    None => (players, Vec::new()),
+                };
+                let at = NativeRefused { index: 0, ..r };
+                return Err(write::refused(board, &update, at));
+            }
             Err(e) => return Err(e),
         };
         let mut members = Vec::with_capacity(targets.len());
@@ -78,9 +88,7 @@ fn step<'a>(
     score: i64,
     data: Option<&'a [u8]>,
 ) -> Result<Option<NativeStep<'a>>> {
-    // An increment out of range on one member must leave every member
-    // unwritten: the transaction checks that.
-    let Some(policy) = write::native_policy(board, false).filter(|&p| p != "increment") else {
+    let Some(policy) = write::native_policy(board, false) else {
         return Ok(None);
     };
     Ok(Some(NativeStep {

@@ -495,8 +495,10 @@ return reply
 /// caller's transaction finds); where they have none it is written, where
 /// they have the same it is not. Every other board is submitted to, its
 /// version set; the answer is `TOGETHER` and their reports, `;` between
-/// them, kept in the writer's mark. `GONE` if any board was deleted,
-/// nothing written.
+/// them, kept in the writer's mark. `GONE` if any board was deleted, and
+/// `REFUSED i key` (as [`native_write`]'s, `i` counting the boards after
+/// the guard) if an increment takes its player out of the range on any
+/// board: nothing written.
 pub(crate) fn native_together() -> &'static Script {
     static S: OnceLock<Script> = OnceLock::new();
     script_of(
@@ -523,6 +525,15 @@ local guard = board(1)
 local policy, player, key, d, floor = step(1)
 local have = redis.call('HGET', guard.data, player)
 if have and have ~= string.sub(d, 2) then return 'MOVED' end
+-- An increment out of the range on any board leaves every board unwritten.
+for b = 2, n do
+  local k, policy, player, key = board(b), step(b)
+  if policy == 'increment' then
+    local row = redis.call('HGET', k.players, player)
+    local before = row and string.sub(row, 1, 8)
+    if not incremented(before, key) then return 'REFUSED ' .. (b - 1) .. ' ' .. (before and hex(before) or '-') end
+  end
+end
 if not have then
   redis.call('SET', guard.version, ARGV[4])
   submit_one(guard, policy, player, key, d, floor)
@@ -531,8 +542,8 @@ local reports = {}
 for b = 2, n do
   local k = board(b)
   redis.call('SET', k.version, ARGV[4])
-  -- Only an increment is refused, and increments take the transaction.
-  reports[#reports + 1] = submit_one(k, step(b)) or error('autoshard: an increment in a step together')
+  -- Refused increments were found above.
+  reports[#reports + 1] = submit_one(k, step(b)) or error('autoshard: an increment refused late')
 end
 local reply = 'TOGETHER ' .. table.concat(reports, ';')
 mark(reply)

@@ -76,7 +76,8 @@ impl RedisCluster {
             let alike = keys
                 .first()
                 .is_none_or(|k: &BoardKeys| k.slot == board_keys.slot);
-            if !native || !alike || !matches!(step.policy, "replace" | "best" | "worst") {
+            let known = matches!(step.policy, "replace" | "best" | "worst" | "increment");
+            if !native || !alike || !known {
                 return Ok(None);
             }
             keys.push(board_keys);
@@ -111,6 +112,7 @@ impl RedisCluster {
                 Ok(Some(NativeTogether::Submitted(reports)))
             }
             Reply::Moved => Ok(Some(NativeTogether::Guarded)),
+            Reply::Refused(refused) => Ok(Some(NativeTogether::Refused(refused))),
             Reply::Gone => Ok(None),
             other => Err(unexpected(other, "a native submission to several boards")),
         }
